@@ -1,0 +1,457 @@
+//! Building functions from Rust.
+//!
+//! [`FunctionBuilder`] appends to a current block, infers every result type from the
+//! op table ([`ops::resolve`](crate::ops::resolve)), and turns Rust numbers into
+//! constant operands. It never panics on misuse: the first type error it meets is
+//! kept, and [`FunctionBuilder::finish`] returns it (the verifier catches the rest
+//! when the module is verified). [`FunctionBuilder::counted_loop`] writes the usual
+//! `head`/`body`/`exit` loop with its phis in one call.
+//!
+//! ```
+//! use gradlift_ir::{FunctionBuilder, Module, Signature, Type, Elem};
+//!
+//! // f(x) = sum_i x[i]^2
+//! let mut module = Module::new();
+//! let id = module.declare("sumsq", Signature::new([Type::slice(Elem::F64)], [Type::F64])).unwrap();
+//! let mut b = FunctionBuilder::new(&module, id);
+//! let x = b.param(0);
+//! let n = b.len(x);
+//! let zero = b.iconst(0);
+//! let acc0 = b.fconst(0.0);
+//! let acc = b.counted_loop(zero, n, &[acc0], |b, i, acc| {
+//!     let xi = b.load(x, i);
+//!     let sq = b.fmul(xi, xi);
+//!     vec![b.fadd(acc[0], sq)]
+//! });
+//! b.ret(&[acc[0]]);
+//! let func = b.finish().unwrap();
+//! module.define(id, func).unwrap();
+//! assert!(module.to_string().contains("func @sumsq(%0: [f64]) -> f64"));
+//! ```
+
+use core::fmt;
+
+use smallvec::SmallVec;
+
+use crate::entities::{Block, FuncId, Inst, Value};
+use crate::function::{Function, Terminator};
+use crate::module::{Module, Signature};
+use crate::ops::{self, CmpPred, Imm, Opcode};
+use crate::types::{Elem, Scalar, Type};
+
+/// A mistake made while building, reported by [`FunctionBuilder::finish`].
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct BuildError {
+    /// The function being built.
+    pub func: String,
+    /// What went wrong, first mistake only.
+    pub message: String,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "building @{}: {}", self.func, self.message)
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Builds the body of one declared function of a module. See the [module docs](self).
+pub struct FunctionBuilder<'m> {
+    module: &'m Module,
+    id: FuncId,
+    func: Function,
+    current: Block,
+    error: Option<String>,
+}
+
+macro_rules! binary_ops {
+    ($($(#[$doc:meta])* $method:ident = $op:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $method(&mut self, a: Value, b: Value) -> Value {
+            self.ins1(Opcode::$op, Imm::None, &[a, b])
+        }
+    )*};
+}
+
+macro_rules! unary_ops {
+    ($($(#[$doc:meta])* $method:ident = $op:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $method(&mut self, a: Value) -> Value {
+            self.ins1(Opcode::$op, Imm::None, &[a])
+        }
+    )*};
+}
+
+impl<'m> FunctionBuilder<'m> {
+    /// Starts the body of `id`, a function declared in `module` (see
+    /// [`Module::declare`]): one parameter value per parameter, and an entry block
+    /// named `entry` to append to.
+    pub fn new(module: &'m Module, id: FuncId) -> FunctionBuilder<'m> {
+        let mut func = Function::new(&module.funcs[id].sig);
+        let entry = func.make_block(Some("entry"));
+        func.append_block(entry);
+        FunctionBuilder {
+            module,
+            id,
+            func,
+            current: entry,
+            error: None,
+        }
+    }
+
+    /// The signature of the function being built.
+    pub fn sig(&self) -> &Signature {
+        &self.module.funcs[self.id].sig
+    }
+
+    /// Parameter `i`. Out of range, it records an error and returns a placeholder.
+    pub fn param(&mut self, i: usize) -> Value {
+        match self.func.params.get(i) {
+            Some(&v) => v,
+            None => {
+                self.fail(format!("no parameter {i}"));
+                self.func.make_const(Scalar::F64(0.0))
+            }
+        }
+    }
+
+    /// The function built so far, to inspect.
+    pub fn func(&self) -> &Function {
+        &self.func
+    }
+
+    /// A new block, placed at the end of the layout.
+    pub fn create_block(&mut self, name: &str) -> Block {
+        let b = self.func.make_block(Some(name));
+        self.func.append_block(b);
+        b
+    }
+
+    /// Makes `block` the one instructions are appended to.
+    pub fn switch_to(&mut self, block: Block) {
+        self.current = block;
+    }
+
+    /// The block instructions are appended to.
+    pub fn current_block(&self) -> Block {
+        self.current
+    }
+
+    /// Names `v` (printed `%name`) and returns it.
+    pub fn named(&mut self, name: &str, v: Value) -> Value {
+        self.func.set_value_name(v, name);
+        v
+    }
+
+    /// The `f64` constant `x`, as an operand.
+    pub fn fconst(&mut self, x: f64) -> Value {
+        self.func.make_const(Scalar::F64(x))
+    }
+
+    /// The `f32` constant `x`, as an operand.
+    pub fn f32const(&mut self, x: f32) -> Value {
+        self.func.make_const(Scalar::F32(x))
+    }
+
+    /// The `i64` constant `x`, as an operand.
+    pub fn iconst(&mut self, x: i64) -> Value {
+        self.func.make_const(Scalar::I64(x))
+    }
+
+    /// The `bool` constant `x`, as an operand.
+    pub fn bconst(&mut self, x: bool) -> Value {
+        self.func.make_const(Scalar::Bool(x))
+    }
+
+    /// Any constant, as an operand.
+    pub fn constant(&mut self, c: Scalar) -> Value {
+        self.func.make_const(c)
+    }
+
+    /// A phi of type `ty` at the head of the current block, with the given incoming
+    /// edges; more can be added with [`FunctionBuilder::add_incoming`].
+    pub fn phi(&mut self, ty: Type, incoming: &[(Block, Value)]) -> Value {
+        self.func.append_phi(self.current, ty, incoming)
+    }
+
+    /// Adds the edge `(pred, value)` to `phi`.
+    pub fn add_incoming(&mut self, phi: Value, pred: Block, value: Value) {
+        if !self.func.add_phi_incoming(phi, pred, value) {
+            self.fail(format!("{phi} is not a phi"));
+        }
+    }
+
+    /// Appends an instruction with the given op, immediate and operands; its result
+    /// types come from the op table. Returns the instruction (see
+    /// [`FunctionBuilder::results`]).
+    pub fn ins(&mut self, op: Opcode, imm: Imm, args: &[Value]) -> Inst {
+        let arg_types: SmallVec<[Option<Type>; 3]> = args
+            .iter()
+            .map(|&a| self.func.values.get(a).map(|d| d.ty))
+            .collect();
+        let callee = match imm {
+            Imm::Func(f) => self.module.funcs.get(f).map(|d| &d.sig),
+            _ => None,
+        };
+        let results: SmallVec<[Type; 1]> = match ops::resolve(op, &imm, &arg_types, callee) {
+            Ok(t) => t.results,
+            Err(e) => {
+                self.fail(e);
+                // Keep going with a plausible shape; `finish` reports the error.
+                match (op.shape(), callee) {
+                    (ops::Shape::Store, _) => SmallVec::new(),
+                    (ops::Shape::Call, Some(sig)) => sig.results.iter().copied().collect(),
+                    (ops::Shape::Call, None) => SmallVec::new(),
+                    _ => smallvec::smallvec![Type::F64],
+                }
+            }
+        };
+        let inst = self.func.make_inst(op, imm, args, &results);
+        self.func.append_inst(self.current, inst);
+        inst
+    }
+
+    /// The results of `inst`.
+    pub fn results(&self, inst: Inst) -> &[Value] {
+        &self.func.insts[inst].results
+    }
+
+    fn ins1(&mut self, op: Opcode, imm: Imm, args: &[Value]) -> Value {
+        let inst = self.ins(op, imm, args);
+        match self.func.insts[inst].results.first() {
+            Some(&v) => v,
+            None => {
+                // Only reachable after an error was recorded: hand back a placeholder.
+                self.func.make_const(Scalar::F64(0.0))
+            }
+        }
+    }
+
+    binary_ops! {
+        /// `fadd a, b`
+        fadd = Fadd;
+        /// `fsub a, b`
+        fsub = Fsub;
+        /// `fmul a, b`
+        fmul = Fmul;
+        /// `fdiv a, b`
+        fdiv = Fdiv;
+        /// `fmin a, b`
+        fmin = Fmin;
+        /// `fmax a, b`
+        fmax = Fmax;
+        /// `pow a, b`
+        pow = Pow;
+        /// `powi x, n`
+        powi = Powi;
+        /// `iadd a, b`
+        iadd = Iadd;
+        /// `isub a, b`
+        isub = Isub;
+        /// `imul a, b`
+        imul = Imul;
+        /// `idiv a, b`
+        idiv = Idiv;
+        /// `irem a, b`
+        irem = Irem;
+        /// `ishl a, b`
+        ishl = Ishl;
+        /// `ishr a, b`
+        ishr = Ishr;
+        /// `iand a, b`
+        iand = Iand;
+        /// `ior a, b`
+        ior = Ior;
+        /// `ixor a, b`
+        ixor = Ixor;
+        /// `and a, b`
+        and = And;
+        /// `or a, b`
+        or = Or;
+        /// `xor a, b`
+        xor = Xor;
+    }
+
+    unary_ops! {
+        /// `fneg a`
+        fneg = Fneg;
+        /// `fabs a`
+        fabs = Fabs;
+        /// `sqrt a`
+        sqrt = Sqrt;
+        /// `exp a`
+        exp = Exp;
+        /// `log a`
+        log = Log;
+        /// `sin a`
+        sin = Sin;
+        /// `cos a`
+        cos = Cos;
+        /// `tan a`
+        tan = Tan;
+        /// `tanh a`
+        tanh = Tanh;
+        /// `floor a`
+        floor = Floor;
+        /// `ceil a`
+        ceil = Ceil;
+        /// `ineg a`
+        ineg = Ineg;
+        /// `not a`
+        not = Not;
+        /// `len s`
+        len = Len;
+    }
+
+    /// `fcmp pred a, b`
+    pub fn fcmp(&mut self, pred: CmpPred, a: Value, b: Value) -> Value {
+        self.ins1(Opcode::Fcmp, Imm::Cmp(pred), &[a, b])
+    }
+
+    /// `icmp pred a, b`
+    pub fn icmp(&mut self, pred: CmpPred, a: Value, b: Value) -> Value {
+        self.ins1(Opcode::Icmp, Imm::Cmp(pred), &[a, b])
+    }
+
+    /// `select c, a, b`
+    pub fn select(&mut self, c: Value, a: Value, b: Value) -> Value {
+        self.ins1(Opcode::Select, Imm::None, &[c, a, b])
+    }
+
+    /// `cast ty x`
+    pub fn cast(&mut self, ty: Type, x: Value) -> Value {
+        self.ins1(Opcode::Cast, Imm::Type(ty), &[x])
+    }
+
+    /// `bitcast ty x`
+    pub fn bitcast(&mut self, ty: Type, x: Value) -> Value {
+        self.ins1(Opcode::Bitcast, Imm::Type(ty), &[x])
+    }
+
+    /// `const T c`: a constant as an instruction (most code uses constant operands
+    /// such as [`FunctionBuilder::fconst`] instead).
+    pub fn const_inst(&mut self, c: Scalar) -> Value {
+        self.ins1(Opcode::Const, Imm::Const(c), &[])
+    }
+
+    /// `load s[i]`
+    pub fn load(&mut self, s: Value, i: Value) -> Value {
+        self.ins1(Opcode::Load, Imm::None, &[s, i])
+    }
+
+    /// `store s[i], v`
+    pub fn store(&mut self, s: Value, i: Value, v: Value) {
+        self.ins(Opcode::Store, Imm::None, &[s, i, v]);
+    }
+
+    /// `alloc elem, n`
+    pub fn alloc(&mut self, elem: Elem, n: Value) -> Value {
+        self.ins1(Opcode::Alloc, Imm::Type(elem.ty()), &[n])
+    }
+
+    /// `call @f(args)`: returns the results.
+    pub fn call(&mut self, f: FuncId, args: &[Value]) -> SmallVec<[Value; 2]> {
+        let inst = self.ins(Opcode::Call, Imm::Func(f), args);
+        self.func.insts[inst].results.iter().copied().collect()
+    }
+
+    /// Ends the current block with `jump dest`.
+    pub fn jump(&mut self, dest: Block) {
+        self.terminate(Terminator::Jump(dest));
+    }
+
+    /// Ends the current block with `br cond, then_dest, else_dest`.
+    pub fn br(&mut self, cond: Value, then_dest: Block, else_dest: Block) {
+        self.terminate(Terminator::Br {
+            cond,
+            then_dest,
+            else_dest,
+        });
+    }
+
+    /// Ends the current block with `ret values...`.
+    pub fn ret(&mut self, values: &[Value]) {
+        self.terminate(Terminator::Ret(values.iter().copied().collect()));
+    }
+
+    fn terminate(&mut self, term: Terminator) {
+        if self.func.blocks[self.current].term.is_some() {
+            let b = self.current;
+            self.fail(format!("{b} is terminated twice"));
+        }
+        self.func.set_terminator(self.current, term);
+    }
+
+    /// A counted loop `for i in start..end`, with `carried` values threaded through
+    /// the iterations; returns their values after the loop.
+    ///
+    /// Appends a jump to a new `head` block (one phi for `i`, one per carried value,
+    /// and the exit test `i < end`), a `body` block where `body(builder, i, carried)`
+    /// appends the iteration and returns the next carried values, and leaves the
+    /// builder at the start of a new `exit` block. The body may create blocks of its
+    /// own; the back edge leaves from whatever block it ends in.
+    pub fn counted_loop(
+        &mut self,
+        start: Value,
+        end: Value,
+        carried: &[Value],
+        body: impl FnOnce(&mut Self, Value, &[Value]) -> Vec<Value>,
+    ) -> Vec<Value> {
+        let pre = self.current;
+        let head = self.create_block("head");
+        let body_block = self.create_block("body");
+        let exit = self.create_block("exit");
+        self.jump(head);
+
+        self.switch_to(head);
+        let i = self.phi(Type::I64, &[(pre, start)]);
+        let phis: Vec<Value> = carried
+            .iter()
+            .map(|&v| {
+                let ty = self.func.values.get(v).map_or(Type::F64, |d| d.ty);
+                self.phi(ty, &[(pre, v)])
+            })
+            .collect();
+        let more = self.icmp(CmpPred::Lt, i, end);
+        self.br(more, body_block, exit);
+
+        self.switch_to(body_block);
+        let next = body(self, i, &phis);
+        if next.len() != phis.len() {
+            self.fail(format!(
+                "loop body returned {} carried values, expected {}",
+                next.len(),
+                phis.len()
+            ));
+        }
+        let one = self.iconst(1);
+        let i1 = self.iadd(i, one);
+        let latch = self.current;
+        self.add_incoming(i, latch, i1);
+        for (&phi, &v) in phis.iter().zip(&next) {
+            self.add_incoming(phi, latch, v);
+        }
+        self.jump(head);
+
+        self.switch_to(exit);
+        phis
+    }
+
+    /// The finished body, or the first mistake made while building it.
+    pub fn finish(self) -> Result<Function, BuildError> {
+        match self.error {
+            Some(message) => Err(BuildError {
+                func: self.module.funcs[self.id].name.clone(),
+                message,
+            }),
+            None => Ok(self.func),
+        }
+    }
+
+    fn fail(&mut self, message: String) {
+        if self.error.is_none() {
+            self.error = Some(message);
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! gradlift's SSA IR: the data model every other part of gradlift reads and writes.
+//!
+//! A [`Module`] holds named functions. A defined [`Function`] is blocks of phis,
+//! instructions and one terminator, over SSA values; blocks, values and instructions
+//! are typed IDs in arenas ([`Block`], [`Value`], [`Inst`]), so passes insert and
+//! remove statements without renumbering anything. The crate has:
+//!
+//! - the data model ([`Module`], [`Function`], [`ops`] — the op table, [`types`]);
+//! - a [builder](builder) for making functions from Rust;
+//! - the text format: a [parser](parse()) and a printer (`Display` on [`Module`]),
+//!   with `print(parse(text))` a fixed point;
+//! - a [verifier](verify()) that reports every error it finds, never panicking;
+//! - a reference [interpreter](interp), the oracle for every other engine.
+//!
+//! It knows nothing about derivatives or Cranelift.
+//!
+//! ```
+//! use gradlift_ir::{interp::{Interpreter, Val}, parse, verify};
+//!
+//! let module = parse("
+//!     func @f(%x: f64, %y: f64) -> f64 {
+//!     entry:
+//!         %xx = fmul %x, %x
+//!         %y3 = fmul 3.0, %y
+//!         %r = fadd %xx, %y3
+//!         ret %r
+//!     }
+//! ").unwrap();
+//! verify(&module).unwrap();
+//! let f = module.func_by_name("f").unwrap();
+//! let out = Interpreter::new(&module).call(f, &mut [Val::F64(2.0), Val::F64(1.0)]).unwrap();
+//! assert_eq!(out, [Val::F64(7.0)]);
+//! ```
+
+pub mod builder;
+pub mod entities;
+pub mod function;
+pub mod interp;
+pub mod module;
+pub mod ops;
+pub mod parser;
+pub mod types;
+pub mod verify;
+pub mod write;
+
+pub use builder::{BuildError, FunctionBuilder};
+pub use entities::{Block, FuncId, Inst, Value};
+pub use function::{
+    BlockData, Function, InstData, Phi, Pos, SourceMap, Terminator, ValueData, ValueDef,
+};
+pub use module::{Body, Decl, FuncDecl, Module, ModuleError, Signature};
+pub use ops::{CmpPred, Imm, Opcode};
+pub use parser::{ParseError, ParseErrors, parse};
+pub use types::{Elem, Scalar, Type};
+pub use verify::{VerifierError, VerifierErrors, verify};

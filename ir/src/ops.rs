@@ -1,0 +1,546 @@
+//! The op table: every instruction of the IR, declared once.
+//!
+//! [`Opcode::ALL`] lists the ops; [`Opcode::info`] gives each one's text name, its
+//! [`Shape`] (which operands and immediates it takes, and how its types relate) and a
+//! doc line. The printer, the parser, the verifier, the builder and the interpreter
+//! all read this table; the typing rule of every shape lives in one function,
+//! [`resolve`], so the builder's result types, the parser's literal typing and the
+//! verifier's type errors can never disagree.
+
+use core::fmt;
+
+use smallvec::{SmallVec, smallvec};
+
+use crate::entities::FuncId;
+use crate::module::Signature;
+use crate::types::{Elem, Scalar, Type};
+
+/// A comparison predicate of `fcmp` and `icmp`.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub enum CmpPred {
+    /// Equal. For floats, false if either is NaN.
+    Eq,
+    /// Not equal. For floats, true if either is NaN.
+    Ne,
+    /// Less than.
+    Lt,
+    /// Less than or equal.
+    Le,
+    /// Greater than.
+    Gt,
+    /// Greater than or equal.
+    Ge,
+}
+
+impl CmpPred {
+    /// All predicates, in text-format order.
+    pub const ALL: [CmpPred; 6] = [
+        CmpPred::Eq,
+        CmpPred::Ne,
+        CmpPred::Lt,
+        CmpPred::Le,
+        CmpPred::Gt,
+        CmpPred::Ge,
+    ];
+
+    /// The predicate's name in the text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            CmpPred::Eq => "eq",
+            CmpPred::Ne => "ne",
+            CmpPred::Lt => "lt",
+            CmpPred::Le => "le",
+            CmpPred::Gt => "gt",
+            CmpPred::Ge => "ge",
+        }
+    }
+
+    /// The predicate named `name` in the text format.
+    pub fn from_name(name: &str) -> Option<CmpPred> {
+        CmpPred::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Applies the predicate to two ordered values (floats: IEEE semantics, so every
+    /// predicate but `ne` is false when either side is NaN).
+    pub fn apply<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            CmpPred::Eq => a == b,
+            CmpPred::Ne => a != b,
+            CmpPred::Lt => a < b,
+            CmpPred::Le => a <= b,
+            CmpPred::Gt => a > b,
+            CmpPred::Ge => a >= b,
+        }
+    }
+}
+
+impl fmt::Display for CmpPred {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How an op's operands, immediate and results relate: the typing rule it follows and
+/// the way it is written in the text format.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum Shape {
+    /// `op a, b`: two floats of one type; that float.
+    FloatBinary,
+    /// `op a`: one float; that float.
+    FloatUnary,
+    /// `powi x, n`: a float and an `i64`; the float.
+    Powi,
+    /// `op a, b`: two `i64`; `i64`.
+    IntBinary,
+    /// `op a`: one `i64`; `i64`.
+    IntUnary,
+    /// `fcmp P a, b`: two floats of one type; `bool`.
+    FloatCmp,
+    /// `icmp P a, b`: two `i64`; `bool`.
+    IntCmp,
+    /// `op a, b`: two `bool`; `bool`.
+    BoolBinary,
+    /// `not a`: one `bool`; `bool`.
+    BoolUnary,
+    /// `select c, a, b`: a `bool` and two values of one type; that type.
+    Select,
+    /// `cast T x`: one scalar; `T` (`f64`, `f32` or `i64`).
+    Cast,
+    /// `bitcast T x`: `f64` to `i64` or `i64` to `f64`.
+    Bitcast,
+    /// `const T lit`: no operands; `T`.
+    Const,
+    /// `len s`: a slice; `i64`.
+    Len,
+    /// `load s[i]`: a slice and an `i64`; the element.
+    Load,
+    /// `store s[i], v`: a `mut` slice, an `i64` and an element; no result.
+    Store,
+    /// `alloc T, n`: an `i64`; `mut [T]`.
+    Alloc,
+    /// `call @f(args)`: the callee's parameters; the callee's results.
+    Call,
+}
+
+/// One row of the op table.
+#[derive(Copy, Clone, Debug)]
+pub struct OpInfo {
+    /// The op's name in the text format.
+    pub name: &'static str,
+    /// Its typing rule and syntax.
+    pub shape: Shape,
+    /// One line saying what it computes.
+    pub doc: &'static str,
+}
+
+macro_rules! ops {
+    ($($(#[$attr:meta])* $variant:ident = $name:literal, $shape:ident, $doc:literal;)*) => {
+        /// An instruction's operation. See the [module docs](self) and [`Opcode::info`].
+        #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+        pub enum Opcode {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl Opcode {
+            /// Every op, in table order.
+            pub const ALL: &'static [Opcode] = &[$(Opcode::$variant,)*];
+
+            /// This op's row of the table.
+            pub fn info(self) -> &'static OpInfo {
+                match self {
+                    $(Opcode::$variant => &OpInfo {
+                        name: $name,
+                        shape: Shape::$shape,
+                        doc: $doc,
+                    },)*
+                }
+            }
+        }
+    };
+}
+
+ops! {
+    Fadd = "fadd", FloatBinary, "Float addition.";
+    Fsub = "fsub", FloatBinary, "Float subtraction.";
+    Fmul = "fmul", FloatBinary, "Float multiplication.";
+    Fdiv = "fdiv", FloatBinary, "Float division (IEEE: x / 0 is inf or nan).";
+    Fmin = "fmin", FloatBinary, "The smaller of two floats; nan if either is nan; -0.0 is less than 0.0.";
+    Fmax = "fmax", FloatBinary, "The larger of two floats; nan if either is nan; 0.0 is greater than -0.0.";
+    Pow = "pow", FloatBinary, "x raised to the float power y (C `pow`).";
+    Fneg = "fneg", FloatUnary, "Float negation.";
+    Fabs = "fabs", FloatUnary, "Absolute value.";
+    Sqrt = "sqrt", FloatUnary, "Square root (nan below zero).";
+    Exp = "exp", FloatUnary, "Natural exponential.";
+    Log = "log", FloatUnary, "Natural logarithm (-inf at 0, nan below zero).";
+    Sin = "sin", FloatUnary, "Sine.";
+    Cos = "cos", FloatUnary, "Cosine.";
+    Tan = "tan", FloatUnary, "Tangent.";
+    Tanh = "tanh", FloatUnary, "Hyperbolic tangent.";
+    Floor = "floor", FloatUnary, "Largest integer value not above x.";
+    Ceil = "ceil", FloatUnary, "Smallest integer value not below x.";
+    Powi = "powi", Powi, "x raised to an integer power.";
+    Iadd = "iadd", IntBinary, "Integer addition, wrapping.";
+    Isub = "isub", IntBinary, "Integer subtraction, wrapping.";
+    Imul = "imul", IntBinary, "Integer multiplication, wrapping.";
+    Idiv = "idiv", IntBinary, "Integer division toward zero; by 0 a runtime error; i64::MIN / -1 wraps.";
+    Irem = "irem", IntBinary, "Remainder of `idiv` (sign of the dividend); by 0 a runtime error.";
+    Ishl = "ishl", IntBinary, "Shift left by the amount modulo 64.";
+    Ishr = "ishr", IntBinary, "Arithmetic shift right by the amount modulo 64.";
+    Iand = "iand", IntBinary, "Bitwise and.";
+    Ior = "ior", IntBinary, "Bitwise or.";
+    Ixor = "ixor", IntBinary, "Bitwise exclusive or.";
+    Ineg = "ineg", IntUnary, "Integer negation, wrapping.";
+    Fcmp = "fcmp", FloatCmp, "Float comparison (IEEE: ordered predicates are false on nan).";
+    Icmp = "icmp", IntCmp, "Signed integer comparison.";
+    And = "and", BoolBinary, "Boolean and.";
+    Or = "or", BoolBinary, "Boolean or.";
+    Xor = "xor", BoolBinary, "Boolean exclusive or.";
+    Not = "not", BoolUnary, "Boolean negation.";
+    Select = "select", Select, "`select c, a, b` is a if c else b.";
+    Cast = "cast", Cast, "Numeric conversion: int to float rounds to nearest, float to int truncates toward zero and saturates (nan gives 0), bool to number is 0 or 1.";
+    Bitcast = "bitcast", Bitcast, "Reinterprets the bits of an f64 as an i64 or back.";
+    Const = "const", Const, "A constant.";
+    Len = "len", Len, "The length of a slice.";
+    Load = "load", Load, "Reads element i of a slice; out of bounds is a runtime error.";
+    Store = "store", Store, "Writes element i of a mut slice; out of bounds is a runtime error.";
+    Alloc = "alloc", Alloc, "A zero-filled local buffer of n elements, alive until the function returns; n < 0 is a runtime error.";
+    Call = "call", Call, "Calls a function of the module.";
+}
+
+impl Opcode {
+    /// The op's name in the text format.
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// The op's shape (typing rule and syntax).
+    pub fn shape(self) -> Shape {
+        self.info().shape
+    }
+
+    /// The op named `name` in the text format.
+    pub fn from_name(name: &str) -> Option<Opcode> {
+        Opcode::ALL.iter().copied().find(|op| op.name() == name)
+    }
+
+    /// The immediate this op carries, as an [`ImmKind`].
+    pub fn imm_kind(self) -> ImmKind {
+        match self.shape() {
+            Shape::FloatCmp | Shape::IntCmp => ImmKind::Cmp,
+            Shape::Cast | Shape::Bitcast | Shape::Alloc => ImmKind::Type,
+            Shape::Const => ImmKind::Const,
+            Shape::Call => ImmKind::Func,
+            _ => ImmKind::None,
+        }
+    }
+
+    /// The fixed number of operands, or `None` for `call` (the callee decides).
+    pub fn arity(self) -> Option<usize> {
+        Some(match self.shape() {
+            Shape::Const => 0,
+            Shape::FloatUnary
+            | Shape::IntUnary
+            | Shape::BoolUnary
+            | Shape::Cast
+            | Shape::Bitcast
+            | Shape::Len
+            | Shape::Alloc => 1,
+            Shape::FloatBinary
+            | Shape::Powi
+            | Shape::IntBinary
+            | Shape::FloatCmp
+            | Shape::IntCmp
+            | Shape::BoolBinary
+            | Shape::Load => 2,
+            Shape::Select | Shape::Store => 3,
+            Shape::Call => return None,
+        })
+    }
+
+    /// Whether the op writes memory, allocates, calls, or can fail at run time
+    /// (`load`, `idiv`, `irem`): such instructions are not pure functions of their
+    /// operands, and passes may not drop, merge or move them freely.
+    pub fn has_effects(self) -> bool {
+        matches!(
+            self,
+            Opcode::Store
+                | Opcode::Alloc
+                | Opcode::Call
+                | Opcode::Load
+                | Opcode::Idiv
+                | Opcode::Irem
+        )
+    }
+}
+
+impl fmt::Display for Opcode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What kind of immediate an op carries (see [`Imm`]).
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum ImmKind {
+    /// None.
+    None,
+    /// A comparison predicate.
+    Cmp,
+    /// A type: the target of `cast`/`bitcast`, the element type of `alloc`.
+    Type,
+    /// A constant.
+    Const,
+    /// A callee.
+    Func,
+}
+
+/// The immediate of an instruction: the part written in the text that is not an operand.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub enum Imm {
+    /// No immediate.
+    None,
+    /// The predicate of `fcmp`/`icmp`.
+    Cmp(CmpPred),
+    /// The target type of `cast`/`bitcast`, or the element type of `alloc` (a scalar type).
+    Type(Type),
+    /// The constant of `const`.
+    Const(Scalar),
+    /// The callee of `call`.
+    Func(FuncId),
+}
+
+impl Imm {
+    /// The kind of this immediate.
+    pub fn kind(&self) -> ImmKind {
+        match self {
+            Imm::None => ImmKind::None,
+            Imm::Cmp(_) => ImmKind::Cmp,
+            Imm::Type(_) => ImmKind::Type,
+            Imm::Const(_) => ImmKind::Const,
+            Imm::Func(_) => ImmKind::Func,
+        }
+    }
+}
+
+/// The concrete types of one instruction, as [`resolve`] derives them.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct OpTypes {
+    /// The type each operand must fit (see [`Type::fits`]); `None` where any scalar
+    /// will do (the operand of `cast`), so a literal there keeps its own type.
+    pub params: SmallVec<[Option<Type>; 3]>,
+    /// The result types.
+    pub results: SmallVec<[Type; 1]>,
+}
+
+/// Derives an instruction's concrete operand and result types.
+///
+/// `args` holds the operand types where known; `None` marks an operand whose type
+/// comes from context (a literal whose type is not yet fixed). `callee` is the
+/// callee's signature, for `call`. On success, every known operand type fits its
+/// parameter type: the caller needs no further check. The error is a sentence about
+/// the instruction as written (`"fadd takes floats, found i64"`); callers add where.
+pub fn resolve(
+    op: Opcode,
+    imm: &Imm,
+    args: &[Option<Type>],
+    callee: Option<&Signature>,
+) -> Result<OpTypes, String> {
+    if imm.kind() != op.imm_kind() {
+        return Err(format!("{op} has a malformed immediate {imm:?}"));
+    }
+    if let Some(n) = op.arity() {
+        if args.len() != n {
+            return Err(format!(
+                "{op} takes {n} operand{}, found {}",
+                plural(n),
+                args.len()
+            ));
+        }
+    }
+    let name = op.name();
+    // The first known operand type among `idx`, else `default`.
+    let unify = |idx: &[usize], default: Type| -> Type {
+        idx.iter().find_map(|&i| args[i]).unwrap_or(default)
+    };
+    let check = |params: SmallVec<[Option<Type>; 3]>,
+                 results: SmallVec<[Type; 1]>|
+     -> Result<OpTypes, String> {
+        for (i, (arg, param)) in args.iter().zip(&params).enumerate() {
+            if let (Some(arg), Some(param)) = (arg, param) {
+                if !arg.fits(*param) {
+                    return Err(format!(
+                        "operand {} of {name} must be {param}, found {arg}",
+                        i + 1
+                    ));
+                }
+            }
+        }
+        Ok(OpTypes { params, results })
+    };
+    match op.shape() {
+        Shape::FloatBinary | Shape::FloatCmp => {
+            let t = unify(&[0, 1], Type::F64);
+            if !t.is_float() {
+                return Err(format!("{name} takes floats, found {t}"));
+            }
+            let r = if op.shape() == Shape::FloatCmp { Type::Bool } else { t };
+            check(smallvec![Some(t), Some(t)], smallvec![r])
+        }
+        Shape::FloatUnary | Shape::Powi => {
+            let t = unify(&[0], Type::F64);
+            if !t.is_float() {
+                return Err(format!("{name} takes a float, found {t}"));
+            }
+            if op.shape() == Shape::Powi {
+                check(smallvec![Some(t), Some(Type::I64)], smallvec![t])
+            } else {
+                check(smallvec![Some(t)], smallvec![t])
+            }
+        }
+        Shape::IntBinary => check(
+            smallvec![Some(Type::I64), Some(Type::I64)],
+            smallvec![Type::I64],
+        ),
+        Shape::IntUnary => check(smallvec![Some(Type::I64)], smallvec![Type::I64]),
+        Shape::IntCmp => check(
+            smallvec![Some(Type::I64), Some(Type::I64)],
+            smallvec![Type::Bool],
+        ),
+        Shape::BoolBinary => check(
+            smallvec![Some(Type::Bool), Some(Type::Bool)],
+            smallvec![Type::Bool],
+        ),
+        Shape::BoolUnary => check(smallvec![Some(Type::Bool)], smallvec![Type::Bool]),
+        Shape::Select => {
+            // A `mut [T]` and a `[T]` arm give a `[T]`.
+            let t = match (args[1], args[2]) {
+                (Some(a), Some(b)) if a != b && b.fits(a) => a,
+                (Some(a), Some(b)) if a != b && a.fits(b) => b,
+                (a, b) => a.or(b).unwrap_or(Type::F64),
+            };
+            check(smallvec![Some(Type::Bool), Some(t), Some(t)], smallvec![t])
+        }
+        Shape::Cast => {
+            let Imm::Type(to) = *imm else { unreachable!() };
+            if !matches!(to, Type::F64 | Type::F32 | Type::I64) {
+                return Err(format!("cast can only produce f64, f32 or i64, not {to}"));
+            }
+            if let Some(from) = args[0] {
+                if !from.is_scalar() {
+                    return Err(format!("cast takes a scalar, found {from}"));
+                }
+            }
+            check(smallvec![None], smallvec![to])
+        }
+        Shape::Bitcast => {
+            let Imm::Type(to) = *imm else { unreachable!() };
+            let from = match to {
+                Type::I64 => Type::F64,
+                Type::F64 => Type::I64,
+                _ => return Err(format!("bitcast goes between f64 and i64, not to {to}")),
+            };
+            check(smallvec![Some(from)], smallvec![to])
+        }
+        Shape::Const => {
+            let Imm::Const(c) = *imm else { unreachable!() };
+            check(smallvec![], smallvec![c.ty()])
+        }
+        Shape::Len => match args[0] {
+            Some(t) if t.is_slice() => check(smallvec![Some(t)], smallvec![Type::I64]),
+            Some(t) => Err(format!("len takes a slice, found {t}")),
+            None => Err("len takes a slice, found a literal".to_string()),
+        },
+        Shape::Load => match args[0] {
+            Some(t @ Type::Slice { elem, .. }) => {
+                check(smallvec![Some(t), Some(Type::I64)], smallvec![elem.ty()])
+            }
+            Some(t) => Err(format!("load reads from a slice, found {t}")),
+            None => Err("load reads from a slice, found a literal".to_string()),
+        },
+        Shape::Store => match args[0] {
+            Some(t @ Type::Slice { elem, mutable: true }) => check(
+                smallvec![Some(t), Some(Type::I64), Some(elem.ty())],
+                smallvec![],
+            ),
+            Some(t @ Type::Slice { .. }) => {
+                Err(format!("store needs a `mut` slice, found the read-only {t}"))
+            }
+            Some(t) => Err(format!("store writes into a slice, found {t}")),
+            None => Err("store writes into a slice, found a literal".to_string()),
+        },
+        Shape::Alloc => {
+            let Imm::Type(t) = *imm else { unreachable!() };
+            let Some(elem) = Elem::of(t) else {
+                return Err(format!("alloc makes buffers of f64, f32 or i64, not {t}"));
+            };
+            check(smallvec![Some(Type::I64)], smallvec![Type::slice_mut(elem)])
+        }
+        Shape::Call => {
+            let Some(sig) = callee else {
+                return Err("call to an unknown function".to_string());
+            };
+            if args.len() != sig.params.len() {
+                return Err(format!(
+                    "call passes {} argument{} to a function of {} parameter{}",
+                    args.len(),
+                    plural(args.len()),
+                    sig.params.len(),
+                    plural(sig.params.len())
+                ));
+            }
+            check(
+                sig.params.iter().map(|&t| Some(t)).collect(),
+                sig.results.iter().copied().collect(),
+            )
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_op_round_trips_its_name() {
+        for &op in Opcode::ALL {
+            assert_eq!(Opcode::from_name(op.name()), Some(op));
+        }
+        assert_eq!(Opcode::ALL.len(), 45);
+        assert_eq!(Opcode::from_name("phi"), None);
+    }
+
+    #[test]
+    fn literal_operands_take_the_type_of_their_partner() {
+        let t = resolve(Opcode::Fmul, &Imm::None, &[None, Some(Type::F32)], None).unwrap();
+        assert_eq!(t.params[0], Some(Type::F32));
+        assert_eq!(t.results[0], Type::F32);
+        let t = resolve(Opcode::Fadd, &Imm::None, &[None, None], None).unwrap();
+        assert_eq!(t.results[0], Type::F64);
+        let s = Type::slice_mut(Elem::F32);
+        let t = resolve(Opcode::Store, &Imm::None, &[Some(s), None, None], None).unwrap();
+        assert_eq!(t.params[1..], [Some(Type::I64), Some(Type::F32)]);
+    }
+
+    #[test]
+    fn ill_typed_instructions_say_why() {
+        let e = resolve(Opcode::Fadd, &Imm::None, &[Some(Type::I64), None], None).unwrap_err();
+        assert_eq!(e, "fadd takes floats, found i64");
+        let e = resolve(
+            Opcode::Fadd,
+            &Imm::None,
+            &[Some(Type::F64), Some(Type::F32)],
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(e, "operand 2 of fadd must be f64, found f32");
+        let ro = Type::slice(Elem::F64);
+        let e = resolve(Opcode::Store, &Imm::None, &[Some(ro), None, None], None).unwrap_err();
+        assert!(e.contains("read-only"), "{e}");
+        let e = resolve(Opcode::Fneg, &Imm::None, &[], None).unwrap_err();
+        assert_eq!(e, "fneg takes 1 operand, found 0");
+    }
+}

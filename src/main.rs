@@ -1,0 +1,3 @@
+//! The `gradlift` command line. (Stub: being written.)
+
+fn main() {}
