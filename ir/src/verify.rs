@@ -89,6 +89,7 @@
 //! Phis sit only at block heads by construction ([`BlockData::phis`]), so there is
 //! nothing to check there.
 
+use core::cell::OnceCell;
 use core::fmt;
 use core::fmt::Write as _;
 
@@ -262,15 +263,15 @@ pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
             Decl::Nodiff { .. } => {}
         }
         let name = module.name(f);
-        match first.get(&(f, kind)) {
-            Some(&earlier) => error(format!(
-                "@{name} already has a {kind} declaration{}",
+        if let Some(&earlier) = first.get(&(f, kind)) {
+            let article = if kind == "overlay" { "an" } else { "a" };
+            error(format!(
+                "@{name} already has {article} {kind} declaration{}",
                 at(earlier)
-            )),
-            None => {
-                first.insert((f, kind), pos);
-            }
+            ));
+            continue;
         }
+        first.insert((f, kind), pos);
         let other = match kind {
             "overlay" => "vjp",
             "vjp" => "overlay",
@@ -278,11 +279,11 @@ pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
         };
         if let Some(&earlier) = first.get(&(f, other)) {
             error(format!(
-                "@{name} cannot have both an overlay and a vjp declaration (its {other} is{})",
+                "@{name} cannot have both an overlay and a vjp declaration (its {other} is {})",
                 if earlier.is_known() {
-                    format!(" at {earlier}")
+                    format!("at {earlier}")
                 } else {
-                    " earlier".to_string()
+                    "declared earlier".to_string()
                 }
             ));
         }
@@ -392,8 +393,10 @@ struct FuncVerifier<'a> {
     module: &'a Module,
     decl: &'a FuncDecl,
     func: &'a Function,
-    /// The printer's names, when every reference is in range (see `printable`).
-    names: Option<Names>,
+    /// Whether the printer can be trusted with the function (see `printable`).
+    printable: bool,
+    /// The printer's names, made when the first error needs them.
+    names: OnceCell<Names>,
     cfg: ControlFlowGraph,
     domtree: DominatorTree,
     /// The blocks of the layout, each at its first occurrence.
@@ -415,7 +418,8 @@ impl<'a> FuncVerifier<'a> {
             module,
             decl,
             func,
-            names: None,
+            printable: false,
+            names: OnceCell::new(),
             cfg,
             domtree,
             blocks: Vec::new(),
@@ -425,9 +429,7 @@ impl<'a> FuncVerifier<'a> {
             errors: Vec::new(),
         };
         v.find_definitions();
-        if v.printable() {
-            v.names = Some(Names::new(func));
-        }
+        v.printable = v.printable();
         v.find_alloc_slices();
         v
     }
@@ -622,10 +624,11 @@ impl<'a> FuncVerifier<'a> {
                 );
                 continue;
             };
-            let name = self.value_ref(p);
             if self.sites[p] != Site::Param(i as u32) {
+                let name = self.value_ref(p);
                 self.report(At::Param(p), format!("{name} is defined more than once"));
             } else if data.def != ValueDef::Param(i as u32) {
+                let name = self.value_ref(p);
                 let def = self.describe_def(data.def);
                 self.report(
                     At::Param(p),
@@ -638,6 +641,7 @@ impl<'a> FuncVerifier<'a> {
             if let Some(&expected) = sig.params.get(i)
                 && data.ty != expected
             {
+                let name = self.value_ref(p);
                 self.report(
                     At::Param(p),
                     format!(
@@ -670,9 +674,11 @@ impl<'a> FuncVerifier<'a> {
                 );
             }
         }
-        let preds: HashSet<Block> = self.cfg.preds(b).iter().copied().collect();
-        for k in 0..data.phis.len() {
-            self.check_phi(b, k, &preds, reachable);
+        if !data.phis.is_empty() {
+            let preds: HashSet<Block> = self.cfg.preds(b).iter().copied().collect();
+            for k in 0..data.phis.len() {
+                self.check_phi(b, k, &preds, reachable);
+            }
         }
         for (idx, &inst) in data.insts.iter().enumerate() {
             self.check_inst(b, idx, inst, reachable);
@@ -691,7 +697,6 @@ impl<'a> FuncVerifier<'a> {
         let phi: &Phi = &func.blocks[b].phis[k];
         let at = At::Phi(b, k);
         let v = phi.value;
-        let phi_name = self.value_ref(v);
         let ty = match func.values.get(v) {
             None => {
                 self.report(
@@ -702,15 +707,14 @@ impl<'a> FuncVerifier<'a> {
             }
             Some(data) => {
                 if self.sites[v] != Site::Phi(b, k as u32) {
-                    self.report(at, format!("{phi_name} is defined more than once"));
+                    let name = self.value_ref(v);
+                    self.report(at, format!("{name} is defined more than once"));
                 } else if data.def != ValueDef::Phi(b) {
+                    let (name, block) = (self.value_ref(v), self.block_ref(b));
                     let def = self.describe_def(data.def);
                     self.report(
                         at,
-                        format!(
-                            "{phi_name} is a phi of {}, but its definition says {def}",
-                            self.block_ref(b)
-                        ),
+                        format!("{name} is a phi of {block}, but its definition says {def}"),
                     );
                 }
                 Some(data.ty)
@@ -718,38 +722,48 @@ impl<'a> FuncVerifier<'a> {
         };
         let mut seen: HashSet<Block> = HashSet::new();
         for &(p, x) in &phi.incoming {
-            let pred_name = self.block_ref(p);
-            let mut pred_ok = false;
-            if !func.blocks.is_valid(p) {
-                self.report(at, format!("phi {phi_name} has an incoming value for {p}, which is not a block of the function"));
+            let edge_error = if !func.blocks.is_valid(p) {
+                Some("which is not a block of the function")
             } else if !self.cfg.is_node(p) {
-                self.report(at, format!("phi {phi_name} has an incoming value for {pred_name}, which is not in the layout"));
+                Some("which is not in the layout")
             } else if !preds.contains(&p) {
-                self.report(
-                    at,
-                    format!(
-                        "phi {phi_name} has an incoming value for {pred_name}, which is not a predecessor of {}",
-                        self.block_ref(b)
-                    ),
-                );
-            } else if !seen.insert(p) {
-                self.report(
-                    at,
-                    format!("phi {phi_name} has more than one incoming value for {pred_name}"),
-                );
+                Some("which is not a predecessor of")
             } else {
-                pred_ok = true;
-            }
+                None
+            };
+            let pred_ok = match edge_error {
+                Some(why) => {
+                    let (name, pred) = (self.value_ref(v), self.block_ref(p));
+                    let mut message = format!("phi {name} has an incoming value for {pred}, {why}");
+                    if why.ends_with(" of") {
+                        let _ = write!(message, " {}", self.block_ref(b));
+                    }
+                    self.report(at, message);
+                    false
+                }
+                None if !seen.insert(p) => {
+                    let (name, pred) = (self.value_ref(v), self.block_ref(p));
+                    self.report(
+                        at,
+                        format!("phi {name} has more than one incoming value for {pred}"),
+                    );
+                    false
+                }
+                None => true,
+            };
             if !self.check_defined(at, x) {
                 continue;
             }
             let xt = func.values[x].ty;
             if let Some(ty) = ty {
                 if !xt.fits(ty) {
-                    let xn = self.value_ref(x);
+                    let (xn, name, pred) =
+                        (self.value_ref(x), self.value_ref(v), self.block_ref(p));
                     self.report(
                         at,
-                        format!("incoming value {xn} from {pred_name} has type {xt}, but phi {phi_name} is {ty}"),
+                        format!(
+                            "incoming value {xn} from {pred} has type {xt}, but phi {name} is {ty}"
+                        ),
                     );
                 } else {
                     self.check_literal(at, x, ty);
@@ -764,10 +778,10 @@ impl<'a> FuncVerifier<'a> {
             .copied()
             .collect();
         for p in missing {
-            let pred_name = self.block_ref(p);
+            let (name, pred) = (self.value_ref(v), self.block_ref(p));
             self.report(
                 at,
-                format!("phi {phi_name} has no incoming value for predecessor {pred_name}"),
+                format!("phi {name} has no incoming value for predecessor {pred}"),
             );
         }
     }
@@ -843,10 +857,11 @@ impl<'a> FuncVerifier<'a> {
                 results_ok = false;
                 continue;
             };
-            let name = self.value_ref(r);
             if self.sites[r] != Site::Result(b, idx as u32, inst) {
+                let name = self.value_ref(r);
                 self.report(at, format!("{name} is defined more than once"));
             } else if data.def != ValueDef::Result(inst, k as u32) {
+                let name = self.value_ref(r);
                 let def = self.describe_def(data.def);
                 self.report(
                     at,
@@ -1036,7 +1051,7 @@ impl<'a> FuncVerifier<'a> {
                 self.report(
                     at,
                     format!(
-                        "the constant {c} is recorded with type {}, but it is a {}",
+                        "the constant {c} is recorded with type {}, but its value is of type {}",
                         data.ty,
                         c.ty()
                     ),
@@ -1122,6 +1137,12 @@ impl<'a> FuncVerifier<'a> {
 
     // Names and reports.
 
+    /// The printer's names, if the printer can be trusted with the function.
+    fn names(&self) -> Option<&Names> {
+        self.printable
+            .then(|| self.names.get_or_init(|| Names::new(self.func)))
+    }
+
     /// A value as messages name it: `%name`, the literal of a constant, or the bare
     /// ID of a value out of range.
     fn value_ref(&self, v: Value) -> String {
@@ -1131,7 +1152,7 @@ impl<'a> FuncVerifier<'a> {
         if let ValueDef::Const(c) = data.def {
             return c.to_string();
         }
-        if let Some(names) = &self.names {
+        if let Some(names) = self.names() {
             let name = names.value(v);
             // The printer never gives an empty name; its stub does.
             if !name.is_empty() {
@@ -1146,7 +1167,7 @@ impl<'a> FuncVerifier<'a> {
 
     /// The label of a block in range.
     fn label(&self, b: Block) -> String {
-        if let Some(names) = &self.names {
+        if let Some(names) = self.names() {
             let name = names.block(b);
             if !name.is_empty() {
                 return name.to_string();
@@ -1238,65 +1259,50 @@ impl<'a> FuncVerifier<'a> {
     // Contexts: the printer's line when the function is printable, else a rough
     // rendering that tolerates anything.
 
-    fn operand(&self, v: Value) -> String {
-        self.value_ref(v)
-    }
-
     fn operands(&self, vals: &[Value]) -> String {
         vals.iter()
-            .map(|&v| self.operand(v))
+            .map(|&v| self.value_ref(v))
             .collect::<Vec<_>>()
             .join(", ")
     }
 
     fn inst_context(&self, inst: Inst) -> String {
-        if let Some(names) = &self.names {
+        if let Some(names) = self.names() {
             return write::inst_line(self.module, self.func, names, inst);
         }
         let d = &self.func.insts[inst];
-        let mut s = String::new();
-        if !d.results.is_empty() {
-            s = format!("{} = ", self.operands(&d.results));
-        }
-        s.push_str(d.opcode.name());
-        match d.imm {
-            Imm::None => {}
-            Imm::Cmp(p) => {
-                let _ = write!(s, " {p}");
-            }
-            Imm::Type(t) => {
-                let _ = write!(s, " {t}");
-            }
-            Imm::Const(c) => {
-                let _ = write!(s, " {} {c}", c.ty());
-            }
+        let ops: Vec<String> = d.args.iter().map(|&v| self.value_ref(v)).collect();
+        let imm = match d.imm {
+            Imm::None => String::new(),
+            Imm::Cmp(p) => p.to_string(),
+            Imm::Type(t) => t.to_string(),
+            Imm::Const(c) => format!("{} {c}", c.ty()),
             Imm::Func(f) => match self.module.funcs.get(f) {
-                Some(decl) => {
-                    let _ = write!(s, " @{}", decl.name);
-                }
-                None => {
-                    let _ = write!(s, " {f}");
-                }
+                Some(decl) => format!("@{}", decl.name),
+                None => f.to_string(),
             },
+        };
+        let op = d.opcode.name();
+        let line = match (d.opcode, &ops[..]) {
+            (Opcode::Load, [s, i]) => format!("load {s}[{i}]"),
+            (Opcode::Store, [s, i, v]) => format!("store {s}[{i}], {v}"),
+            (Opcode::Call, _) => format!("call {imm}({})", ops.join(", ")),
+            (Opcode::Alloc, [n]) => format!("alloc {imm}, {n}"),
+            _ => [op.to_string(), imm, ops.join(", ")]
+                .into_iter()
+                .filter(|part| !part.is_empty())
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        if d.results.is_empty() {
+            line
+        } else {
+            format!("{} = {line}", self.operands(&d.results))
         }
-        let args = self.operands(&d.args);
-        match d.imm {
-            Imm::Func(_) => {
-                let _ = write!(s, "({args})");
-            }
-            Imm::Type(_) if !args.is_empty() && d.opcode == Opcode::Alloc => {
-                let _ = write!(s, ", {args}");
-            }
-            _ if !args.is_empty() => {
-                let _ = write!(s, " {args}");
-            }
-            _ => {}
-        }
-        s
     }
 
     fn phi_context(&self, phi: &Phi) -> String {
-        if let Some(names) = &self.names {
+        if let Some(names) = self.names() {
             return write::phi_line(self.func, names, phi);
         }
         let ty = self
@@ -1313,7 +1319,7 @@ impl<'a> FuncVerifier<'a> {
                 } else {
                     p.to_string()
                 };
-                format!("{label}: {}", self.operand(v))
+                format!("{label}: {}", self.value_ref(v))
             })
             .collect();
         format!(
@@ -1324,7 +1330,7 @@ impl<'a> FuncVerifier<'a> {
     }
 
     fn term_context(&self, term: &Terminator) -> String {
-        if let Some(names) = &self.names {
+        if let Some(names) = self.names() {
             return write::term_line(self.func, names, term);
         }
         let label = |b: Block| {
@@ -1342,7 +1348,7 @@ impl<'a> FuncVerifier<'a> {
                 else_dest,
             } => format!(
                 "br {}, {}, {}",
-                self.operand(*cond),
+                self.value_ref(*cond),
                 label(*then_dest),
                 label(*else_dest)
             ),
@@ -1354,4 +1360,178 @@ impl<'a> FuncVerifier<'a> {
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::FunctionBuilder;
+    use crate::types::Elem;
+    use cranelift_entity::EntityRef;
+
+    #[test]
+    fn the_vjp_signature_takes_cotangents_of_float_results_and_returns_those_of_float_params() {
+        let f = Signature::new(
+            [Type::F32, Type::I64, Type::Bool, Type::F64],
+            [Type::I64, Type::F64, Type::F32],
+        );
+        let expected = Signature::new(
+            [
+                Type::F32,
+                Type::I64,
+                Type::Bool,
+                Type::F64,
+                Type::F64,
+                Type::F32,
+            ],
+            [Type::F32, Type::F64],
+        );
+        assert_eq!(vjp_signature(&f), expected);
+        assert_eq!(vjp_signature(&Signature::default()), Signature::default());
+    }
+
+    #[test]
+    fn literals_default_to_f64_i64_and_bool() {
+        assert_eq!(literal_default(Scalar::F32(1.0)), Type::F64);
+        assert_eq!(literal_default(Scalar::F64(1.0)), Type::F64);
+        assert_eq!(literal_default(Scalar::I64(1)), Type::I64);
+        assert_eq!(literal_default(Scalar::Bool(true)), Type::Bool);
+    }
+
+    /// A module with `@g(f64) -> f64` extern and `@f(%x: f64, %s: [f64]) -> f64`
+    /// computing `%y = fneg %x; %r = call @g(%y); %l = load %s[0]; ret %r`.
+    fn module() -> Module {
+        let mut m = Module::new();
+        let g = m
+            .declare_extern("g", Signature::new([Type::F64], [Type::F64]))
+            .unwrap();
+        let sig = Signature::new([Type::F64, Type::slice(Elem::F64)], [Type::F64]);
+        let id = m.declare("f", sig).unwrap();
+        let func = {
+            let mut b = FunctionBuilder::new(&m, id);
+            let x = b.param(0);
+            b.named("x", x);
+            let s = b.param(1);
+            b.named("s", s);
+            let y = b.fneg(x);
+            b.named("y", y);
+            let r = b.call(g, &[y]);
+            b.named("r", r[0]);
+            let zero = b.iconst(0);
+            let l = b.load(s, zero);
+            b.named("l", l);
+            b.ret(&[r[0]]);
+            b.finish().unwrap()
+        };
+        m.define(id, func).unwrap();
+        m
+    }
+
+    fn check(m: &Module) -> Vec<VerifierError> {
+        verify_function(m, m.func_by_name("f").unwrap())
+    }
+
+    #[test]
+    fn builder_functions_are_printable_and_verify() {
+        let m = module();
+        let id = m.func_by_name("f").unwrap();
+        let decl = &m.funcs[id];
+        let func = decl.function().unwrap();
+        assert!(FuncVerifier::new(&m, decl, func).printable());
+        assert_eq!(check(&m), []);
+    }
+
+    #[test]
+    fn a_function_out_of_range_is_rendered_without_the_printer() {
+        let mut m = module();
+        let id = m.func_by_name("f").unwrap();
+        let func = m.function_mut(id).unwrap();
+        let entry = func.layout[0];
+        let [fneg, call, load] = func.blocks[entry].insts[..] else {
+            panic!("{:?}", func.blocks[entry].insts);
+        };
+        func.insts[fneg].args[0] = Value::new(500);
+        func.insts[call].imm = Imm::Func(FuncId::new(9));
+        func.insts[load].args[1] = Value::new(501);
+        func.set_terminator(
+            entry,
+            Terminator::Ret([Value::new(502)].into_iter().collect()),
+        );
+        {
+            let decl = &m.funcs[id];
+            assert!(!FuncVerifier::new(&m, decl, decl.function().unwrap()).printable());
+        }
+        let errs = check(&m);
+        let got: Vec<(&str, &str, &str)> = errs
+            .iter()
+            .map(|e| (e.location.as_str(), e.context.as_str(), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "%y",
+                    "%y = fneg v500",
+                    "v500 is not a value of the function"
+                ),
+                (
+                    "%r",
+                    "%r = call fn9(%y)",
+                    "call to fn9, which is not a function of the module"
+                ),
+                (
+                    "%l",
+                    "%l = load %s[v501]",
+                    "v501 is not a value of the function"
+                ),
+                (
+                    "block entry",
+                    "ret v502",
+                    "v502 is not a value of the function"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn phis_and_branches_are_rendered_without_the_printer() {
+        let mut m = module();
+        let id = m.func_by_name("f").unwrap();
+        let func = m.function_mut(id).unwrap();
+        let entry = func.layout[0];
+        let x = func.params[0];
+        let j = func.make_block(Some("j"));
+        func.append_block(j);
+        let one = func.make_const(Scalar::F64(1.0));
+        let p = func.append_phi(j, Type::F64, &[(entry, x), (Block::new(70), one)]);
+        func.set_value_name(p, "p");
+        let t = func.make_const(Scalar::Bool(true));
+        func.set_terminator(
+            entry,
+            Terminator::Br {
+                cond: t,
+                then_dest: j,
+                else_dest: Block::new(71),
+            },
+        );
+        func.set_terminator(j, Terminator::Ret([p].into_iter().collect()));
+        let errs = check(&m);
+        let got: Vec<(&str, &str)> = errs
+            .iter()
+            .map(|e| (e.context.as_str(), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "br true, j, block71",
+                    "br to block71, which is not a block of the function"
+                ),
+                (
+                    "%p = phi f64 [entry: %x, block70: 1.0]",
+                    "phi %p has an incoming value for block70, which is not a block of the function"
+                ),
+            ]
+        );
+    }
 }

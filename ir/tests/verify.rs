@@ -462,7 +462,7 @@ fn a_function_has_one_declaration_of_each_kind() {
     m.add_decl(Decl::Overlay { func: f, with: g }, Pos::new(4, 1));
     let errs = check_err(&m, "@f already has a nodiff declaration at 1:1");
     assert_eq!(errs[0].pos, Pos::new(2, 1));
-    let errs = check_err(&m, "@f already has a overlay declaration at 3:1");
+    let errs = check_err(&m, "@f already has an overlay declaration at 3:1");
     assert_eq!(errs.len(), 2);
     assert_eq!(errs[1].pos, Pos::new(4, 1));
 }
@@ -475,9 +475,16 @@ fn a_function_cannot_have_both_an_overlay_and_a_vjp() {
     let r = m.declare_extern("r", sig(&[F64, F64], &[F64])).unwrap();
     m.add_decl(Decl::Vjp { func: f, rule: r }, Pos::new(5, 1));
     m.add_decl(Decl::Overlay { func: f, with: g }, Pos::new(6, 1));
-    let errs = check_err(&m, "@f cannot have both an overlay and a vjp declaration");
+    let errs = check_err(
+        &m,
+        "@f cannot have both an overlay and a vjp declaration (its vjp is at 5:1)",
+    );
     assert_eq!(errs.len(), 1);
     assert_eq!(errs[0].pos, Pos::new(6, 1));
+    // A repeated overlay is reported as a repeat, not as a second conflict.
+    m.add_decl(Decl::Overlay { func: f, with: g }, Pos::new(8, 1));
+    let errs = check_err(&m, "@f already has an overlay declaration at 6:1");
+    assert_eq!(errs.len(), 2);
 }
 
 #[test]
@@ -845,7 +852,7 @@ fn constants_have_their_literal_type() {
     );
     check_err(
         &m,
-        "the constant 1.0 is recorded with type f32, but it is a f64",
+        "the constant 1.0 is recorded with type f32, but its value is of type f64",
     );
 }
 
