@@ -1831,3 +1831,204 @@ proptest! {
         }
     }
 }
+
+// Well-formed functions, broken a little: deeper checks than pure garbage reaches.
+
+/// A module whose `@f` has loops, a diamond, phis, calls, an alloc and stores.
+fn rich_module() -> Module {
+    let mut m = Module::new();
+    let g = m.declare("g", sig(&[MF64, F64], &[SF64, F64])).unwrap();
+    let f = m.declare("f", sig(&[SF64, I64, BOOL], &[F64])).unwrap();
+    define(&mut m, g, |b| {
+        let (s, x) = (b.param(0), b.param(1));
+        b.ret(&[s, x]);
+    });
+    define(&mut m, f, |b| {
+        let (x, n, c) = (b.param(0), b.param(1), b.param(2));
+        let zero = b.iconst(0);
+        let buf = b.alloc(Elem::F64, n);
+        let acc0 = b.fconst(0.0);
+        let acc = b.counted_loop(zero, n, &[acc0], |b, i, acc| {
+            let xi = b.load(x, i);
+            b.store(buf, i, xi);
+            let inner = b.counted_loop(zero, i, &[acc[0]], |b, j, acc| {
+                let xj = b.load(x, j);
+                vec![b.fadd(acc[0], xj)]
+            });
+            vec![inner[0]]
+        });
+        let p = diamond(
+            b,
+            c,
+            |b| {
+                let r = b.call(g, &[buf, acc[0]]);
+                r[1]
+            },
+            |b| b.fneg(acc[0]),
+            F64,
+        );
+        let two = b.iconst(2);
+        let q = b.powi(p, two);
+        b.ret(&[q]);
+    });
+    m
+}
+
+fn mutate(func: &mut Function, (kind, a, b, c): (u8, u32, u32, u32)) {
+    let nv = func.values.len() as u32 + 2;
+    let nb = func.blocks.len() as u32 + 1;
+    let ni = func.insts.len() as u32 + 1;
+    let value = |x: u32| Value::from_u32(x % nv);
+    let blk = |x: u32| Block::from_u32(x % nb);
+    let types = [F64, F32, I64, BOOL, SF64, MF64];
+    let inst = Inst::from_u32(a % ni);
+    match kind % 13 {
+        0 => {
+            if let Some(d) = func.insts.get_mut(inst)
+                && !d.args.is_empty()
+            {
+                let k = b as usize % d.args.len();
+                d.args[k] = value(c);
+            }
+        }
+        1 => {
+            if let Some(d) = func.insts.get_mut(inst)
+                && !d.results.is_empty()
+            {
+                let k = b as usize % d.results.len();
+                d.results[k] = value(c);
+            }
+        }
+        2 => {
+            if let Some(d) = func.insts.get_mut(inst) {
+                d.opcode = Opcode::ALL[b as usize % Opcode::ALL.len()];
+            }
+        }
+        3 => {
+            if let Some(d) = func.insts.get_mut(inst) {
+                d.imm = match b % 5 {
+                    0 => Imm::None,
+                    1 => Imm::Cmp(CmpPred::ALL[c as usize % 6]),
+                    2 => Imm::Type(types[c as usize % types.len()]),
+                    3 => Imm::Const(Scalar::F32(c as f32)),
+                    _ => Imm::Func(FuncId::from_u32(c % 3)),
+                };
+            }
+        }
+        4 => {
+            // Move an instruction to another block (or the same one), anywhere.
+            let (from, to) = (blk(a), blk(b));
+            let taken = func.blocks.get_mut(from).and_then(|d| {
+                (!d.insts.is_empty()).then(|| d.insts.remove(c as usize % d.insts.len()))
+            });
+            if let (Some(i), Some(d)) = (taken, func.blocks.get_mut(to)) {
+                let at = c as usize % (d.insts.len() + 1);
+                d.insts.insert(at, i);
+            }
+        }
+        5 => {
+            if let Some(d) = func.blocks.get_mut(blk(a)) {
+                d.term = None;
+            }
+        }
+        6 => {
+            if let Some(d) = func.blocks.get_mut(blk(a)) {
+                d.term = Some(match c % 3 {
+                    0 => Terminator::Jump(blk(b)),
+                    1 => Terminator::Br {
+                        cond: value(c),
+                        then_dest: blk(b),
+                        else_dest: blk(c),
+                    },
+                    _ => Terminator::Ret(smallvec![value(b)]),
+                });
+            }
+        }
+        7 => {
+            if let Some(d) = func.blocks.get_mut(blk(a))
+                && let Some(phi) = d.phis.first_mut()
+            {
+                match c % 3 {
+                    0 => phi.incoming.push((blk(b), value(c))),
+                    1 if !phi.incoming.is_empty() => {
+                        phi.incoming.remove(b as usize % phi.incoming.len());
+                    }
+                    _ if !phi.incoming.is_empty() => {
+                        let k = b as usize % phi.incoming.len();
+                        phi.incoming[k].1 = value(c);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        8 => {
+            if let Some(d) = func.values.get_mut(value(a)) {
+                d.ty = types[b as usize % types.len()];
+            }
+        }
+        9 => {
+            if let Some(d) = func.values.get_mut(value(a)) {
+                d.def = match b % 4 {
+                    0 => ValueDef::Param(c % 4),
+                    1 => ValueDef::Phi(blk(c)),
+                    2 => ValueDef::Result(Inst::from_u32(c % ni), c % 2),
+                    _ => ValueDef::Const(Scalar::I64(c as i64)),
+                };
+            }
+        }
+        10 => {
+            let n = func.layout.len();
+            match b % 3 {
+                0 if n > 1 => func.layout.swap(a as usize % n, c as usize % n),
+                1 if n > 0 => {
+                    func.layout.remove(a as usize % n);
+                }
+                _ => func.layout.push(blk(c)),
+            }
+        }
+        11 => {
+            let t = types[b as usize % types.len()];
+            let v = func.values.push(ValueData {
+                ty: t,
+                def: ValueDef::Phi(blk(a)),
+                name: None,
+            });
+            if let Some(d) = func.blocks.get_mut(blk(a)) {
+                d.phis.push(Phi {
+                    value: v,
+                    incoming: smallvec![(blk(c), value(c))],
+                });
+            }
+        }
+        _ => {
+            let n = func.params.len();
+            if n > 0 {
+                func.params[a as usize % n] = value(b);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn broken_functions_never_panic(
+        mutations in proptest::collection::vec(
+            (any::<u8>(), any::<u32>(), any::<u32>(), any::<u32>()), 1..4),
+    ) {
+        let mut m = rich_module();
+        check_ok(&m);
+        let id = m.func_by_name("f").unwrap();
+        let func = m.function_mut(id).unwrap();
+        for mutation in mutations {
+            mutate(func, mutation);
+        }
+        if let Err(errs) = verify(&m) {
+            for e in &errs.0 {
+                prop_assert!(!e.message.is_empty() && !e.message.ends_with('.'));
+                prop_assert_eq!(e.func.as_deref(), Some("f"));
+            }
+        }
+    }
+}
