@@ -11,7 +11,7 @@
 //! Only blocks reachable from the entry are in the tree. Dominance questions about an
 //! unreachable block have no useful answer (vacuously, everything dominates it), so
 //! this analysis answers `false` for them, except that a block dominates itself;
-//! callers such as the [verifier](crate::verify) skip unreachable code instead. Edges
+//! callers such as the [verifier](mod@crate::verify) skip unreachable code instead. Edges
 //! into the entry (which a well-formed function does not have) are ignored: the
 //! entry is the root.
 //!

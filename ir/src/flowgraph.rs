@@ -5,7 +5,7 @@
 //! on demand from a [`Function`] and never updated; a pass that edits the control
 //! flow builds a new one. Its nodes are the blocks of the layout, and it is a *simple*
 //! graph: `br %c, b, b` makes one edge to `b`, so `b` lists the branching block once
-//! among its predecessors (the phi rule of the [verifier](crate::verify) follows
+//! among its predecessors (the phi rule of the [verifier](mod@crate::verify) follows
 //! this: one incoming value per predecessor block).
 //!
 //! The graph tolerates malformed functions, because the verifier builds it before it

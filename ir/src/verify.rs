@@ -79,8 +79,8 @@
 //!   used as an operand must have exactly the type a literal would get there: the
 //!   operand type `resolve` gives when constant operands are unknown, and where that
 //!   leaves it open (the operand of `cast`) the literal's default (`f64` for a float,
-//!   `i64` for an integer); the phi type for a phi's incoming value, the result type
-//!   for `ret`, `bool` for `br`. So `fadd` of two `f32` constants is an error, to be
+//!   `i64` for an integer, `bool` for `true` and `false`); the phi type for a phi's
+//!   incoming value, the result type for `ret`, `bool` for `br`. So `fadd` of two `f32` constants is an error, to be
 //!   written with a `const f32` instruction.
 //! - `alloc` buffers are never returned: a slice that may be an `alloc` result (the
 //!   result itself, a phi or `select` with such an input, a slice result of a call
