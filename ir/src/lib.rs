@@ -33,7 +33,9 @@
 //! ```
 
 pub mod builder;
+pub mod dominators;
 pub mod entities;
+pub mod flowgraph;
 pub mod function;
 pub mod interp;
 pub mod module;
