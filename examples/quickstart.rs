@@ -56,7 +56,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("f(2, 1) = {value:?}   (expected 2*2 + 3*1 = 7)");
 
     let rosenbrock = module.func_by_name("rosenbrock").ok_or("no @rosenbrock")?;
-    let x: Vec<f64> = (0..5).map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin()).collect();
+    let x: Vec<f64> = (0..5)
+        .map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin())
+        .collect();
     let value = interp.call(rosenbrock, &mut [Val::F64s(x.clone())])?;
     println!("rosenbrock({x:.4?}) = {value:?}");
 

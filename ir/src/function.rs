@@ -263,7 +263,13 @@ impl Function {
 
     /// A new instruction with one fresh result value per type in `results`; not yet
     /// in any block.
-    pub fn make_inst(&mut self, opcode: Opcode, imm: Imm, args: &[Value], results: &[Type]) -> Inst {
+    pub fn make_inst(
+        &mut self,
+        opcode: Opcode,
+        imm: Imm,
+        args: &[Value],
+        results: &[Type],
+    ) -> Inst {
         let inst = self.insts.push(InstData {
             opcode,
             imm,

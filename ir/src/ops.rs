@@ -383,7 +383,11 @@ pub fn resolve(
             if !t.is_float() {
                 return Err(format!("{name} takes floats, found {t}"));
             }
-            let r = if op.shape() == Shape::FloatCmp { Type::Bool } else { t };
+            let r = if op.shape() == Shape::FloatCmp {
+                Type::Bool
+            } else {
+                t
+            };
             check(smallvec![Some(t), Some(t)], smallvec![r])
         }
         Shape::FloatUnary | Shape::Powi => {
@@ -458,13 +462,18 @@ pub fn resolve(
             None => Err("load reads from a slice, found a literal".to_string()),
         },
         Shape::Store => match args[0] {
-            Some(t @ Type::Slice { elem, mutable: true }) => check(
+            Some(
+                t @ Type::Slice {
+                    elem,
+                    mutable: true,
+                },
+            ) => check(
                 smallvec![Some(t), Some(Type::I64), Some(elem.ty())],
                 smallvec![],
             ),
-            Some(t @ Type::Slice { .. }) => {
-                Err(format!("store needs a `mut` slice, found the read-only {t}"))
-            }
+            Some(t @ Type::Slice { .. }) => Err(format!(
+                "store needs a `mut` slice, found the read-only {t}"
+            )),
             Some(t) => Err(format!("store writes into a slice, found {t}")),
             None => Err("store writes into a slice, found a literal".to_string()),
         },

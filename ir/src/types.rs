@@ -114,7 +114,13 @@ impl Type {
     /// expected (a writable view is also a readable one).
     pub fn fits(self, expected: Type) -> bool {
         match (self, expected) {
-            (Type::Slice { elem: a, .. }, Type::Slice { elem: b, mutable: false }) => a == b,
+            (
+                Type::Slice { elem: a, .. },
+                Type::Slice {
+                    elem: b,
+                    mutable: false,
+                },
+            ) => a == b,
             _ => self == expected,
         }
     }
@@ -271,15 +277,33 @@ mod tests {
 
     #[test]
     fn float_literals_round_trip() {
-        for x in [1.0, 0.1, -2.5e-3, 1e-7, 1e300, 123456.0, -0.0, f64::MIN_POSITIVE, 5e-324] {
+        for x in [
+            1.0,
+            0.1,
+            -2.5e-3,
+            1e-7,
+            1e300,
+            123456.0,
+            -0.0,
+            f64::MIN_POSITIVE,
+            5e-324,
+        ] {
             let text = Scalar::F64(x).to_string();
             assert!(text.contains('.') || text.contains('e'), "{text}");
-            assert_eq!(text.parse::<f64>().unwrap().to_bits(), x.to_bits(), "{text}");
+            assert_eq!(
+                text.parse::<f64>().unwrap().to_bits(),
+                x.to_bits(),
+                "{text}"
+            );
         }
         for x in [1.1f32, 0.1, 3.4028235e38, 1e-45] {
             let text = Scalar::F32(x).to_string();
             assert!(text.contains('.') || text.contains('e'), "{text}");
-            assert_eq!(text.parse::<f32>().unwrap().to_bits(), x.to_bits(), "{text}");
+            assert_eq!(
+                text.parse::<f32>().unwrap().to_bits(),
+                x.to_bits(),
+                "{text}"
+            );
         }
         assert_eq!(Scalar::F64(f64::NAN).to_string(), "nan");
         assert_eq!(Scalar::F64(f64::NEG_INFINITY).to_string(), "-inf");

@@ -36,7 +36,11 @@ fn check(text: &str, pos: &str, fragment: &str) {
 
 #[test]
 fn stray_character() {
-    check("func @f() {\nentry:\n    ret $\n}\n", "3:9", "unexpected character");
+    check(
+        "func @f() {\nentry:\n    ret $\n}\n",
+        "3:9",
+        "unexpected character",
+    );
 }
 
 #[test]
@@ -66,7 +70,11 @@ fn sigil_without_name() {
 
 #[test]
 fn missing_return_type() {
-    check("func @f() -> {\nentry:\n    ret\n}\n", "1:14", "expected a type");
+    check(
+        "func @f() -> {\nentry:\n    ret\n}\n",
+        "1:14",
+        "expected a type",
+    );
 }
 
 #[test]
@@ -132,7 +140,11 @@ fn unknown_value() {
 
 #[test]
 fn unknown_block() {
-    check("func @f() {\nentry:\n    jump nowhere\n}\n", "3:10", "nowhere");
+    check(
+        "func @f() {\nentry:\n    jump nowhere\n}\n",
+        "3:10",
+        "nowhere",
+    );
 }
 
 #[test]
