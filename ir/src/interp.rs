@@ -1,10 +1,98 @@
-//! The reference interpreter. (Stub: being written.)
+//! The reference interpreter: runs a module's functions on concrete values. It is the
+//! engine for small jobs and the oracle that the JIT and derived code are checked
+//! against, so it says exactly what every op means, and it never panics, whatever
+//! module it is given.
+//!
+//! ```
+//! use gradlift_ir::interp::{Interpreter, Val};
+//! use gradlift_ir::{Elem, FunctionBuilder, Module, Signature, Type};
+//!
+//! // scale(x: mut [f64], c: f64): x[i] = c * x[i] for every i.
+//! let mut module = Module::new();
+//! let sig = Signature::new([Type::slice_mut(Elem::F64), Type::F64], []);
+//! let id = module.declare("scale", sig).unwrap();
+//! let mut b = FunctionBuilder::new(&module, id);
+//! let (x, c) = (b.param(0), b.param(1));
+//! let n = b.len(x);
+//! let zero = b.iconst(0);
+//! b.counted_loop(zero, n, &[], |b, i, _| {
+//!     let xi = b.load(x, i);
+//!     let y = b.fmul(c, xi);
+//!     b.store(x, i, y);
+//!     vec![]
+//! });
+//! b.ret(&[]);
+//! let func = b.finish().unwrap();
+//! module.define(id, func).unwrap();
+//!
+//! let mut args = [Val::F64s(vec![1.0, 2.0]), Val::F64(3.0)];
+//! let out = Interpreter::new(&module).call(id, &mut args).unwrap();
+//! assert!(out.is_empty());
+//! assert_eq!(args[0], Val::F64s(vec![3.0, 6.0]));
+//! ```
+//!
+//! # Semantics
+//!
+//! - **Floats** are computed in the operand's own type: `f32` arithmetic rounds in
+//!   `f32`, and `sin`, `exp`, ... are `f32::sin`, `f32::exp`. The math functions are
+//!   Rust's `std` (`log` is `ln`, `pow` is `powf`). `powi x, n` is `x.powi(n)` when `n`
+//!   fits an `i32`, else `x.powf(n)`. `fmin`/`fmax` give NaN if either operand is NaN
+//!   and order `-0.0` below `0.0`, as Cranelift's do. `fcmp` is IEEE.
+//! - **Integers** wrap (`iadd`, `isub`, `imul`, `ineg`, and `i64::MIN / -1`); `idiv`
+//!   and `irem` by zero are [`ErrorKind::DivisionByZero`]; `irem` takes the sign of
+//!   the dividend. Shifts take the amount modulo 64; `ishr` is arithmetic. `icmp` is
+//!   signed.
+//! - **`cast`**: integer to float rounds to nearest, float to integer truncates toward
+//!   zero and saturates (NaN gives 0), `f32` and `f64` convert with `as`, a `bool` is
+//!   0 or 1. **`bitcast`** keeps the 64 bits.
+//! - **Slices** refer to whole buffers (there is no sub-slicing). A slice argument is a
+//!   buffer; every value referring to it sees every `store` into it, and after
+//!   [`Interpreter::call`] the caller's `args` hold the final contents (including
+//!   after an error). Returned slices come back as copies. `load` and `store` check
+//!   bounds ([`ErrorKind::OutOfBounds`]). `alloc n` makes a zero-filled buffer that
+//!   lives until its function returns ([`ErrorKind::NegativeAlloc`] for `n < 0`).
+//! - **Phis** of a block read their values for the edge taken all at once (a parallel
+//!   copy), so `%a = phi [body: %b]`, `%b = phi [body: %a]` swaps.
+//! - **Calls** push a frame on a heap-allocated stack, never a Rust stack frame, so
+//!   the depth of IR recursion is bounded only by [`Limits::max_depth`] (exceeding it
+//!   is [`ErrorKind::RecursionLimit`], reported at the `call`). Extern functions run
+//!   host closures bound with [`Interpreter::bind_extern`]; they take no frame, and a
+//!   panic in one propagates to the caller of [`Interpreter::call`].
+//! - **Fuel**: every phi, instruction and terminator executed costs one unit of
+//!   [`Limits::fuel`]; [`ErrorKind::OutOfFuel`] names the statement that found the
+//!   tank empty. [`Interpreter::steps`] counts the statements of the last call.
+//!
+//! # Errors
+//!
+//! An [`InterpError`] names the function, the op (`load`, `idiv`, `call`, `ret`,
+//! `phi`, ...) and its source position. Program errors ([`ErrorKind::OutOfBounds`]
+//! and the like) are the program's fault; [`ErrorKind::Malformed`] means the module
+//! would not verify (the interpreter runs verified modules but checks everything it
+//! meets, so a malformed one ends in this error, not a panic);
+//! [`ErrorKind::Internal`] is a bug in the interpreter. After an error the same
+//! interpreter can be called again.
+//!
+//! # Design
+//!
+//! Each defined function is pre-resolved once (the `code` submodule): value slots become dense
+//! indices into a frame's registers, constants are copied in from a template, and
+//! every control-flow edge carries its phi copies. Registers of all frames live in one
+//! vector and buffers in one stack, so a call allocates nothing but the growth of
+//! those. The ops themselves are one `match` arm each (the `step` submodule).
+
+mod code;
+mod step;
 
 use core::fmt;
 
-use crate::entities::FuncId;
-use crate::function::Pos;
-use crate::module::Module;
+use cranelift_entity::EntityRef;
+
+use self::code::{Code, Edge, Step, Term};
+use self::step::{Buffer, Slot, fits, slot_type};
+use crate::entities::{Block, FuncId, Inst, Value};
+use crate::function::{Pos, SourceMap};
+use crate::module::{Body, Module};
+use crate::types::{Elem, Scalar, Type};
 
 /// A run-time value passed to or returned from the interpreter.
 #[derive(Clone, PartialEq, Debug)]
@@ -24,6 +112,66 @@ pub enum Val {
     /// A `[i64]` or `mut [i64]`.
     I64s(Vec<i64>),
 }
+
+impl Val {
+    /// The value's type; slices are read-only (`[f64]`), since a `Val` does not know
+    /// how it will be viewed.
+    pub fn ty(&self) -> Type {
+        match self {
+            Val::F64(_) => Type::F64,
+            Val::F32(_) => Type::F32,
+            Val::I64(_) => Type::I64,
+            Val::Bool(_) => Type::Bool,
+            Val::F64s(_) => Type::slice(Elem::F64),
+            Val::F32s(_) => Type::slice(Elem::F32),
+            Val::I64s(_) => Type::slice(Elem::I64),
+        }
+    }
+
+    /// Whether the value may be passed for a parameter of type `ty` (a slice for
+    /// `[T]` or `mut [T]` alike).
+    pub fn fits(&self, ty: Type) -> bool {
+        match (self.ty(), ty) {
+            (Type::Slice { elem: a, .. }, Type::Slice { elem: b, .. }) => a == b,
+            (t, ty) => t == ty,
+        }
+    }
+
+    /// The value as a scalar, if it is one.
+    pub fn scalar(&self) -> Option<Scalar> {
+        Some(match *self {
+            Val::F64(x) => Scalar::F64(x),
+            Val::F32(x) => Scalar::F32(x),
+            Val::I64(x) => Scalar::I64(x),
+            Val::Bool(x) => Scalar::Bool(x),
+            _ => None?,
+        })
+    }
+}
+
+impl From<Scalar> for Val {
+    fn from(c: Scalar) -> Val {
+        match c {
+            Scalar::F64(x) => Val::F64(x),
+            Scalar::F32(x) => Val::F32(x),
+            Scalar::I64(x) => Val::I64(x),
+            Scalar::Bool(x) => Val::Bool(x),
+        }
+    }
+}
+
+macro_rules! val_from {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for Val {
+            fn from(x: $t) -> Val {
+                Val::$v(x)
+            }
+        }
+    )*};
+}
+
+val_from!(f64 => F64, f32 => F32, i64 => I64, bool => Bool,
+    Vec<f64> => F64s, Vec<f32> => F32s, Vec<i64> => I64s);
 
 /// Bounds on one interpreter call.
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
@@ -58,6 +206,8 @@ pub enum ErrorKind {
     DivisionByZero,
     /// `alloc` of a negative length.
     NegativeAlloc(i64),
+    /// `alloc` of more memory than can be had.
+    AllocFailed(i64),
     /// Calls nested deeper than [`Limits::max_depth`].
     RecursionLimit(usize),
     /// More statements than [`Limits::fuel`].
@@ -66,8 +216,50 @@ pub enum ErrorKind {
     BadArguments(String),
     /// A call to an extern function with no host binding.
     UnboundExtern(String),
+    /// A host function failed, or broke its signature.
+    ExternFailed {
+        /// The extern function (without `@`).
+        name: String,
+        /// What the host said, or what it did wrong.
+        message: String,
+    },
     /// The function is not well-formed (it would not verify).
     Malformed(String),
+    /// The interpreter broke one of its own invariants: a bug in gradlift, not in the
+    /// program.
+    Internal(String),
+}
+
+impl ErrorKind {
+    /// Whether the error is a bug in the interpreter rather than in the program or
+    /// its inputs.
+    pub fn is_internal(&self) -> bool {
+        matches!(self, ErrorKind::Internal(_))
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorKind::OutOfBounds { index, len } => {
+                write!(f, "index {index} out of bounds for length {len}")
+            }
+            ErrorKind::DivisionByZero => f.write_str("integer division by zero"),
+            ErrorKind::NegativeAlloc(n) => write!(f, "allocation of negative length {n}"),
+            ErrorKind::AllocFailed(n) => write!(f, "cannot allocate {n} elements"),
+            ErrorKind::RecursionLimit(d) => write!(f, "calls nested deeper than {d}"),
+            ErrorKind::OutOfFuel(n) => write!(f, "out of fuel after {n} statements"),
+            ErrorKind::BadArguments(m) => f.write_str(m),
+            ErrorKind::UnboundExtern(name) => {
+                write!(f, "extern function @{name} has no host binding")
+            }
+            ErrorKind::ExternFailed { name, message } => {
+                write!(f, "extern function @{name} failed: {message}")
+            }
+            ErrorKind::Malformed(m) => write!(f, "malformed IR: {m}"),
+            ErrorKind::Internal(m) => write!(f, "interpreter bug: {m}"),
+        }
+    }
 }
 
 /// A run-time error: which function, which op, where, and what.
@@ -83,26 +275,112 @@ pub struct InterpError {
     pub kind: ErrorKind,
 }
 
+/// A sentence: `in @f, load at 7:10: index 5 out of bounds for length 3`.
 impl fmt::Display for InterpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "in @{}: {:?}", self.func, self.kind)
+        write!(f, "in @{}", self.func)?;
+        if !self.op.is_empty() {
+            write!(f, ", {}", self.op)?;
+            if self.pos.is_known() {
+                write!(f, " at {}", self.pos)?;
+            }
+        }
+        write!(f, ": {}", self.kind)
     }
 }
 
 impl std::error::Error for InterpError {}
 
+/// Why [`Interpreter::bind_extern`] refused a binding.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum BindError {
+    /// The module has no function of that name.
+    NoSuchFunction(String),
+    /// The function is not `extern`.
+    NotExtern(String),
+}
+
+impl fmt::Display for BindError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BindError::NoSuchFunction(n) => write!(f, "the module has no function @{n}"),
+            BindError::NotExtern(n) => write!(f, "@{n} is not an extern function"),
+        }
+    }
+}
+
+impl std::error::Error for BindError {}
+
+/// A host function: gets the arguments, returns the results or a message.
+type HostFn<'m> = Box<dyn FnMut(&mut [Val]) -> Result<Vec<Val>, String> + 'm>;
+
+/// A call in progress.
+#[derive(Copy, Clone, Debug)]
+struct Frame {
+    func: FuncId,
+    /// Where the frame's registers start in [`Machine::regs`].
+    base: usize,
+    /// The height of [`Machine::bufs`] when the call began: its allocs lie above.
+    bufs: usize,
+    /// The block executing.
+    block: u32,
+    /// The next instruction (index into [`Code::insts`]); while a callee runs, the call.
+    pc: u32,
+}
+
+/// The mutable state of one call: frames, registers, buffers.
+#[derive(Default)]
+struct Machine {
+    frames: Vec<Frame>,
+    regs: Vec<Slot>,
+    bufs: Vec<Buffer>,
+    /// Which argument each of the first buffers came from.
+    arg_bufs: Vec<usize>,
+    /// Scratch space for parallel copies.
+    scratch: Vec<Slot>,
+    steps: u64,
+}
+
+impl Machine {
+    /// Drops every frame and buffer, keeping a little memory for the next call.
+    fn clear(&mut self) {
+        const KEEP: usize = 1 << 16;
+        self.frames.clear();
+        self.frames.shrink_to(KEEP);
+        self.regs.clear();
+        self.regs.shrink_to(KEEP);
+        self.bufs.clear();
+        self.bufs.shrink_to(KEEP);
+        self.arg_bufs.clear();
+    }
+}
+
 /// Runs functions of one module.
 pub struct Interpreter<'m> {
     module: &'m Module,
     limits: Limits,
+    /// The pre-resolved body of each defined function, by [`FuncId`] index.
+    codes: Vec<Option<Code>>,
+    /// The host binding of each extern function, by [`FuncId`] index.
+    hosts: Vec<Option<HostFn<'m>>>,
+    machine: Machine,
 }
 
 impl<'m> Interpreter<'m> {
-    /// An interpreter for `module` with default [`Limits`].
+    /// An interpreter for `module` with default [`Limits`]. Pre-resolves every
+    /// defined function.
     pub fn new(module: &'m Module) -> Interpreter<'m> {
+        let codes = module
+            .funcs
+            .values()
+            .map(|d| d.function().map(|f| code::compile(module, d, f)))
+            .collect();
         Interpreter {
             module,
             limits: Limits::default(),
+            codes,
+            hosts: module.funcs.values().map(|_| None).collect(),
+            machine: Machine::default(),
         }
     }
 
@@ -112,14 +390,646 @@ impl<'m> Interpreter<'m> {
         self
     }
 
+    /// The limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Binds the extern function `name` to a host closure, replacing any earlier
+    /// binding.
+    ///
+    /// The closure gets the arguments (slices as copies of their contents) and
+    /// returns the results. What it writes into a `mut` slice parameter is copied
+    /// back into the buffer (it must keep the length); writes into a read-only slice
+    /// are dropped. An `Err` becomes [`ErrorKind::ExternFailed`], and so do results
+    /// that do not fit the signature. A slice result is a new buffer that lives until
+    /// the calling function returns.
+    pub fn bind_extern(
+        &mut self,
+        name: &str,
+        f: impl FnMut(&mut [Val]) -> Result<Vec<Val>, String> + 'm,
+    ) -> Result<(), BindError> {
+        let id = self
+            .module
+            .func_by_name(name)
+            .ok_or_else(|| BindError::NoSuchFunction(name.to_string()))?;
+        match (&self.module.funcs[id].body, self.hosts.get_mut(id.index())) {
+            (Body::Extern, Some(slot)) => {
+                *slot = Some(Box::new(f));
+                Ok(())
+            }
+            _ => Err(BindError::NotExtern(name.to_string())),
+        }
+    }
+
+    /// The number of statements (phis, instructions, terminators) the last call
+    /// executed, counting one that failed but not one refused for lack of fuel (so
+    /// never more than [`Limits::fuel`]).
+    pub fn steps(&self) -> u64 {
+        self.machine.steps
+    }
+
+    /// Calls the function named `name` (without `@`); see [`Interpreter::call`].
+    pub fn call_by_name(&mut self, name: &str, args: &mut [Val]) -> Result<Vec<Val>, InterpError> {
+        match self.module.func_by_name(name) {
+            Some(id) => self.call(id, args),
+            None => Err(InterpError {
+                func: name.to_string(),
+                op: String::new(),
+                pos: Pos::NONE,
+                kind: ErrorKind::BadArguments(format!("the module has no function @{name}")),
+            }),
+        }
+    }
+
     /// Calls `func` with `args`; `mut` slice arguments are updated in place.
-    pub fn call(&mut self, func: FuncId, _args: &mut [Val]) -> Result<Vec<Val>, InterpError> {
-        let _ = self.limits;
-        Err(InterpError {
-            func: self.module.name(func).to_string(),
+    ///
+    /// The arguments must fit the signature: one per parameter, a scalar of the
+    /// parameter's type or a slice of its element type (for `[T]` and `mut [T]`
+    /// alike), else [`ErrorKind::BadArguments`]. The contents of slice arguments
+    /// come back in `args` even when the call fails. Calling an extern function
+    /// directly hands `args` itself to its host closure.
+    pub fn call(&mut self, func: FuncId, args: &mut [Val]) -> Result<Vec<Val>, InterpError> {
+        self.machine.clear();
+        self.machine.steps = 0;
+        let result = self.start(func, args);
+        // The argument buffers are the first ones; give them back, whatever happened.
+        let Machine { bufs, arg_bufs, .. } = &mut self.machine;
+        for (buf, &k) in bufs.iter_mut().zip(arg_bufs.iter()) {
+            if let Some(arg) = args.get_mut(k) {
+                *arg = buf.take_val();
+            }
+        }
+        self.machine.clear();
+        result
+    }
+
+    /// Checks the arguments, sets up the outermost frame and runs it.
+    fn start(&mut self, func: FuncId, args: &mut [Val]) -> Result<Vec<Val>, InterpError> {
+        let module = self.module;
+        let refuse = |name: &str, kind| InterpError {
+            func: name.to_string(),
             op: String::new(),
             pos: Pos::NONE,
-            kind: ErrorKind::Malformed("not written yet".into()),
-        })
+            kind,
+        };
+        let Some(decl) = module.funcs.get(func) else {
+            let kind = ErrorKind::BadArguments(format!("the module has no function {func}"));
+            return Err(refuse(&func.to_string(), kind));
+        };
+        let name = decl.name.as_str();
+        let sig = &decl.sig;
+        if args.len() != sig.params.len() {
+            let kind = ErrorKind::BadArguments(format!(
+                "@{name} takes {} argument{}, found {}",
+                sig.params.len(),
+                if sig.params.len() == 1 { "" } else { "s" },
+                args.len()
+            ));
+            return Err(refuse(name, kind));
+        }
+        for (k, (arg, &ty)) in args.iter().zip(&sig.params).enumerate() {
+            if !arg.fits(ty) {
+                let kind = ErrorKind::BadArguments(format!(
+                    "argument {} of @{name} must be {ty}, found {}",
+                    k + 1,
+                    arg.ty()
+                ));
+                return Err(refuse(name, kind));
+            }
+        }
+        if self.limits.max_depth == 0 {
+            return Err(refuse(name, ErrorKind::RecursionLimit(0)));
+        }
+        let code = match (&decl.body, self.codes.get(func.index())) {
+            (Body::Defined(_), Some(Some(code))) => code,
+            (Body::Extern, _) => {
+                let Some(Some(host)) = self.hosts.get_mut(func.index()) else {
+                    return Err(refuse(name, ErrorKind::UnboundExtern(name.to_string())));
+                };
+                let out = host(args).map_err(|message| {
+                    let name = name.to_string();
+                    refuse(&name.clone(), ErrorKind::ExternFailed { name, message })
+                })?;
+                check_host_results(name, &sig.results, &out).map_err(|k| refuse(name, k))?;
+                return Ok(out);
+            }
+            (Body::Declared, _) => {
+                let kind = ErrorKind::Malformed(format!("@{name} is declared but not defined"));
+                return Err(refuse(name, kind));
+            }
+            (Body::Defined(_), _) => {
+                let kind = ErrorKind::Internal(format!("@{name} was not pre-resolved"));
+                return Err(refuse(name, kind));
+            }
+        };
+        let entry = match &code.entry {
+            Ok(b) => *b,
+            Err(m) => return Err(refuse(name, ErrorKind::Malformed(m.clone()))),
+        };
+        let m = &mut self.machine;
+        m.regs.extend_from_slice(&code.template);
+        for (k, (arg, &ty)) in args.iter_mut().zip(&sig.params).enumerate() {
+            let s = match arg {
+                Val::F64(x) => Slot::F64(*x),
+                Val::F32(x) => Slot::F32(*x),
+                Val::I64(x) => Slot::I64(*x),
+                Val::Bool(x) => Slot::Bool(*x),
+                slice => {
+                    let Some(buf) = Buffer::take_from(slice) else {
+                        return Err(bug(module, Some(func), "a Val neither scalar nor slice"));
+                    };
+                    m.bufs.push(buf);
+                    m.arg_bufs.push(k);
+                    Slot::Buf((m.bufs.len() - 1) as u32, ty.is_mut_slice())
+                }
+            };
+            if let Some(&p) = code.params.get(k) {
+                m.regs[p as usize] = s;
+            }
+        }
+        m.frames.push(Frame {
+            func,
+            base: 0,
+            bufs: m.bufs.len(),
+            block: entry,
+            pc: code.blocks[entry as usize].start,
+        });
+        self.run()
+    }
+
+    /// The run loop: executes the top frame until the outermost one returns.
+    fn run(&mut self) -> Result<Vec<Val>, InterpError> {
+        let module = self.module;
+        let max_depth = self.limits.max_depth;
+        let fuel = self.limits.fuel.unwrap_or(u64::MAX);
+        let codes = &self.codes;
+        let hosts = &mut self.hosts;
+        let Machine {
+            frames,
+            regs: regfile,
+            bufs,
+            scratch,
+            steps,
+            ..
+        } = &mut self.machine;
+
+        'frames: loop {
+            let Some(&frame) = frames.last() else {
+                return Err(bug(module, None, "no frame to run"));
+            };
+            let fid = frame.func;
+            let Some(Some(code)) = codes.get(fid.index()) else {
+                return Err(bug(module, Some(fid), "a frame of a function without code"));
+            };
+            let base = frame.base;
+            let mut block = frame.block as usize;
+            let mut pc = frame.pc as usize;
+            let Some(regs) = regfile.get_mut(base..base + code.template.len()) else {
+                return Err(bug(module, Some(fid), "a frame beyond the registers"));
+            };
+            let mut cb = code.blocks[block];
+            loop {
+                if pc < cb.end as usize {
+                    let ci = code.insts[pc];
+                    *steps += 1;
+                    if *steps > fuel {
+                        *steps = fuel;
+                        let op = inst_name(module, fid, ci.inst);
+                        return Err(at_inst(
+                            module,
+                            fid,
+                            ci.inst,
+                            op,
+                            ErrorKind::OutOfFuel(fuel),
+                        ));
+                    }
+                    match ci.step {
+                        Step::Op { op, imm, args, dst } => {
+                            if let Err(kind) = step::exec(op, imm, args, dst, regs, bufs) {
+                                return Err(at_inst(module, fid, ci.inst, op.name(), kind));
+                            }
+                        }
+                        Step::Call {
+                            callee,
+                            args,
+                            results,
+                        } => {
+                            let fail = |kind| at_inst(module, fid, ci.inst, "call", kind);
+                            if let Some(Some(ccode)) = codes.get(callee.index()) {
+                                if frames.len() >= max_depth {
+                                    return Err(fail(ErrorKind::RecursionLimit(max_depth)));
+                                }
+                                let entry = match &ccode.entry {
+                                    Ok(b) => *b as usize,
+                                    Err(m) => {
+                                        let cname = module.name(callee);
+                                        let m = format!("@{cname} cannot run: {m}");
+                                        return Err(fail(ErrorKind::Malformed(m)));
+                                    }
+                                };
+                                if let Some(top) = frames.last_mut() {
+                                    top.block = block as u32;
+                                    top.pc = pc as u32;
+                                }
+                                let arg_slots = &code.lists[args.range()];
+                                let callee_frame = Frame {
+                                    func: callee,
+                                    base: regfile.len(),
+                                    bufs: bufs.len(),
+                                    block: entry as u32,
+                                    pc: ccode.blocks[entry].start,
+                                };
+                                bind_args(
+                                    module,
+                                    ccode,
+                                    callee_frame,
+                                    base,
+                                    arg_slots,
+                                    regfile,
+                                    bufs,
+                                )
+                                .map_err(fail)?;
+                                frames.push(callee_frame);
+                                continue 'frames;
+                            }
+                            let lists = &code.lists;
+                            call_host(
+                                module,
+                                hosts,
+                                callee,
+                                &lists[args.range()],
+                                &lists[results.range()],
+                                regs,
+                                bufs,
+                            )
+                            .map_err(fail)?;
+                        }
+                        Step::Bad(msg) => {
+                            let op = inst_name(module, fid, ci.inst);
+                            let kind = ErrorKind::Malformed(code.msgs[msg as usize].clone());
+                            return Err(at_inst(module, fid, ci.inst, op, kind));
+                        }
+                    }
+                    pc += 1;
+                    continue;
+                }
+
+                // The terminator.
+                let here = Block::new(block);
+                *steps += 1;
+                if *steps > fuel {
+                    *steps = fuel;
+                    let kind = ErrorKind::OutOfFuel(fuel);
+                    return Err(at_term(module, fid, here, cb.term.name(), kind));
+                }
+                let edge = match cb.term {
+                    Term::Jump(edge) => edge,
+                    Term::Br { cond, then, els } => match regs[cond as usize] {
+                        Slot::Bool(true) => then,
+                        Slot::Bool(false) => els,
+                        s => {
+                            let kind = ErrorKind::Malformed(format!(
+                                "br tests {}, not a bool",
+                                slot_type(s, bufs)
+                            ));
+                            return Err(at_term(module, fid, here, "br", kind));
+                        }
+                    },
+                    Term::Ret(vals) => {
+                        let fail = |kind| at_term(module, fid, here, "ret", kind);
+                        let vals = &code.lists[vals.range()];
+                        for (k, &v) in vals.iter().enumerate() {
+                            let s = regs[v as usize];
+                            check_result(s, code.result_tys[k], frame.bufs, bufs).map_err(fail)?;
+                        }
+                        frames.pop();
+                        let Some(caller) = frames.last_mut() else {
+                            return vals
+                                .iter()
+                                .map(|&v| to_val(regs[v as usize], bufs))
+                                .collect::<Result<Vec<Val>, ErrorKind>>()
+                                .map_err(fail);
+                        };
+                        let Some(Some(ccode)) = codes.get(caller.func.index()) else {
+                            return Err(bug(module, Some(fid), "a caller without code"));
+                        };
+                        let Step::Call { results, .. } = ccode.insts[caller.pc as usize].step
+                        else {
+                            return Err(bug(module, Some(fid), "returned to a non-call"));
+                        };
+                        let dsts = &ccode.lists[results.range()];
+                        if dsts.len() != vals.len() {
+                            return Err(bug(module, Some(fid), "result count mismatch"));
+                        }
+                        for (&d, &v) in dsts.iter().zip(vals) {
+                            regfile[caller.base + d as usize] = regfile[base + v as usize];
+                        }
+                        regfile.truncate(base);
+                        bufs.truncate(frame.bufs);
+                        caller.pc += 1;
+                        continue 'frames;
+                    }
+                    Term::Bad { op, msg } => {
+                        let kind = ErrorKind::Malformed(code.msgs[msg as usize].clone());
+                        return Err(at_term(module, fid, here, op, kind));
+                    }
+                };
+                // Take the edge: the target's phis, as one parallel copy.
+                let (target, moves) = match edge {
+                    Edge::To { block, moves } => (block as usize, moves),
+                    Edge::Bad(msg) => {
+                        let kind = ErrorKind::Malformed(code.msgs[msg as usize].clone());
+                        return Err(at_term(module, fid, here, cb.term.name(), kind));
+                    }
+                };
+                take_edge(&code.moves[moves.range()], regs, scratch, steps, fuel)
+                    .map_err(|phi| at_phi(module, fid, phi, ErrorKind::OutOfFuel(fuel)))?;
+                block = target;
+                cb = code.blocks[block];
+                pc = cb.start as usize;
+            }
+        }
+    }
+}
+
+/// Executes the phi copies `moves` of an edge, in parallel. On running out of fuel,
+/// returns the phi that found the tank empty.
+#[inline]
+fn take_edge(
+    moves: &[code::Move],
+    regs: &mut [Slot],
+    scratch: &mut Vec<Slot>,
+    steps: &mut u64,
+    fuel: u64,
+) -> Result<(), Value> {
+    if moves.is_empty() {
+        return Ok(());
+    }
+    let room = fuel.saturating_sub(*steps);
+    if (moves.len() as u64) > room {
+        *steps = fuel;
+        return Err(Value::new(moves[room as usize].dst as usize));
+    }
+    *steps += moves.len() as u64;
+    if let [m] = moves {
+        regs[m.dst as usize] = regs[m.src as usize];
+    } else {
+        scratch.clear();
+        scratch.extend(moves.iter().map(|m| regs[m.src as usize]));
+        for (m, &s) in moves.iter().zip(scratch.iter()) {
+            regs[m.dst as usize] = s;
+        }
+    }
+    Ok(())
+}
+
+/// Makes the registers of `frame`, a new frame of `code`, and binds its parameters
+/// to the caller's argument slots `args` (relative to the caller's `base`).
+fn bind_args(
+    module: &Module,
+    code: &Code,
+    frame: Frame,
+    base: usize,
+    args: &[u32],
+    regfile: &mut Vec<Slot>,
+    bufs: &[Buffer],
+) -> Result<(), ErrorKind> {
+    regfile.extend_from_slice(&code.template);
+    for (k, ((&a, &p), &ty)) in args
+        .iter()
+        .zip(&code.params)
+        .zip(&code.param_tys)
+        .enumerate()
+    {
+        let s = bind_param(regfile[base + a as usize], ty, bufs).map_err(|found| {
+            let name = module.name(frame.func);
+            ErrorKind::Malformed(format!(
+                "argument {} of @{name} must be {ty}, found {found}",
+                k + 1
+            ))
+        })?;
+        regfile[frame.base + p as usize] = s;
+    }
+    Ok(())
+}
+
+/// The slot a callee's parameter of type `ty` gets for the argument `s`: the same,
+/// with a slice's writability taken from the parameter. `Err` has the argument's type.
+fn bind_param(s: Slot, ty: Type, bufs: &[Buffer]) -> Result<Slot, String> {
+    if !fits(s, ty, bufs) {
+        return Err(slot_type(s, bufs));
+    }
+    Ok(match s {
+        Slot::Buf(id, _) => Slot::Buf(id, ty.is_mut_slice()),
+        s => s,
+    })
+}
+
+/// Checks a returned value against its declared type, and that it is not a buffer
+/// of the returning frame (those die with it).
+fn check_result(s: Slot, ty: Type, frame_bufs: usize, bufs: &[Buffer]) -> Result<(), ErrorKind> {
+    if !fits(s, ty, bufs) {
+        let found = slot_type(s, bufs);
+        return Err(ErrorKind::Malformed(format!(
+            "ret returns {found} where the function declares {ty}"
+        )));
+    }
+    if let Slot::Buf(id, _) = s
+        && id as usize >= frame_bufs
+    {
+        return Err(ErrorKind::Malformed(
+            "ret returns a buffer the function allocated".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The [`Val`] of a slot (a copy, for a slice).
+fn to_val(s: Slot, bufs: &[Buffer]) -> Result<Val, ErrorKind> {
+    Ok(match s {
+        Slot::F64(x) => Val::F64(x),
+        Slot::F32(x) => Val::F32(x),
+        Slot::I64(x) => Val::I64(x),
+        Slot::Bool(x) => Val::Bool(x),
+        Slot::Buf(id, _) => match bufs.get(id as usize) {
+            Some(b) => b.to_val(),
+            None => return Err(ErrorKind::Internal(format!("buffer {id} was freed"))),
+        },
+        Slot::Undef => {
+            return Err(ErrorKind::Malformed(
+                "uses a value before it is defined".into(),
+            ));
+        }
+    })
+}
+
+/// Checks what a host function returned against the extern's result types.
+fn check_host_results(name: &str, tys: &[Type], out: &[Val]) -> Result<(), ErrorKind> {
+    let fail = |message| ErrorKind::ExternFailed {
+        name: name.to_string(),
+        message,
+    };
+    if out.len() != tys.len() {
+        return Err(fail(format!(
+            "it returned {} values for {} results",
+            out.len(),
+            tys.len()
+        )));
+    }
+    for (k, (v, &ty)) in out.iter().zip(tys).enumerate() {
+        if !v.fits(ty) {
+            return Err(fail(format!(
+                "result {} must be {ty}, found {}",
+                k + 1,
+                v.ty()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Calls the extern `callee` from inside a frame: arguments from `args` slots of
+/// `regs`, results into `results` slots.
+fn call_host(
+    module: &Module,
+    hosts: &mut [Option<HostFn<'_>>],
+    callee: FuncId,
+    args: &[u32],
+    results: &[u32],
+    regs: &mut [Slot],
+    bufs: &mut Vec<Buffer>,
+) -> Result<(), ErrorKind> {
+    let Some(decl) = module.funcs.get(callee) else {
+        return Err(ErrorKind::Internal(format!("no function {callee}")));
+    };
+    let name = decl.name.as_str();
+    let host = match (&decl.body, hosts.get_mut(callee.index())) {
+        (Body::Extern, Some(Some(host))) => host,
+        (Body::Extern, _) => return Err(ErrorKind::UnboundExtern(name.to_string())),
+        (Body::Declared, _) => {
+            return Err(ErrorKind::Malformed(format!(
+                "@{name} is declared but not defined"
+            )));
+        }
+        (Body::Defined(_), _) => {
+            return Err(ErrorKind::Internal(format!("@{name} was not pre-resolved")));
+        }
+    };
+    let sig = &decl.sig;
+    let mut vals = Vec::with_capacity(args.len());
+    for (k, (&a, &ty)) in args.iter().zip(&sig.params).enumerate() {
+        let s = regs[a as usize];
+        if let Err(found) = bind_param(s, ty, bufs) {
+            return Err(ErrorKind::Malformed(format!(
+                "argument {} of @{name} must be {ty}, found {found}",
+                k + 1
+            )));
+        }
+        vals.push(to_val(s, bufs)?);
+    }
+    let fail = |message| ErrorKind::ExternFailed {
+        name: name.to_string(),
+        message,
+    };
+    let out = host(&mut vals).map_err(fail)?;
+    for (k, ((&a, &ty), v)) in args.iter().zip(&sig.params).zip(&vals).enumerate() {
+        if let (Slot::Buf(id, _), true) = (regs[a as usize], ty.is_mut_slice()) {
+            let copied = bufs.get_mut(id as usize).is_some_and(|b| b.copy_from(v));
+            if !copied {
+                return Err(fail(format!(
+                    "it changed the length or type of argument {}",
+                    k + 1
+                )));
+            }
+        }
+    }
+    check_host_results(name, &sig.results, &out)?;
+    for ((&d, mut v), &ty) in results.iter().zip(out).zip(&sig.results) {
+        regs[d as usize] = match &mut v {
+            Val::F64(x) => Slot::F64(*x),
+            Val::F32(x) => Slot::F32(*x),
+            Val::I64(x) => Slot::I64(*x),
+            Val::Bool(x) => Slot::Bool(*x),
+            slice => {
+                let id = u32::try_from(bufs.len())
+                    .map_err(|_| ErrorKind::Internal("too many buffers".into()))?;
+                let Some(buf) = Buffer::take_from(slice) else {
+                    return Err(ErrorKind::Internal("a Val neither scalar nor slice".into()));
+                };
+                bufs.push(buf);
+                Slot::Buf(id, ty.is_mut_slice())
+            }
+        };
+    }
+    Ok(())
+}
+
+/// The op name of `inst`, for errors (`instruction` if it does not exist).
+#[cold]
+fn inst_name(module: &Module, fid: FuncId, inst: Inst) -> &'static str {
+    module
+        .funcs
+        .get(fid)
+        .and_then(|d| d.function())
+        .and_then(|f| f.insts.get(inst))
+        .map_or("instruction", |d| d.opcode.name())
+}
+
+/// The source map of `fid`, if it is defined.
+fn srcmap(module: &Module, fid: FuncId) -> Option<&SourceMap> {
+    module.funcs.get(fid)?.function().map(|f| &f.srcmap)
+}
+
+fn func_name(module: &Module, fid: FuncId) -> String {
+    module
+        .funcs
+        .get(fid)
+        .map_or_else(|| fid.to_string(), |d| d.name.clone())
+}
+
+#[cold]
+fn at_inst(module: &Module, fid: FuncId, inst: Inst, op: &str, kind: ErrorKind) -> InterpError {
+    InterpError {
+        func: func_name(module, fid),
+        op: op.to_string(),
+        pos: srcmap(module, fid)
+            .and_then(|s| s.insts.get(inst).copied())
+            .unwrap_or(Pos::NONE),
+        kind,
+    }
+}
+
+#[cold]
+fn at_term(module: &Module, fid: FuncId, block: Block, op: &str, kind: ErrorKind) -> InterpError {
+    InterpError {
+        func: func_name(module, fid),
+        op: op.to_string(),
+        pos: srcmap(module, fid)
+            .and_then(|s| s.terms.get(block).copied())
+            .unwrap_or(Pos::NONE),
+        kind,
+    }
+}
+
+#[cold]
+fn at_phi(module: &Module, fid: FuncId, phi: Value, kind: ErrorKind) -> InterpError {
+    InterpError {
+        func: func_name(module, fid),
+        op: "phi".to_string(),
+        pos: srcmap(module, fid)
+            .and_then(|s| s.values.get(phi).copied())
+            .unwrap_or(Pos::NONE),
+        kind,
+    }
+}
+
+#[cold]
+fn bug(module: &Module, fid: Option<FuncId>, message: &str) -> InterpError {
+    InterpError {
+        func: fid.map_or_else(String::new, |f| func_name(module, f)),
+        op: String::new(),
+        pos: Pos::NONE,
+        kind: ErrorKind::Internal(message.to_string()),
     }
 }

@@ -62,7 +62,10 @@ impl fmt::Display for Signature {
 }
 
 /// What stands behind a function's name.
+///
+/// Kept unboxed: a module holds one per function, and passes reach into bodies often.
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum Body {
     /// An IR body.
     Defined(Function),

@@ -348,14 +348,14 @@ pub fn resolve(
     if imm.kind() != op.imm_kind() {
         return Err(format!("{op} has a malformed immediate {imm:?}"));
     }
-    if let Some(n) = op.arity() {
-        if args.len() != n {
-            return Err(format!(
-                "{op} takes {n} operand{}, found {}",
-                plural(n),
-                args.len()
-            ));
-        }
+    if let Some(n) = op.arity()
+        && args.len() != n
+    {
+        return Err(format!(
+            "{op} takes {n} operand{}, found {}",
+            plural(n),
+            args.len()
+        ));
     }
     let name = op.name();
     // The first known operand type among `idx`, else `default`.
@@ -366,13 +366,13 @@ pub fn resolve(
                  results: SmallVec<[Type; 1]>|
      -> Result<OpTypes, String> {
         for (i, (arg, param)) in args.iter().zip(&params).enumerate() {
-            if let (Some(arg), Some(param)) = (arg, param) {
-                if !arg.fits(*param) {
-                    return Err(format!(
-                        "operand {} of {name} must be {param}, found {arg}",
-                        i + 1
-                    ));
-                }
+            if let (Some(arg), Some(param)) = (arg, param)
+                && !arg.fits(*param)
+            {
+                return Err(format!(
+                    "operand {} of {name} must be {param}, found {arg}",
+                    i + 1
+                ));
             }
         }
         Ok(OpTypes { params, results })
@@ -429,10 +429,10 @@ pub fn resolve(
             if !matches!(to, Type::F64 | Type::F32 | Type::I64) {
                 return Err(format!("cast can only produce f64, f32 or i64, not {to}"));
             }
-            if let Some(from) = args[0] {
-                if !from.is_scalar() {
-                    return Err(format!("cast takes a scalar, found {from}"));
-                }
+            if let Some(from) = args[0]
+                && !from.is_scalar()
+            {
+                return Err(format!("cast takes a scalar, found {from}"));
             }
             check(smallvec![None], smallvec![to])
         }
