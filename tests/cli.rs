@@ -444,7 +444,7 @@ fn run_a_runtime_error() {
     user_error(
         &run_interp(&file, "oob", "[[1, 2, 3]]"),
         &format!(
-            "{}:4:5: error: in @oob, load: index 3 is out of bounds for a slice of length 3",
+            "{}:4:5: error: in @oob, load: index 3 out of bounds for length 3",
             shown(&file)
         ),
     );

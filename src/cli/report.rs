@@ -72,40 +72,21 @@ pub(crate) fn verifier_errors(file: &Path, errors: &VerifierErrors) -> Vec<Diagn
         .collect()
 }
 
-/// A runtime error of the program in `file`: `in @f, load: index 7 is out of bounds ...`.
+/// A runtime error of the program in `file`: `in @f, load: index 7 out of bounds ...`.
+///
+/// The position goes in front, as in every diagnostic, so this does not use
+/// `InterpError`'s own `Display` (which puts it after the op).
 pub(crate) fn interp_error(file: &Path, e: &InterpError) -> Diagnostic {
-    let func = e.func.trim_start_matches('@');
-    let what = describe(&e.kind);
-    let message = if e.op.is_empty() {
-        format!("in @{func}: {what}")
+    let func = &e.func;
+    let mut message = if e.op.is_empty() {
+        format!("in @{func}: {}", e.kind)
     } else {
-        format!("in @{func}, {}: {what}", e.op)
+        format!("in @{func}, {}: {}", e.op, e.kind)
     };
-    Diagnostic::at(file, e.pos, message)
-}
-
-/// What went wrong at run time, as a sentence fragment.
-fn describe(kind: &ErrorKind) -> String {
-    match kind {
-        ErrorKind::OutOfBounds { index, len } => {
-            format!("index {index} is out of bounds for a slice of length {len}")
-        }
-        ErrorKind::DivisionByZero => "integer division by zero".into(),
-        ErrorKind::NegativeAlloc(n) => format!("alloc of a negative length ({n})"),
-        ErrorKind::RecursionLimit(depth) => {
-            format!("calls nested deeper than the limit of {depth}")
-        }
-        ErrorKind::OutOfFuel(fuel) => format!("ran out of fuel after {fuel} statements"),
-        ErrorKind::BadArguments(why) => format!("bad arguments: {why}"),
-        ErrorKind::UnboundExtern(name) => format!(
-            "@{} is an extern function, and the command line supplies no host \
-             functions (call it from Rust)",
-            name.trim_start_matches('@')
-        ),
-        ErrorKind::Malformed(why) => {
-            format!("internal error: the function verified but cannot run: {why}")
-        }
+    if matches!(e.kind, ErrorKind::UnboundExtern(_)) {
+        message.push_str(" (the command line has no host functions: call it from Rust)");
     }
+    Diagnostic::at(file, e.pos, message)
 }
 
 #[cfg(test)]
@@ -193,7 +174,7 @@ mod tests {
         };
         assert_eq!(
             interp_error(Path::new("r.ir"), &e).to_string(),
-            "r.ir:14:5: error: in @rosenbrock, load: index 3 is out of bounds for a slice of length 3"
+            "r.ir:14:5: error: in @rosenbrock, load: index 3 out of bounds for length 3"
         );
         let e = InterpError {
             func: "f".into(),
@@ -203,7 +184,7 @@ mod tests {
         };
         assert_eq!(
             interp_error(Path::new("r.ir"), &e).to_string(),
-            "r.ir: error: in @f: calls nested deeper than the limit of 10000"
+            "r.ir: error: in @f: calls nested deeper than 10000"
         );
     }
 }
