@@ -430,7 +430,7 @@ fn run_an_extern_function_or_a_call_to_one() {
     );
     assert!(
         run.stderr
-            .contains("in @wave, call: @host_sin is an extern function"),
+            .contains("in @wave, call: extern function @host_sin has no host binding"),
         "{run:?}"
     );
 }

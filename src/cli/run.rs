@@ -171,7 +171,8 @@ fn interpret(
     let median = match time {
         None => None,
         Some(n) => {
-            let mut samples = Vec::with_capacity(n as usize);
+            // No `with_capacity(n)`: a huge N must not allocate up front.
+            let mut samples = Vec::new();
             for _ in 0..n {
                 let mut fresh = args.clone();
                 let start = Instant::now();
