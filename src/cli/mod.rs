@@ -31,8 +31,7 @@ use report::Diagnostic;
     name = "gradlift",
     version,
     about = "Reverse-mode automatic differentiation by program transformation: \
-             check, run and differentiate IR text files",
-    max_term_width = 100
+             check, run and differentiate IR text files"
 )]
 struct Cli {
     #[command(subcommand)]
