@@ -1,0 +1,463 @@
+//! JSON arguments to interpreter values and interpreter values back to JSON.
+//!
+//! `--args` is a JSON array with one element per parameter: a number for a float (an
+//! integer number is accepted too, and so are the strings "inf", "-inf", "nan"), an
+//! integer for `i64`, `true`/`false` for `bool`, an array for a slice. Every
+//! mismatch is an error naming the parameter by position, name and type
+//! (`argument 2 (%n: i64) must be an integer, found 1.5`).
+//!
+//! On the way out, floats print as JSON numbers in their shortest round-trip form
+//! (an `f32` in its own shortest form, so `0.1f32` prints `0.1`), and non-finite
+//! floats as the strings "inf", "-inf", "nan". [`render`] writes one line of JSON
+//! with a space after each `,` and `:`, keys in insertion order (serde_json's
+//! `preserve_order`).
+
+use gradlift_ir::interp::Val;
+use gradlift_ir::{Elem, Type};
+use serde_json::{Number, Value};
+
+/// A parameter as error messages name it.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Param<'a> {
+    /// Its name in the text (without `%`), if it has one.
+    pub name: Option<&'a str>,
+    /// Its type.
+    pub ty: Type,
+}
+
+impl Param<'_> {
+    /// `%n: i64`, or `i64` for an unnamed parameter.
+    fn describe(&self) -> String {
+        match self.name {
+            Some(name) => format!("%{name}: {}", self.ty),
+            None => self.ty.to_string(),
+        }
+    }
+}
+
+/// Converts the JSON arguments of a call to `@func` with `params`.
+pub(crate) fn from_json(
+    func: &str,
+    params: &[Param<'_>],
+    json: &Value,
+) -> Result<Vec<Val>, String> {
+    let list = params
+        .iter()
+        .map(Param::describe)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let takes = match params.len() {
+        1 => "1 argument".to_string(),
+        n => format!("{n} arguments"),
+    };
+    let Some(items) = json.as_array() else {
+        return Err(format!(
+            "the arguments must be a JSON array with one element per parameter of \
+             @{func} ({list}), found {}",
+            describe(json)
+        ));
+    };
+    if items.len() > params.len() {
+        return Err(format!(
+            "@{func} takes {takes} ({list}), found {}",
+            items.len()
+        ));
+    }
+    if let Some(k) = (items.len()..params.len()).next() {
+        return Err(format!(
+            "@{func} takes {takes} ({list}), found {}: argument {} ({}) is missing",
+            items.len(),
+            k + 1,
+            params[k].describe()
+        ));
+    }
+    params
+        .iter()
+        .zip(items)
+        .enumerate()
+        .map(|(k, (p, item))| {
+            convert(p.ty, item).map_err(|e| format!("argument {} ({}){e}", k + 1, p.describe()))
+        })
+        .collect()
+}
+
+/// One argument of type `ty`. Errors start with a space or a comma, to follow the
+/// parameter's description.
+fn convert(ty: Type, json: &Value) -> Result<Val, String> {
+    let elements = |elem: Elem| {
+        json.as_array().ok_or_else(|| {
+            format!(
+                " must be an array of {elem} elements, found {}",
+                describe(json)
+            )
+        })
+    };
+    let at = |j: usize| move |e: String| format!(", element {j},{e}");
+    Ok(match ty {
+        Type::F64 => Val::F64(float(json)?),
+        Type::F32 => Val::F32(float32(json)?),
+        Type::I64 => Val::I64(int(json)?),
+        Type::Bool => Val::Bool(
+            json.as_bool()
+                .ok_or_else(|| format!(" must be true or false, found {}", describe(json)))?,
+        ),
+        Type::Slice { elem, .. } => {
+            let items = elements(elem)?.iter().enumerate();
+            match elem {
+                Elem::F64 => Val::F64s(
+                    items
+                        .map(|(j, v)| float(v).map_err(at(j)))
+                        .collect::<Result<_, _>>()?,
+                ),
+                Elem::F32 => Val::F32s(
+                    items
+                        .map(|(j, v)| float32(v).map_err(at(j)))
+                        .collect::<Result<_, _>>()?,
+                ),
+                Elem::I64 => Val::I64s(
+                    items
+                        .map(|(j, v)| int(v).map_err(at(j)))
+                        .collect::<Result<_, _>>()?,
+                ),
+            }
+        }
+    })
+}
+
+/// A float: any JSON number, or "inf", "-inf", "nan".
+fn float(json: &Value) -> Result<f64, String> {
+    match json {
+        // Without serde_json's `arbitrary_precision`, every number has an f64 value.
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => match s.as_str() {
+            "inf" => Some(f64::INFINITY),
+            "-inf" => Some(f64::NEG_INFINITY),
+            "nan" => Some(f64::NAN),
+            _ => None,
+        },
+        _ => None,
+    }
+    .ok_or_else(|| {
+        format!(
+            " must be a number (or \"inf\", \"-inf\", \"nan\"), found {}",
+            describe(json)
+        )
+    })
+}
+
+/// An `f32`: a float that is finite in `f32` if it is finite at all.
+///
+/// The decimal is rounded to `f64` first and then to `f32`; for a few decimals this
+/// double rounding is one `f32` ulp away from rounding the decimal directly.
+fn float32(json: &Value) -> Result<f32, String> {
+    let x = float(json)?;
+    let y = x as f32;
+    if x.is_finite() && !y.is_finite() {
+        return Err(format!(
+            " is out of range for f32, found {}",
+            describe(json)
+        ));
+    }
+    Ok(y)
+}
+
+/// An `i64`: an integer JSON number in range.
+fn int(json: &Value) -> Result<i64, String> {
+    match json {
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Ok(i),
+            None if n.is_u64() => Err(format!(" is out of range for i64, found {n}")),
+            None => Err(format!(" must be an integer, found {n}")),
+        },
+        _ => Err(format!(" must be an integer, found {}", describe(json))),
+    }
+}
+
+/// A JSON value as an error message shows what was found.
+fn describe(json: &Value) -> String {
+    match json {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(_) => json.to_string(),
+        Value::Array(a) => format!("an array of {} elements", a.len()),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// An interpreter value as JSON.
+pub(crate) fn to_json(val: &Val) -> Value {
+    match val {
+        Val::F64(x) => f64_json(*x),
+        Val::F32(x) => f32_json(*x),
+        Val::I64(i) => Value::from(*i),
+        Val::Bool(b) => Value::Bool(*b),
+        Val::F64s(xs) => xs.iter().map(|&x| f64_json(x)).collect(),
+        Val::F32s(xs) => xs.iter().map(|&x| f32_json(x)).collect(),
+        Val::I64s(xs) => xs.iter().map(|&i| Value::from(i)).collect(),
+    }
+}
+
+/// A float as a JSON number, or "inf", "-inf", "nan".
+fn f64_json(x: f64) -> Value {
+    match Number::from_f64(x) {
+        Some(n) => Value::Number(n),
+        None if x.is_nan() => Value::from("nan"),
+        None if x > 0.0 => Value::from("inf"),
+        None => Value::from("-inf"),
+    }
+}
+
+/// An `f32` through its own shortest decimal, so `0.1f32` prints `0.1` rather than
+/// the `0.10000000149011612` its widening to `f64` would print.
+fn f32_json(x: f32) -> Value {
+    let shortest = x.to_string().parse::<f64>().unwrap_or(f64::from(x));
+    f64_json(shortest)
+}
+
+/// One line of JSON with `", "` and `": "` separators, object keys in insertion order.
+pub(crate) fn render(json: &Value) -> String {
+    let mut out = String::new();
+    write(json, &mut out);
+    out
+}
+
+fn write(json: &Value, out: &mut String) {
+    match json {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(fields) => {
+            out.push('{');
+            for (i, (key, item)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                // A string's `Display` is its JSON form, quoted and escaped.
+                out.push_str(&Value::from(key.as_str()).to_string());
+                out.push_str(": ");
+                write(item, out);
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const F64: Type = Type::F64;
+    const I64: Type = Type::I64;
+
+    fn p(name: &'static str, ty: Type) -> Param<'static> {
+        Param {
+            name: Some(name),
+            ty,
+        }
+    }
+
+    #[track_caller]
+    fn ok(params: &[Param<'_>], args: &str, expected: &[Val]) {
+        let json: Value = serde_json::from_str(args).expect("test JSON");
+        match from_json("f", params, &json) {
+            Ok(vals) => assert_eq!(vals, expected, "{args}"),
+            Err(e) => panic!("{args}: {e}"),
+        }
+    }
+
+    #[track_caller]
+    fn err(params: &[Param<'_>], args: &str, expected: &str) {
+        let json: Value = serde_json::from_str(args).expect("test JSON");
+        match from_json("f", params, &json) {
+            Ok(vals) => panic!("{args}: expected an error, got {vals:?}"),
+            Err(e) => assert_eq!(e, expected, "{args}"),
+        }
+    }
+
+    #[test]
+    fn scalars_convert() {
+        ok(
+            &[
+                p("x", F64),
+                p("n", I64),
+                p("b", Type::Bool),
+                p("y", Type::F32),
+            ],
+            "[1.5, -7, true, 0.1]",
+            &[Val::F64(1.5), Val::I64(-7), Val::Bool(true), Val::F32(0.1)],
+        );
+        ok(&[p("x", F64)], "[3]", &[Val::F64(3.0)]);
+        ok(
+            &[p("n", I64)],
+            "[9223372036854775807]",
+            &[Val::I64(i64::MAX)],
+        );
+        ok(&[], "[]", &[]);
+    }
+
+    #[test]
+    fn non_finite_floats_are_strings() {
+        let json: Value = serde_json::from_str(r#"["inf", "-inf", "nan"]"#).unwrap();
+        let vals = from_json("f", &[p("a", F64), p("b", F64), p("c", Type::F32)], &json).unwrap();
+        assert_eq!(vals[0], Val::F64(f64::INFINITY));
+        assert_eq!(vals[1], Val::F64(f64::NEG_INFINITY));
+        assert!(matches!(vals[2], Val::F32(x) if x.is_nan()));
+    }
+
+    #[test]
+    fn slices_convert_per_element_type() {
+        ok(
+            &[
+                p("x", Type::slice(Elem::F64)),
+                p("y", Type::slice_mut(Elem::F32)),
+                p("l", Type::slice(Elem::I64)),
+                p("e", Type::slice(Elem::F64)),
+            ],
+            r#"[[1, 2.5, "-inf"], [0.5], [3, -4], []]"#,
+            &[
+                Val::F64s(vec![1.0, 2.5, f64::NEG_INFINITY]),
+                Val::F32s(vec![0.5]),
+                Val::I64s(vec![3, -4]),
+                Val::F64s(vec![]),
+            ],
+        );
+    }
+
+    #[test]
+    fn kind_mismatches_name_the_parameter() {
+        err(
+            &[p("x", F64), p("n", I64)],
+            "[1.0, 1.5]",
+            "argument 2 (%n: i64) must be an integer, found 1.5",
+        );
+        err(
+            &[p("n", I64)],
+            "[2.0]",
+            "argument 1 (%n: i64) must be an integer, found 2.0",
+        );
+        err(
+            &[p("n", I64)],
+            "[18446744073709551615]",
+            "argument 1 (%n: i64) is out of range for i64, found 18446744073709551615",
+        );
+        err(
+            &[p("x", F64)],
+            r#"["one"]"#,
+            r#"argument 1 (%x: f64) must be a number (or "inf", "-inf", "nan"), found "one""#,
+        );
+        err(
+            &[p("c", Type::Bool)],
+            "[1]",
+            "argument 1 (%c: bool) must be true or false, found 1",
+        );
+        err(
+            &[p("x", Type::slice(Elem::F64))],
+            "[1.0]",
+            "argument 1 (%x: [f64]) must be an array of f64 elements, found 1.0",
+        );
+        err(
+            &[p("x", Type::slice_mut(Elem::I64))],
+            "[[1, 2, null]]",
+            "argument 1 (%x: mut [i64]), element 2, must be an integer, found null",
+        );
+        err(
+            &[p("x", F64)],
+            "[[1.0]]",
+            r#"argument 1 (%x: f64) must be a number (or "inf", "-inf", "nan"), found an array of 1 elements"#,
+        );
+        err(
+            &[p("y", Type::F32)],
+            "[1e39]",
+            "argument 1 (%y: f32) is out of range for f32, found 1e+39",
+        );
+        err(
+            &[Param {
+                name: None,
+                ty: Type::Bool,
+            }],
+            "[{}]",
+            "argument 1 (bool) must be true or false, found an object",
+        );
+    }
+
+    #[test]
+    fn count_mismatches_name_the_parameters() {
+        let params = [p("x", Type::slice(Elem::F64)), p("n", I64)];
+        err(
+            &params,
+            "[[1.0]]",
+            "@f takes 2 arguments (%x: [f64], %n: i64), found 1: argument 2 (%n: i64) is missing",
+        );
+        err(
+            &params,
+            "[[1.0], 2, 3]",
+            "@f takes 2 arguments (%x: [f64], %n: i64), found 3",
+        );
+        err(
+            &[p("x", F64)],
+            "[]",
+            "@f takes 1 argument (%x: f64), found 0: argument 1 (%x: f64) is missing",
+        );
+        err(
+            &params,
+            r#"{"x": 1}"#,
+            "the arguments must be a JSON array with one element per parameter of @f \
+             (%x: [f64], %n: i64), found an object",
+        );
+    }
+
+    #[test]
+    fn values_print_shortest_and_non_finite_as_strings() {
+        let cases = [
+            (Val::F64(0.1), "0.1"),
+            (Val::F64(7.0), "7.0"),
+            (Val::F64(-0.0), "-0.0"),
+            (Val::F64(1e300), "1e+300"),
+            (Val::F32(0.1), "0.1"),
+            (Val::F32(16777216.0), "16777216.0"),
+            (Val::F32(f32::MAX), "3.4028235e+38"),
+            (Val::F32(f32::NEG_INFINITY), r#""-inf""#),
+            (Val::F64(f64::INFINITY), r#""inf""#),
+            (Val::F64(f64::NAN), r#""nan""#),
+            (Val::I64(-3), "-3"),
+            (Val::Bool(false), "false"),
+            (Val::F64s(vec![1.0, f64::NAN]), r#"[1.0, "nan"]"#),
+            (Val::F32s(vec![0.2, 1e-45]), "[0.2, 1e-45]"),
+            (Val::I64s(vec![]), "[]"),
+        ];
+        for (val, text) in cases {
+            assert_eq!(render(&to_json(&val)), text, "{val:?}");
+        }
+    }
+
+    #[test]
+    fn render_keeps_key_order_and_spaces() {
+        let out = json!({"value": [1.5, 2], "args": [null, [0.25]], "time": {"primal_ns": 12}});
+        assert_eq!(
+            render(&out),
+            r#"{"value": [1.5, 2], "args": [null, [0.25]], "time": {"primal_ns": 12}}"#
+        );
+    }
+
+    #[test]
+    fn every_printed_float_reads_back_exactly() {
+        for x in [0.1, 1.0 / 3.0, 5e-324, f64::MAX, -123456.789e-10] {
+            let text = render(&to_json(&Val::F64(x)));
+            assert_eq!(
+                text.parse::<f64>().map(f64::to_bits),
+                Ok(x.to_bits()),
+                "{text}"
+            );
+        }
+    }
+}

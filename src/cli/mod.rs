@@ -1,0 +1,379 @@
+//! The `gradlift` command line: argument parsing, dispatch, and exit statuses.
+//!
+//! The CLI is a thin layer over the library (see `shared/spec/cli.md` for the
+//! contract and `docs/cli.md` for usage): it reads IR text, converts JSON arguments to
+//! interpreter values and back, and reports errors. Each command returns an
+//! [`Outcome`]: the text for stdout and the [`Diagnostic`]s for stderr. The exit
+//! status is 0 when there are no diagnostics, 1 when there are (a user error: bad
+//! file, bad arguments, a runtime error of the program), and 2 for usage errors,
+//! which clap reports itself (unknown options, a missing `--func`, both or neither of
+//! `--args` and `--args-file`, a malformed `--activity`).
+
+mod activity;
+mod args;
+mod check;
+mod dump;
+mod report;
+mod run;
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use activity::ActivityList;
+use report::Diagnostic;
+
+/// The whole command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "gradlift",
+    version,
+    about = "Reverse-mode automatic differentiation by program transformation: \
+             check, run and differentiate IR text files"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Parse and verify IR files; prints `ok: N functions`, or every error found.
+    ///
+    /// With several files, each line is prefixed with its file:
+    /// `FILE: ok: N functions`. The exit status is 1 if any file fails.
+    Check {
+        /// The IR text files.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Run one function; prints `{"value": V, "args": [A...]}`.
+    Run(RunArgs),
+    /// Value and gradient of one function (not available yet).
+    Grad(GradArgs),
+    /// Print one stage of a function (only `--stage primal` is available yet).
+    Dump(DumpArgs),
+}
+
+/// Where the function's arguments come from: exactly one of the two options.
+#[derive(Args, Debug)]
+#[group(required = true, multiple = false)]
+struct ArgsSource {
+    /// The arguments: a JSON array, one element per parameter.
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
+    args: Option<String>,
+    /// A file holding the JSON array of arguments.
+    #[arg(long, value_name = "PATH")]
+    args_file: Option<PathBuf>,
+}
+
+impl ArgsSource {
+    /// The one source given.
+    fn get(&self) -> run::ArgsFrom<'_> {
+        match (&self.args, &self.args_file) {
+            (Some(json), _) => run::ArgsFrom::Text(json),
+            (None, Some(path)) => run::ArgsFrom::File(path),
+            // clap's group requires one of them; should that ever change, this is
+            // still a usage error (status 2), not a panic.
+            (None, None) => {
+                use clap::CommandFactory;
+                Cli::command()
+                    .error(
+                        clap::error::ErrorKind::MissingRequiredArgument,
+                        "one of --args and --args-file is required",
+                    )
+                    .exit()
+            }
+        }
+    }
+}
+
+/// Which engine evaluates the function.
+#[derive(ValueEnum, Copy, Clone, PartialEq, Eq, Debug)]
+enum Engine {
+    /// The reference interpreter.
+    Interp,
+    /// Native code compiled with Cranelift (not available yet).
+    Jit,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The IR text file.
+    file: PathBuf,
+    /// The function to run (with or without its `@`).
+    #[arg(long, value_name = "F")]
+    func: String,
+    #[command(flatten)]
+    source: ArgsSource,
+    /// The engine.
+    #[arg(long, value_enum, default_value = "jit")]
+    engine: Engine,
+    /// Also evaluate N times after one warm-up and report the median time.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    time: Option<u32>,
+}
+
+#[derive(Args, Debug)]
+struct GradArgs {
+    /// The IR text file.
+    file: PathBuf,
+    /// The function to differentiate.
+    #[arg(long, value_name = "F")]
+    func: String,
+    #[command(flatten)]
+    source: ArgsSource,
+    /// One activity per parameter (`active`, `dup`, `dupnoneed`, `const`), comma
+    /// separated, optionally followed by `->active` or `->const` for the return.
+    #[arg(long, value_name = "LIST", value_parser = ActivityList::parse)]
+    activity: Option<ActivityList>,
+    /// The cotangent of the result (a number, or an array for several results).
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
+    seed: Option<String>,
+    /// The initial contents of the shadows of `dup` parameters (a JSON array).
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
+    shadows: Option<String>,
+    /// The primal result is not needed (`value` is then null).
+    #[arg(long)]
+    no_primal: bool,
+    /// The engine.
+    #[arg(long, value_enum, default_value = "jit")]
+    engine: Engine,
+    /// Also evaluate N times after one warm-up and report the median times.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    time: Option<u32>,
+}
+
+/// A stage of the pipeline that `dump` can print.
+#[derive(ValueEnum, Copy, Clone, PartialEq, Eq, Debug)]
+enum Stage {
+    /// The function as parsed.
+    Primal,
+    /// After the optimiser.
+    Optimized,
+    /// The derived forward pass.
+    Forward,
+    /// The derived pullback.
+    Pullback,
+    /// Cranelift IR of the JIT.
+    Clif,
+    /// The host's machine code.
+    Asm,
+    /// Graphviz of the control-flow graphs.
+    Dot,
+}
+
+#[derive(Args, Debug)]
+struct DumpArgs {
+    /// The IR text file.
+    file: PathBuf,
+    /// The function to print.
+    #[arg(long, value_name = "F")]
+    func: String,
+    /// The stage to print.
+    #[arg(long, value_enum)]
+    stage: Stage,
+    /// Activities for the derived stages, as for `grad`.
+    #[arg(long, value_name = "LIST", value_parser = ActivityList::parse)]
+    activity: Option<ActivityList>,
+}
+
+/// What a command produced: text for stdout and errors for stderr.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// Written to stdout as is.
+    pub out: String,
+    /// Written to stderr, one per line. Any diagnostic makes the exit status 1.
+    pub errors: Vec<Diagnostic>,
+}
+
+impl Outcome {
+    /// Success with `out` on stdout.
+    pub fn ok(out: String) -> Outcome {
+        Outcome {
+            out,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Failure with these diagnostics.
+    pub fn failed(errors: Vec<Diagnostic>) -> Outcome {
+        Outcome {
+            out: String::new(),
+            errors,
+        }
+    }
+
+    /// Failure with one diagnostic.
+    pub fn error(error: Diagnostic) -> Outcome {
+        Outcome::failed(vec![error])
+    }
+
+    /// Writes the output and the diagnostics, and returns the exit status.
+    fn finish(self) -> ExitCode {
+        let mut status = u8::from(!self.errors.is_empty());
+        let mut stdout = io::stdout().lock();
+        if let Err(e) = stdout
+            .write_all(self.out.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            // A closed pipe or a full disk: say so, never panic.
+            let _ = writeln!(io::stderr(), "error: cannot write the output: {e}");
+            status = 1;
+        }
+        let mut stderr = io::stderr().lock();
+        for d in &self.errors {
+            let _ = writeln!(stderr, "{d}");
+        }
+        ExitCode::from(status)
+    }
+}
+
+/// Parses the command line, runs the command, and returns the exit status.
+pub fn main() -> ExitCode {
+    // Usage errors exit with status 2 here, `--help` and `--version` with 0.
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Check { files } => check::check(&files),
+        Command::Run(a) => run::run(&run::Request {
+            file: &a.file,
+            func: &a.func,
+            args: a.source.get(),
+            engine: a.engine,
+            time: a.time,
+        }),
+        Command::Grad(_) => Outcome::error(Diagnostic::new(
+            "gradlift grad: reverse mode is not available yet",
+        )),
+        Command::Dump(a) => dump::dump(&a.file, &a.func, a.stage),
+    };
+    outcome.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use clap::error::ErrorKind;
+
+    #[test]
+    fn the_clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[track_caller]
+    fn usage_error(argv: &[&str]) -> ErrorKind {
+        match Cli::try_parse_from(argv) {
+            Ok(cli) => panic!("{argv:?} parsed: {cli:?}"),
+            Err(e) => {
+                // Everything but help and version exits with 2.
+                assert_eq!(e.exit_code(), 2, "{argv:?}: {e}");
+                e.kind()
+            }
+        }
+    }
+
+    #[test]
+    fn both_or_neither_args_source_is_a_usage_error() {
+        usage_error(&["gradlift", "run", "f.ir", "--func", "f"]);
+        usage_error(&[
+            "gradlift",
+            "run",
+            "f.ir",
+            "--func",
+            "f",
+            "--args",
+            "[]",
+            "--args-file",
+            "a.json",
+        ]);
+        usage_error(&["gradlift", "grad", "f.ir", "--func", "f"]);
+    }
+
+    #[test]
+    fn missing_func_bad_engine_and_zero_time_are_usage_errors() {
+        usage_error(&["gradlift", "run", "f.ir", "--args", "[]"]);
+        usage_error(&[
+            "gradlift", "run", "f.ir", "--func", "f", "--args", "[]", "--engine", "llvm",
+        ]);
+        usage_error(&[
+            "gradlift", "run", "f.ir", "--func", "f", "--args", "[]", "--time", "0",
+        ]);
+        usage_error(&["gradlift", "check"]);
+        usage_error(&["gradlift", "dump", "f.ir", "--func", "f"]);
+        usage_error(&[
+            "gradlift",
+            "grad",
+            "f.ir",
+            "--func",
+            "f",
+            "--args",
+            "[]",
+            "--activity",
+            "dup,bogus",
+        ]);
+    }
+
+    #[test]
+    fn the_engine_defaults_to_jit() {
+        let cli = Cli::try_parse_from(["gradlift", "run", "f.ir", "--func", "f", "--args", "[]"])
+            .expect("parses");
+        let Command::Run(a) = cli.command else {
+            panic!("not run: {cli:?}")
+        };
+        assert_eq!(a.engine, Engine::Jit);
+        assert_eq!(a.time, None);
+    }
+
+    #[test]
+    fn grad_accepts_every_spec_option() {
+        let cli = Cli::try_parse_from([
+            "gradlift",
+            "grad",
+            "f.ir",
+            "--func",
+            "f",
+            "--args-file",
+            "a.json",
+            "--activity",
+            "dup,const->active",
+            "--seed",
+            "-1.5",
+            "--shadows",
+            "[null, [1.0]]",
+            "--no-primal",
+            "--engine",
+            "interp",
+            "--time",
+            "5",
+        ])
+        .expect("parses");
+        let Command::Grad(a) = cli.command else {
+            panic!("not grad: {cli:?}")
+        };
+        assert_eq!(a.seed.as_deref(), Some("-1.5"));
+        assert!(a.no_primal);
+        assert_eq!(
+            a.activity.map(|l| l.to_string()).as_deref(),
+            Some("dup,const->active")
+        );
+    }
+
+    #[test]
+    fn dump_accepts_every_stage() {
+        for stage in [
+            "primal",
+            "optimized",
+            "forward",
+            "pullback",
+            "clif",
+            "asm",
+            "dot",
+        ] {
+            Cli::try_parse_from(["gradlift", "dump", "f.ir", "--func", "f", "--stage", stage])
+                .unwrap_or_else(|e| panic!("{stage}: {e}"));
+        }
+    }
+}

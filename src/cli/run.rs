@@ -1,0 +1,217 @@
+//! `gradlift run FILE --func F (--args JSON | --args-file PATH)`: evaluate one function.
+//!
+//! The steps: load the module (parse and verify), find `@F`, read the JSON arguments
+//! and convert them against `@F`'s signature, call the engine, and print
+//! `{"value": V, "args": [A...]}`: `value` is the result (an array for several, null
+//! for none), `args` the final contents of each `mut` slice parameter (null for the
+//! others). With `--time N` the function runs N more times after the first call (the
+//! warm-up), each time on fresh copies of the arguments, and the output gains
+//! `"time": {"primal_ns": MEDIAN}`.
+//!
+//! Only the interpreter exists yet; `--engine jit`, the spec's default, is a user
+//! error that says so.
+
+use std::fs;
+use std::path::Path;
+use std::time::Instant;
+
+use gradlift_ir::interp::{Interpreter, Val};
+use gradlift_ir::{FuncId, Module};
+use serde_json::{Value, json};
+
+use super::args::{self, Param};
+use super::report::{self, Diagnostic};
+use super::{Engine, Outcome, check};
+
+/// Where the JSON arguments come from.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum ArgsFrom<'a> {
+    /// `--args JSON`.
+    Text(&'a str),
+    /// `--args-file PATH`.
+    File(&'a Path),
+}
+
+/// One `run` command.
+#[derive(Debug)]
+pub(crate) struct Request<'a> {
+    /// The IR text file.
+    pub file: &'a Path,
+    /// The function, with or without `@`.
+    pub func: &'a str,
+    /// The arguments.
+    pub args: ArgsFrom<'a>,
+    /// The engine.
+    pub engine: Engine,
+    /// How many timed evaluations, if any.
+    pub time: Option<u32>,
+}
+
+/// Runs the request.
+pub(crate) fn run(req: &Request<'_>) -> Outcome {
+    match try_run(req) {
+        Ok(out) => Outcome::ok(out),
+        Err(errors) => Outcome::failed(errors),
+    }
+}
+
+fn try_run(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
+    let module = check::load(req.file)?;
+    let id = find(&module, req.file, req.func).map_err(|e| vec![e])?;
+    let json = read_args(req.args).map_err(|e| vec![e])?;
+    let args = convert_args(&module, id, &json).map_err(|e| vec![Diagnostic::new(e)])?;
+    let (results, final_args, primal_ns) = match req.engine {
+        Engine::Interp => interpret(&module, id, args, req.time)
+            .map_err(|e| vec![report::interp_error(req.file, &e)])?,
+        Engine::Jit => {
+            return Err(vec![Diagnostic::new(
+                "the JIT engine is not available yet; use --engine interp",
+            )]);
+        }
+    };
+    let value = match results.as_slice() {
+        [] => Value::Null,
+        [one] => args::to_json(one),
+        several => several.iter().map(args::to_json).collect(),
+    };
+    let sig = module.sig(id);
+    let final_args: Vec<Value> = sig
+        .params
+        .iter()
+        .zip(&final_args)
+        .map(|(ty, val)| {
+            if ty.is_mut_slice() {
+                args::to_json(val)
+            } else {
+                Value::Null
+            }
+        })
+        .collect();
+    let mut out = json!({"value": value, "args": final_args});
+    if let Some(ns) = primal_ns {
+        out["time"] = json!({ "primal_ns": ns });
+    }
+    Ok(args::render(&out) + "\n")
+}
+
+/// The defined function `func` (with or without its `@`) of `module`.
+pub(crate) fn find(module: &Module, file: &Path, func: &str) -> Result<FuncId, Diagnostic> {
+    let name = func.strip_prefix('@').unwrap_or(func);
+    let id = module
+        .func_by_name(name)
+        .ok_or_else(|| Diagnostic::new(format!("no function @{name} in {}", file.display())))?;
+    if module.function(id).is_none() {
+        let decl = &module.funcs[id];
+        return Err(Diagnostic::at(
+            file,
+            decl.pos,
+            format!(
+                "@{name} is an extern function: the host program supplies its body, so \
+                 it runs only from Rust"
+            ),
+        ));
+    }
+    Ok(id)
+}
+
+/// The JSON text of the arguments, parsed.
+fn read_args(from: ArgsFrom<'_>) -> Result<Value, Diagnostic> {
+    match from {
+        ArgsFrom::Text(text) => serde_json::from_str(text)
+            .map_err(|e| Diagnostic::new(format!("--args is not valid JSON: {e}"))),
+        ArgsFrom::File(path) => {
+            let text = fs::read_to_string(path)
+                .map_err(|e| Diagnostic::new(format!("cannot read {}: {e}", path.display())))?;
+            serde_json::from_str(&text).map_err(|e| {
+                // serde_json's message ends with the position; the diagnostic puts
+                // it in front instead.
+                let message = e.to_string();
+                let suffix = format!(" at line {} column {}", e.line(), e.column());
+                let message = message.strip_suffix(&suffix).unwrap_or(&message);
+                let pos = gradlift_ir::Pos::new(
+                    u32::try_from(e.line()).unwrap_or(u32::MAX),
+                    u32::try_from(e.column()).unwrap_or(u32::MAX),
+                );
+                Diagnostic::at(path, pos, format!("not valid JSON: {message}"))
+            })
+        }
+    }
+}
+
+/// The arguments for `id`, converted from JSON against its signature.
+fn convert_args(module: &Module, id: FuncId, json: &Value) -> Result<Vec<Val>, String> {
+    let name = |k: usize| -> Option<&str> {
+        let body = module.function(id)?;
+        let &v = body.params.get(k)?;
+        body.values.get(v)?.name.as_deref()
+    };
+    let params: Vec<Param<'_>> = module
+        .sig(id)
+        .params
+        .iter()
+        .enumerate()
+        .map(|(k, &ty)| Param { name: name(k), ty })
+        .collect();
+    args::from_json(module.name(id), &params, json)
+}
+
+/// The results, the final arguments, and the median time of `time` further calls.
+type Evaluated = (Vec<Val>, Vec<Val>, Option<u64>);
+
+/// Calls `id` on the interpreter, then `time` more times on fresh copies of `args`.
+fn interpret(
+    module: &Module,
+    id: FuncId,
+    args: Vec<Val>,
+    time: Option<u32>,
+) -> Result<Evaluated, gradlift_ir::interp::InterpError> {
+    let mut interp = Interpreter::new(module);
+    let mut first = args.clone();
+    let results = interp.call(id, &mut first)?;
+    let median = match time {
+        None => None,
+        Some(n) => {
+            // No `with_capacity(n)`: a huge N must not allocate up front.
+            let mut samples = Vec::new();
+            for _ in 0..n {
+                let mut fresh = args.clone();
+                let start = Instant::now();
+                let r = interp.call(id, &mut fresh);
+                let elapsed = start.elapsed().as_nanos();
+                r?;
+                samples.push(u64::try_from(elapsed).unwrap_or(u64::MAX));
+            }
+            median(&mut samples)
+        }
+    };
+    Ok((results, first, median))
+}
+
+/// The median (the mean of the two middle samples for an even count).
+fn median(samples: &mut [u64]) -> Option<u64> {
+    samples.sort_unstable();
+    let n = samples.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(samples[n / 2]),
+        _ => {
+            let sum = u128::from(samples[n / 2 - 1]) + u128::from(samples[n / 2]);
+            Some(u64::try_from(sum / 2).unwrap_or(u64::MAX))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&mut []), None);
+        assert_eq!(median(&mut [5]), Some(5));
+        assert_eq!(median(&mut [9, 1, 5]), Some(5));
+        assert_eq!(median(&mut [4, 1, 3, 100]), Some(3));
+        assert_eq!(median(&mut [u64::MAX, u64::MAX]), Some(u64::MAX));
+        assert_eq!(median(&mut [1, 2]), Some(1));
+    }
+}
