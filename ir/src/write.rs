@@ -25,7 +25,7 @@
 use core::fmt::{self, Write as _};
 
 use cranelift_entity::{EntityRef, SecondaryMap};
-use hashbrown::HashSet;
+use hashbrown::{HashMap, HashSet};
 
 use crate::entities::{Block, FuncId, Inst, Value};
 use crate::function::{Function, Phi, Terminator, ValueDef};
@@ -63,6 +63,8 @@ struct NameGen<'f> {
     claimed: HashSet<String>,
     /// The next number to try for a generated name.
     counter: u64,
+    /// For each repeated name, the next suffix to try (so `n` repeats cost `O(n)`).
+    suffixes: HashMap<String, u64>,
     /// The prefix of generated names (`""` for values, `"block"` for blocks).
     prefix: &'static str,
 }
@@ -73,6 +75,7 @@ impl<'f> NameGen<'f> {
             taken: names.flatten().filter(|n| is_valid_name(n)).collect(),
             claimed: HashSet::new(),
             counter: 0,
+            suffixes: HashMap::new(),
             prefix,
         }
     }
@@ -86,10 +89,18 @@ impl<'f> NameGen<'f> {
         let name = match own.filter(|n| is_valid_name(n)) {
             Some(n) if !self.claimed.contains(n) => n.to_string(),
             // `x.1` is not a name when `x` is digits only: generate one instead.
-            Some(n) if !n.bytes().all(|b| b.is_ascii_digit()) => (1u64..)
-                .map(|k| format!("{n}.{k}"))
-                .find(|c| self.free(c))
-                .unwrap_or_default(),
+            Some(n) if !n.bytes().all(|b| b.is_ascii_digit()) => {
+                let mut k = self.suffixes.get(n).copied().unwrap_or(1);
+                let name = loop {
+                    let c = format!("{n}.{k}");
+                    k += 1;
+                    if self.free(&c) {
+                        break c;
+                    }
+                };
+                self.suffixes.insert(n.to_string(), k);
+                name
+            }
             _ => loop {
                 let c = format!("{}{}", self.prefix, self.counter);
                 self.counter += 1;
@@ -771,6 +782,22 @@ nodiff @<invalid fn5>
         assert_eq!(names_of(&f, c).0, "false");
         let c = f.make_const(Scalar::F64(1e300));
         assert_eq!(names_of(&f, c).0, "1e300");
+    }
+
+    #[test]
+    fn many_repeated_names_stay_unique_and_fast() {
+        let n = 20_000;
+        let m = build(Signature::new([Type::F64], [Type::F64]), |b| {
+            let mut x = b.param(0);
+            for _ in 0..n {
+                x = b.fneg(x);
+                b.named("t", x);
+            }
+            b.ret(&[x]);
+        });
+        let text = m.to_string();
+        assert!(text.contains("    %t = fneg %0\n    %t.1 = fneg %t\n    %t.2 = fneg %t.1\n"));
+        assert!(text.contains(&format!("    ret %t.{}\n", n - 1)));
     }
 
     #[test]

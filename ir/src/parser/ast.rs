@@ -1,11 +1,11 @@
 //! The syntax tree: what the text says, before any name is resolved.
 //!
 //! Parsing is split in two phases so that functions may be used before they are
-//! defined: [`parse`](super::parse) reads every item into this tree first, then
-//! [`lower`](super::lower) declares every function and resolves names. The tree keeps
-//! names as text and the position of everything an error may point at. Types, op
-//! names and predicates are already checked by the parser, so they are stored
-//! resolved; literals stay as text, because their type comes from context.
+//! defined: `parse` reads every item into this tree first, then `lower` declares every
+//! function and resolves names. The tree keeps names as text and the position of
+//! everything an error may point at. Types, op names and predicates are already
+//! checked by the parser, so they are stored resolved; literals stay as text, because
+//! their type comes from context.
 //!
 //! A statement the parser could not read becomes [`InstKind::Broken`], keeping the
 //! names it defines, so that lowering does not report their uses as unknown values.

@@ -346,10 +346,11 @@ impl<'m, 'a, 'e> FnLower<'m, 'a, 'e> {
         let mut phis = Vec::new();
         for (ast, &b) in f.blocks.iter().zip(&blocks) {
             for phi in &ast.phis {
+                let k = self.func.blocks[b].phis.len();
                 let v = self.func.append_phi(b, phi.ty, &[]);
                 self.name_value(v, &phi.name);
                 self.define(&phi.name, Def::Val(v));
-                phis.push((b, v, phi));
+                phis.push((b, k, phi));
             }
             for inst in &ast.insts {
                 for (k, name) in inst.names.iter().enumerate() {
@@ -403,13 +404,13 @@ impl<'m, 'a, 'e> FnLower<'m, 'a, 'e> {
                 .collect();
             self.func.insts[*inst].args = vals;
         }
-        for (b, v, ast) in phis {
+        for (b, k, ast) in phis {
             let incoming: SmallVec<[(Block, Value); 2]> = ast
                 .incoming
                 .iter()
                 .map(|(label, a)| (self.block(label), self.operand(a, Some(ast.ty))))
                 .collect();
-            if let Some(phi) = self.func.blocks[b].phis.iter_mut().find(|p| p.value == v) {
+            if let Some(phi) = self.func.blocks[b].phis.get_mut(k) {
                 phi.incoming = incoming;
             }
         }

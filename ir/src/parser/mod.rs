@@ -3,10 +3,10 @@
 //! It is the printer's ([`write`](crate::write)) other half: `print(parse(text))` is
 //! a fixed point. Parsing runs in three phases, each in its own module:
 //!
-//! - [`lexer`]: characters to tokens with line and column;
-//! - [`parse`](self::parse): tokens to a syntax tree ([`ast`]) with positions, checking
-//!   the grammar, op names, types and predicates;
-//! - [`lower`]: the tree to a module, declaring every function before any body is
+//! - `lexer`: characters to tokens with line and column;
+//! - `parse`: tokens to a syntax tree (`ast`) with positions, checking the grammar,
+//!   op names, types and predicates;
+//! - `lower`: the tree to a module, declaring every function before any body is
 //!   lowered (so calls may go forward, and recursion works), resolving value names,
 //!   block labels and callees, typing literals from context, and filling each
 //!   function's [`SourceMap`](crate::SourceMap).
@@ -741,6 +741,17 @@ true:
             f.placed_insts()
                 .all(|(_, i)| f.value_type(f.insts[i].results[0]) == Type::F64)
         );
+
+        let mut text = String::from("func @g() {\nentry:\n    jump b\nb:\n");
+        for i in 0..20_000 {
+            text.push_str(&format!("    %p{i} = phi f64 [entry: 1.0, b: %p{i}]\n"));
+        }
+        text.push_str("    jump b\n}\n");
+        let m = ok(&text);
+        let f = func(&m, "g");
+        let phis = &f.blocks[f.layout[1]].phis;
+        assert_eq!(phis.len(), 20_000);
+        assert!(phis.iter().all(|p| p.incoming[1].1 == p.value));
 
         let nested = "[".repeat(100_000);
         assert!(parse(&format!("extern @f({nested})")).is_err());
