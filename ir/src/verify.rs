@@ -76,12 +76,11 @@
 //!   in an unreachable block and used in a reachable one is a dominance error.
 //! - Literal typing: the printer writes a constant operand as a bare literal and the
 //!   parser types a literal from its context, so a constant ([`ValueDef::Const`])
-//!   used as an operand must have exactly the type a literal would get there: the
-//!   operand type `resolve` gives when constant operands are unknown, and where that
-//!   leaves it open (the operand of `cast`) the literal's default (`f64` for a float,
-//!   `i64` for an integer, `bool` for `true` and `false`); the phi type for a phi's
-//!   incoming value, the result type for `ret`, `bool` for `br`. So `fadd` of two `f32` constants is an error, to be
-//!   written with a `const f32` instruction.
+//!   used as an operand must have exactly the type a literal would get there. For an
+//!   instruction operand that is what [`parser::literal_types`](crate::parser::literal_types)
+//!   says (the parser's own rule, so the two cannot drift apart); for a phi's incoming
+//!   value the phi type, for `ret` the result type, for `br` `bool`. So `fadd` of two
+//!   `f32` constants is an error, to be written with a `const f32` instruction.
 //! - `alloc` buffers are never returned: a slice that may be an `alloc` result (the
 //!   result itself, a phi or `select` with such an input, a slice result of a call
 //!   that receives such a slice) may not be an operand of `ret`.
@@ -103,7 +102,7 @@ use crate::flowgraph::ControlFlowGraph;
 use crate::function::{BlockData, Function, Phi, Pos, Terminator, ValueDef};
 use crate::module::{Body, Decl, FuncDecl, Module, Signature};
 use crate::ops::{self, Imm, Opcode};
-use crate::types::{Scalar, Type};
+use crate::types::Type;
 use crate::write::{self, Names};
 
 /// One broken invariant: where it is and what is wrong.
@@ -323,15 +322,6 @@ fn decl_line(module: &Module, decl: &Decl) -> String {
         Decl::Overlay { func, with } => format!("overlay {} = {}", name(func), name(with)),
         Decl::Vjp { func, rule } => format!("vjp {} = {}", name(func), name(rule)),
         Decl::Nodiff { func } => format!("nodiff {}", name(func)),
-    }
-}
-
-/// The type a literal gets where its context does not fix one.
-fn literal_default(c: Scalar) -> Type {
-    match c {
-        Scalar::F64(_) | Scalar::F32(_) => Type::F64,
-        Scalar::I64(_) => Type::I64,
-        Scalar::Bool(_) => Type::Bool,
     }
 }
 
@@ -815,7 +805,6 @@ impl<'a> FuncVerifier<'a> {
         // Operands.
         let mut known = true;
         let mut types: SmallVec<[Option<Type>; 3]> = SmallVec::new();
-        let mut literal_types: SmallVec<[Option<Type>; 3]> = SmallVec::new();
         for &a in &d.args {
             if !self.check_defined(at, a) {
                 known = false;
@@ -823,10 +812,6 @@ impl<'a> FuncVerifier<'a> {
             }
             let data = &func.values[a];
             types.push(Some(data.ty));
-            literal_types.push(match data.def {
-                ValueDef::Const(_) => None,
-                _ => Some(data.ty),
-            });
         }
         let callee = match d.imm {
             Imm::Func(f) => match self.module.funcs.get(f) {
@@ -881,22 +866,12 @@ impl<'a> FuncVerifier<'a> {
                     if results_ok {
                         self.check_results(at, inst, &resolved.results);
                     }
-                    if literal_types.iter().any(Option::is_none) {
-                        match ops::resolve(d.opcode, &d.imm, &literal_types, callee) {
-                            Err(message) => self.report(at, message),
-                            Ok(lit) => {
-                                for (i, &a) in d.args.iter().enumerate() {
-                                    if let ValueDef::Const(c) = func.values[a].def {
-                                        let expected = lit
-                                            .params
-                                            .get(i)
-                                            .copied()
-                                            .flatten()
-                                            .unwrap_or(literal_default(c));
-                                        self.check_literal(at, a, expected);
-                                    }
-                                }
-                            }
+                    // Constant operands must read back as themselves: the one
+                    // literal-typing rule is the parser's.
+                    let expected = crate::parser::literal_types(self.module, func, inst);
+                    for (&a, t) in d.args.iter().zip(&expected) {
+                        if let Some(t) = *t {
+                            self.check_literal(at, a, t);
                         }
                     }
                 }
@@ -1366,7 +1341,7 @@ fn plural(n: usize) -> &'static str {
 mod tests {
     use super::*;
     use crate::builder::FunctionBuilder;
-    use crate::types::Elem;
+    use crate::types::{Elem, Scalar};
     use cranelift_entity::EntityRef;
 
     #[test]
@@ -1388,14 +1363,6 @@ mod tests {
         );
         assert_eq!(vjp_signature(&f), expected);
         assert_eq!(vjp_signature(&Signature::default()), Signature::default());
-    }
-
-    #[test]
-    fn literals_default_to_f64_i64_and_bool() {
-        assert_eq!(literal_default(Scalar::F32(1.0)), Type::F64);
-        assert_eq!(literal_default(Scalar::F64(1.0)), Type::F64);
-        assert_eq!(literal_default(Scalar::I64(1)), Type::I64);
-        assert_eq!(literal_default(Scalar::Bool(true)), Type::Bool);
     }
 
     /// A module with `@g(f64) -> f64` extern and `@f(%x: f64, %s: [f64]) -> f64`

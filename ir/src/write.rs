@@ -19,8 +19,8 @@
 //! The printer also shows broken functions (the verifier quotes their lines), so it
 //! never panics: a reference to an entity that does not exist prints as
 //! `%<invalid v7>`, one to an entity that exists but has no place in the function (a
-//! removed instruction's result, a block not in the layout) as `%<unplaced v7>`, and
-//! a missing operand as `<missing>`.
+//! removed instruction's result, a block not in the layout) as `%<unplaced x>` (its
+//! own name, or its ID `v7` if it has none), and a missing operand as `<missing>`.
 
 use core::fmt::{self, Write as _};
 
@@ -46,7 +46,7 @@ use crate::types::Type;
 /// collides with any name the function carries, used or not.
 ///
 /// Every value of the function's arena has an entry: a constant's is its literal, and
-/// a value with no place in the function is `<unplaced v7>`.
+/// a value with no place in the function is `<unplaced x>` (its own name, or its ID).
 pub struct Names {
     values: SecondaryMap<Value, String>,
     blocks: SecondaryMap<Block, String>,
@@ -149,7 +149,10 @@ impl Names {
             if values[v].is_empty() {
                 values[v] = match d.def {
                     ValueDef::Const(c) => c.to_string(),
-                    _ => format!("<unplaced {v}>"),
+                    _ => match d.name.as_deref().filter(|n| is_valid_name(n)) {
+                        Some(name) => format!("<unplaced {name}>"),
+                        None => format!("<unplaced {v}>"),
+                    },
                 };
             }
         }
@@ -162,9 +165,12 @@ impl Names {
                 blocks[b] = namer.name(d.name.as_deref());
             }
         }
-        for b in func.blocks.keys() {
+        for (b, d) in func.blocks.iter() {
             if blocks[b].is_empty() {
-                blocks[b] = format!("<unplaced {b}>");
+                blocks[b] = match d.name.as_deref().filter(|n| is_valid_name(n)) {
+                    Some(name) => format!("<unplaced {name}>"),
+                    None => format!("<unplaced {b}>"),
+                };
             }
         }
 
@@ -748,9 +754,9 @@ block0:
     fcmp <invalid imm> %<invalid v99>, %<unplaced v2>, %<unplaced v2>
     <invalid inst77>
     call @<invalid fn9>()
-    br %<invalid v99>, <unplaced block2>, <invalid block60>
+    br %<invalid v99>, <unplaced nowhere>, <invalid block60>
 block1:
-    %3 = phi i64 [<unplaced block2>: %<invalid v99>, <invalid block50>: %<unplaced v2>]
+    %3 = phi i64 [<unplaced nowhere>: %<invalid v99>, <invalid block50>: %<unplaced v2>]
     %<invalid v99> = phi <invalid> []
     ; no terminator
 <invalid block40>:

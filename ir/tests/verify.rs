@@ -657,7 +657,10 @@ fn branch_targets_are_blocks_in_the_layout() {
             f.set_terminator(e, Terminator::Jump(away));
         },
     );
-    check_err(&m, "jump to block away, which is not in the layout");
+    check_err(
+        &m,
+        "jump to block <unplaced away>, which is not in the layout",
+    );
 
     let m = edited(
         sig(&[BOOL], &[]),
@@ -830,7 +833,7 @@ fn a_used_value_must_be_defined_in_the_function() {
             assert!(f.remove_inst(e, i));
         },
     );
-    let errs = check_err(&m, "%y is used but not defined in the function");
+    let errs = check_err(&m, "%<unplaced y> is used but not defined in the function");
     assert_eq!(errs.len(), 1);
 }
 
@@ -1091,7 +1094,7 @@ fn a_phi_edge_names_a_block_in_the_layout() {
         f.blocks[j].phis[0].incoming.push((away, x));
         m
     };
-    check_err(&m, "for block away, which is not in the layout");
+    check_err(&m, "for block <unplaced away>, which is not in the layout");
 }
 
 #[test]
@@ -2031,4 +2034,14 @@ proptest! {
             }
         }
     }
+}
+
+/// The verifier's literal rule is the parser's: whatever parses from literals
+/// verifies, including `select` of two integer literals (typed `i64` by the parser,
+/// although `ops::resolve` alone would default the arms to `f64`).
+#[test]
+fn literals_typed_by_the_parser_verify() {
+    let text = "func @f(%c: bool, %x: f32) -> (i64, f32, f64) {\nentry:\n    %a = select %c, 1, 2\n    %b = fmul %x, 2\n    %d = cast f64 3\n    ret %a, %b, %d\n}\n";
+    let module = gradlift_ir::parse(text).unwrap();
+    gradlift_ir::verify(&module).unwrap();
 }
