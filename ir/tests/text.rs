@@ -13,10 +13,11 @@
 //!   `literal_types` says their constants print back as themselves.
 
 use gradlift_ir::function::ValueDef;
+use gradlift_ir::interp::{ErrorKind, Interpreter, Limits, Val};
 use gradlift_ir::parser::literal_types;
 use gradlift_ir::{
     CmpPred, Elem, FuncId, Function, FunctionBuilder, Imm, Module, Opcode, Scalar, Signature,
-    Terminator, Type, Value, parse,
+    Terminator, Type, Value, parse, verify,
 };
 use proptest::prelude::*;
 
@@ -964,18 +965,52 @@ fn token_soup() -> impl Strategy<Value = String> {
     })
 }
 
-/// Whatever parses prints to a fixed point; nothing panics.
+/// Whatever parses prints to a fixed point and goes through the verifier; whatever
+/// verifies still verifies after the round trip and runs on the interpreter without
+/// an interpreter bug (`Malformed` or `Internal`); nothing panics.
 fn parse_never_panics(text: &str) -> Result<(), TestCaseError> {
     match parse(text) {
         Ok(m) => {
             let once = m.to_string();
             let again = parse(&once).map_err(|e| TestCaseError::fail(format!("{e}\n{once}")))?;
-            prop_assert_eq!(again.to_string(), once);
+            prop_assert_eq!(&again.to_string(), &once);
+            let verified = verify(&m);
+            prop_assert_eq!(verified.is_ok(), verify(&again).is_ok(), "{}", once);
+            if verified.is_ok() {
+                run_scalar_functions(&m, &once)?;
+            }
         }
         Err(errors) => {
             prop_assert!(!errors.0.is_empty());
             prop_assert!(errors.0.windows(2).all(|w| w[0].pos < w[1].pos));
             prop_assert!(errors.0.iter().all(|e| e.pos.is_known()));
+        }
+    }
+    Ok(())
+}
+
+/// Runs every defined function of a verified module whose parameters are all scalars,
+/// on zeros, with bounded fuel and depth: program errors are fine, a `Malformed` or
+/// `Internal` error means a verified module broke the interpreter's assumptions.
+fn run_scalar_functions(m: &Module, text: &str) -> Result<(), TestCaseError> {
+    let limits = Limits {
+        max_depth: 100,
+        fuel: Some(10_000),
+    };
+    let mut interp = Interpreter::new(m).with_limits(limits);
+    for (id, _) in m.defined() {
+        let args: Option<Vec<Val>> = m
+            .sig(id)
+            .params
+            .iter()
+            .map(|&t| Scalar::zero(t).map(Val::from))
+            .collect();
+        let Some(mut args) = args else { continue };
+        if let Err(e) = interp.call(id, &mut args) {
+            prop_assert!(
+                !matches!(e.kind, ErrorKind::Malformed(_) | ErrorKind::Internal(_)),
+                "{e}\n{text}"
+            );
         }
     }
     Ok(())
