@@ -127,7 +127,8 @@ fn convert(ty: Type, json: &Value) -> Result<Val, String> {
 /// A float: any JSON number, or "inf", "-inf", "nan".
 fn float(json: &Value) -> Result<f64, String> {
     match json {
-        // Without serde_json's `arbitrary_precision`, every number has an f64 value.
+        // With serde_json's `arbitrary_precision`, a number keeps its text and
+        // `as_f64` is Rust's correctly rounded parse (`None` beyond f64's range).
         Value::Number(n) => n.as_f64(),
         Value::String(s) => match s.as_str() {
             "inf" => Some(f64::INFINITY),
@@ -147,11 +148,14 @@ fn float(json: &Value) -> Result<f64, String> {
 
 /// An `f32`: a float that is finite in `f32` if it is finite at all.
 ///
-/// The decimal is rounded to `f64` first and then to `f32`; for a few decimals this
-/// double rounding is one `f32` ulp away from rounding the decimal directly.
+/// A number's decimal text is rounded to `f32` directly (never through `f64`, whose
+/// double rounding is one `f32` ulp off for a few decimals).
 fn float32(json: &Value) -> Result<f32, String> {
     let x = float(json)?;
-    let y = x as f32;
+    let y = match json {
+        Value::Number(n) => n.to_string().parse::<f32>().unwrap_or(x as f32),
+        _ => x as f32,
+    };
     if x.is_finite() && !y.is_finite() {
         return Err(format!(
             " is out of range for f32, found {}",
@@ -303,6 +307,26 @@ mod tests {
             &[Val::I64(i64::MAX)],
         );
         ok(&[], "[]", &[]);
+    }
+
+    /// Decimals round to the nearest float of the parameter's type, directly.
+    #[test]
+    fn floats_are_correctly_rounded() {
+        // Just above the midpoint between 1.0f32 and the next f32: it is the midpoint
+        // in f64, from which ties-to-even would give 1.0; the nearest f32 is above.
+        let above_midpoint = 1.0 + f64::from(f32::EPSILON) / 2.0;
+        assert_eq!(above_midpoint.to_bits(), 0x3FF0_0000_1000_0000);
+        ok(
+            &[p("y", Type::F32)],
+            "[1.0000000596046447753906251]",
+            &[Val::F32(1.0 + f32::EPSILON)],
+        );
+        // A decimal that is hard to round: the largest subnormal f64.
+        ok(
+            &[p("x", F64)],
+            "[2.2250738585072011e-308]",
+            &[Val::F64(f64::from_bits(0x000F_FFFF_FFFF_FFFF))],
+        );
     }
 
     #[test]
