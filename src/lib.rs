@@ -2,6 +2,43 @@
 //!
 //! Programs are built, traced or parsed into gradlift's SSA IR ([`ir`]); later stages
 //! derive forward passes and pullbacks from that IR and compile them with Cranelift.
-//! Today the IR, its text format, verifier and reference interpreter are in place.
+//! Today the IR, its text format, verifier and reference interpreter are in place;
+//! the `gradlift` binary (`check`, `run`) is their command-line face.
+//!
+//! ```
+//! use gradlift::ir::{parse, verify, interp::{Interpreter, Val}};
+//!
+//! // sum_i x[i]^2, as IR text.
+//! let module = parse("
+//!     func @sumsq(%x: [f64]) -> f64 {
+//!     entry:
+//!         %n = len %x
+//!         jump head
+//!     head:
+//!         %i = phi i64 [entry: 0, body: %i1]
+//!         %acc = phi f64 [entry: 0.0, body: %acc1]
+//!         %more = icmp lt %i, %n
+//!         br %more, body, exit
+//!     body:
+//!         %xi = load %x[%i]
+//!         %sq = fmul %xi, %xi
+//!         %acc1 = fadd %acc, %sq
+//!         %i1 = iadd %i, 1
+//!         jump head
+//!     exit:
+//!         ret %acc
+//!     }
+//! ")?;
+//! verify(&module)?;
+//! let sumsq = module.func_by_name("sumsq").unwrap();
+//! let value = Interpreter::new(&module).call(sumsq, &mut [Val::F64s(vec![1.0, 2.0, 3.0])])?;
+//! assert_eq!(value, [Val::F64(14.0)]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub use gradlift_ir as ir;
+
+/// The README's Rust examples, compiled and run as doctests so they stay true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
