@@ -13,9 +13,9 @@
 //!
 //! The verifier never panics, on any `Module`: an ID out of range (from another
 //! function, or garbage) is reported and the checks that would need it are skipped.
-//! It uses no recursion, so the size of a function does not matter. A function whose
-//! references are not all in range is not handed to the printer; its errors name
-//! values and blocks by their own names or IDs and show a rough rendering of the line.
+//! It uses no recursion, so the size of a function does not matter. The offending
+//! line is always the printer's, which shows references out of range as
+//! `%<invalid v7>` rather than failing.
 //!
 //! # Invariants checked
 //!
@@ -383,8 +383,6 @@ struct FuncVerifier<'a> {
     module: &'a Module,
     decl: &'a FuncDecl,
     func: &'a Function,
-    /// Whether the printer can be trusted with the function (see `printable`).
-    printable: bool,
     /// The printer's names, made when the first error needs them.
     names: OnceCell<Names>,
     cfg: ControlFlowGraph,
@@ -408,7 +406,6 @@ impl<'a> FuncVerifier<'a> {
             module,
             decl,
             func,
-            printable: false,
             names: OnceCell::new(),
             cfg,
             domtree,
@@ -419,7 +416,6 @@ impl<'a> FuncVerifier<'a> {
             errors: Vec::new(),
         };
         v.find_definitions();
-        v.printable = v.printable();
         v.find_alloc_slices();
         v
     }
@@ -456,42 +452,6 @@ impl<'a> FuncVerifier<'a> {
                 }
             }
         }
-    }
-
-    /// Whether everything the printer follows from the layout is in range and
-    /// shaped as the printer expects (the immediate and operand count the op needs),
-    /// so that the printer can be trusted with the function.
-    fn printable(&self) -> bool {
-        let func = self.func;
-        let value_ok = |v: Value| func.values.is_valid(v);
-        let block_ok = |b: Block| func.blocks.is_valid(b);
-        func.params.iter().all(|&p| value_ok(p))
-            && func.layout.iter().all(|&b| block_ok(b))
-            && self.blocks.iter().all(|&b| {
-                let data = &func.blocks[b];
-                data.phis.iter().all(|phi| {
-                    value_ok(phi.value)
-                        && phi
-                            .incoming
-                            .iter()
-                            .all(|&(p, v)| block_ok(p) && value_ok(v))
-                }) && data.insts.iter().all(|&inst| {
-                    let Some(d) = func.insts.get(inst) else {
-                        return false;
-                    };
-                    d.imm.kind() == d.opcode.imm_kind()
-                        && d.opcode.arity().is_none_or(|n| n == d.args.len())
-                        && d.args.iter().all(|&a| value_ok(a))
-                        && d.results.iter().all(|&r| value_ok(r))
-                        && match d.imm {
-                            Imm::Func(f) => self.module.funcs.is_valid(f),
-                            _ => true,
-                        }
-                }) && data.term.as_ref().is_none_or(|t| {
-                    t.args().iter().all(|&a| value_ok(a))
-                        && t.successors().iter().all(|&s| block_ok(s))
-                })
-            })
     }
 
     /// Finds the slices that may be `alloc` buffers: `alloc` results, and from them,
@@ -1112,10 +1072,9 @@ impl<'a> FuncVerifier<'a> {
 
     // Names and reports.
 
-    /// The printer's names, if the printer can be trusted with the function.
-    fn names(&self) -> Option<&Names> {
-        self.printable
-            .then(|| self.names.get_or_init(|| Names::new(self.func)))
+    /// The printer's names (it names even entities out of range, without panicking).
+    fn names(&self) -> &Names {
+        self.names.get_or_init(|| Names::new(self.func))
     }
 
     /// A value as messages name it: `%name`, the literal of a constant, or the bare
@@ -1127,31 +1086,12 @@ impl<'a> FuncVerifier<'a> {
         if let ValueDef::Const(c) = data.def {
             return c.to_string();
         }
-        if let Some(names) = self.names() {
-            let name = names.value(v);
-            // The printer never gives an empty name; its stub does.
-            if !name.is_empty() {
-                return format!("%{name}");
-            }
-        }
-        match &data.name {
-            Some(n) => format!("%{n}"),
-            None => format!("%{v}"),
-        }
+        format!("%{}", self.names().value(v))
     }
 
     /// The label of a block in range.
     fn label(&self, b: Block) -> String {
-        if let Some(names) = self.names() {
-            let name = names.block(b);
-            if !name.is_empty() {
-                return name.to_string();
-            }
-        }
-        match self.func.blocks.get(b).and_then(|d| d.name.as_deref()) {
-            Some(n) => n.to_string(),
-            None => b.to_string(),
-        }
+        self.names().block(b).to_string()
     }
 
     /// A block as messages name it: `block body`, or the bare ID of a block out of range.
@@ -1231,105 +1171,18 @@ impl<'a> FuncVerifier<'a> {
         });
     }
 
-    // Contexts: the printer's line when the function is printable, else a rough
-    // rendering that tolerates anything.
-
-    fn operands(&self, vals: &[Value]) -> String {
-        vals.iter()
-            .map(|&v| self.value_ref(v))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
+    // Contexts: the offending line as the printer writes it.
 
     fn inst_context(&self, inst: Inst) -> String {
-        if let Some(names) = self.names() {
-            return write::inst_line(self.module, self.func, names, inst);
-        }
-        let d = &self.func.insts[inst];
-        let ops: Vec<String> = d.args.iter().map(|&v| self.value_ref(v)).collect();
-        let imm = match d.imm {
-            Imm::None => String::new(),
-            Imm::Cmp(p) => p.to_string(),
-            Imm::Type(t) => t.to_string(),
-            Imm::Const(c) => format!("{} {c}", c.ty()),
-            Imm::Func(f) => match self.module.funcs.get(f) {
-                Some(decl) => format!("@{}", decl.name),
-                None => f.to_string(),
-            },
-        };
-        let op = d.opcode.name();
-        let line = match (d.opcode, &ops[..]) {
-            (Opcode::Load, [s, i]) => format!("load {s}[{i}]"),
-            (Opcode::Store, [s, i, v]) => format!("store {s}[{i}], {v}"),
-            (Opcode::Call, _) => format!("call {imm}({})", ops.join(", ")),
-            (Opcode::Alloc, [n]) => format!("alloc {imm}, {n}"),
-            _ => [op.to_string(), imm, ops.join(", ")]
-                .into_iter()
-                .filter(|part| !part.is_empty())
-                .collect::<Vec<_>>()
-                .join(" "),
-        };
-        if d.results.is_empty() {
-            line
-        } else {
-            format!("{} = {line}", self.operands(&d.results))
-        }
+        write::inst_line(self.module, self.func, self.names(), inst)
     }
 
     fn phi_context(&self, phi: &Phi) -> String {
-        if let Some(names) = self.names() {
-            return write::phi_line(self.func, names, phi);
-        }
-        let ty = self
-            .func
-            .values
-            .get(phi.value)
-            .map_or("?".to_string(), |d| d.ty.to_string());
-        let edges: Vec<String> = phi
-            .incoming
-            .iter()
-            .map(|&(p, v)| {
-                let label = if self.func.blocks.is_valid(p) {
-                    self.label(p)
-                } else {
-                    p.to_string()
-                };
-                format!("{label}: {}", self.value_ref(v))
-            })
-            .collect();
-        format!(
-            "{} = phi {ty} [{}]",
-            self.value_ref(phi.value),
-            edges.join(", ")
-        )
+        write::phi_line(self.func, self.names(), phi)
     }
 
     fn term_context(&self, term: &Terminator) -> String {
-        if let Some(names) = self.names() {
-            return write::term_line(self.func, names, term);
-        }
-        let label = |b: Block| {
-            if self.func.blocks.is_valid(b) {
-                self.label(b)
-            } else {
-                b.to_string()
-            }
-        };
-        match term {
-            Terminator::Jump(d) => format!("jump {}", label(*d)),
-            Terminator::Br {
-                cond,
-                then_dest,
-                else_dest,
-            } => format!(
-                "br {}, {}, {}",
-                self.value_ref(*cond),
-                label(*then_dest),
-                label(*else_dest)
-            ),
-            Terminator::Ret(vals) if vals.is_empty() => "ret".to_string(),
-            Terminator::Ret(vals) => format!("ret {}", self.operands(vals)),
-        }
+        write::term_line(self.func, self.names(), term)
     }
 }
 
@@ -1404,12 +1257,12 @@ mod tests {
         let id = m.func_by_name("f").unwrap();
         let decl = &m.funcs[id];
         let func = decl.function().unwrap();
-        assert!(FuncVerifier::new(&m, decl, func).printable());
+        assert!(FuncVerifier::new(&m, decl, func).errors.is_empty());
         assert_eq!(check(&m), []);
     }
 
     #[test]
-    fn a_function_out_of_range_is_rendered_without_the_printer() {
+    fn references_out_of_range_are_reported_with_the_printed_line() {
         let mut m = module();
         let id = m.func_by_name("f").unwrap();
         let func = m.function_mut(id).unwrap();
@@ -1424,10 +1277,6 @@ mod tests {
             entry,
             Terminator::Ret([Value::new(502)].into_iter().collect()),
         );
-        {
-            let decl = &m.funcs[id];
-            assert!(!FuncVerifier::new(&m, decl, decl.function().unwrap()).printable());
-        }
         let errs = check(&m);
         let got: Vec<(&str, &str, &str)> = errs
             .iter()
@@ -1438,22 +1287,22 @@ mod tests {
             [
                 (
                     "%y",
-                    "%y = fneg v500",
+                    "%y = fneg %<invalid v500>",
                     "v500 is not a value of the function"
                 ),
                 (
                     "%r",
-                    "%r = call fn9(%y)",
+                    "%r = call @<invalid fn9>(%y)",
                     "call to fn9, which is not a function of the module"
                 ),
                 (
                     "%l",
-                    "%l = load %s[v501]",
+                    "%l = load %s[%<invalid v501>]",
                     "v501 is not a value of the function"
                 ),
                 (
                     "block entry",
-                    "ret v502",
+                    "ret %<invalid v502>",
                     "v502 is not a value of the function"
                 ),
             ]
@@ -1461,7 +1310,7 @@ mod tests {
     }
 
     #[test]
-    fn phis_and_branches_are_rendered_without_the_printer() {
+    fn phis_and_branches_out_of_range_are_reported_with_the_printed_line() {
         let mut m = module();
         let id = m.func_by_name("f").unwrap();
         let func = m.function_mut(id).unwrap();
@@ -1491,11 +1340,11 @@ mod tests {
             got,
             [
                 (
-                    "br true, j, block71",
+                    "br true, j, <invalid block71>",
                     "br to block71, which is not a block of the function"
                 ),
                 (
-                    "%p = phi f64 [entry: %x, block70: 1.0]",
+                    "%p = phi f64 [entry: %x, <invalid block70>: 1.0]",
                     "phi %p has an incoming value for block70, which is not a block of the function"
                 ),
             ]
