@@ -1,7 +1,7 @@
 //! Building functions from Rust.
 //!
 //! [`FunctionBuilder`] appends to a current block, infers every result type from the
-//! op table ([`ops::resolve`](crate::ops::resolve)), and turns Rust numbers into
+//! op table ([`ops::resolve`](crate::ops::resolve())), and turns Rust numbers into
 //! constant operands. It never panics on misuse: the first type error it meets is
 //! kept, and [`FunctionBuilder::finish`] returns it (the verifier catches the rest
 //! when the module is verified). [`FunctionBuilder::counted_loop`] writes the usual

@@ -20,7 +20,7 @@
 //! The fields are public so that passes can read and edit them directly; the
 //! `make_*`, `append_*` and `insert_*` methods keep the cross-references (a result's
 //! [`ValueDef`], a phi's block) consistent and are the easy way to build. Nothing here
-//! checks well-formedness: that is the [verifier](crate::verify)'s job.
+//! checks well-formedness: that is the [verifier](crate::verify())'s job.
 
 use core::fmt;
 

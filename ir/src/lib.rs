@@ -6,7 +6,7 @@
 //! remove statements without renumbering anything. The crate has:
 //!
 //! - the data model ([`Module`], [`Function`], [`ops`] — the op table, [`types`]);
-//! - a [builder](builder) for making functions from Rust;
+//! - a [`builder`] for making functions from Rust;
 //! - the text format: a [parser](parse()) and a printer (`Display` on [`Module`]),
 //!   with `print(parse(text))` a fixed point;
 //! - a [verifier](verify()) that reports every error it finds, never panicking;
