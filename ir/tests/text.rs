@@ -773,7 +773,7 @@ fn random_function(steps: &[(u8, u16, u16, u16, u8)]) -> Module {
             let slices = [(4, Elem::F64), (5, Elem::F32), (6, Elem::I64)];
             let (slice_i, elem) = slices[usize::from(d) % 3];
             let slice = pool[slice_i].1;
-            let v = match sel % 24 {
+            let v = match sel % 25 {
                 0..=6 => {
                     let op = [
                         Opcode::Fadd,
@@ -933,6 +933,34 @@ fn random_function(steps: &[(u8, u16, u16, u16, u8)]) -> Module {
                         vec![b.fadd(acc[0], fi)]
                     });
                     Some(out[0])
+                }
+                23 => {
+                    // The tape: a push or a pop of any scalar type, a tape buffer made
+                    // or popped (unmatched pops are fine: nothing runs them).
+                    let ty = [Type::F64, Type::F32, Type::I64, Type::Bool][usize::from(a) % 4];
+                    match d % 4 {
+                        0 => {
+                            let x = pick(b, &pool, ty, c);
+                            b.ins(Opcode::Push, Imm::None, &[x]);
+                            None
+                        }
+                        1 => {
+                            let inst = b.ins(Opcode::Pop, Imm::Type(ty), &[]);
+                            Some(b.results(inst)[0])
+                        }
+                        2 => {
+                            let n = pick(b, &pool, Type::I64, c);
+                            let inst = b.ins(Opcode::TapeAlloc, Imm::Type(elem.ty()), &[n]);
+                            let buf = b.results(inst)[0];
+                            Some(b.len(buf))
+                        }
+                        _ => {
+                            let inst = b.ins(Opcode::TapePop, Imm::Type(elem.ty()), &[]);
+                            let buf = b.results(inst)[0];
+                            let i = pick(b, &pool, Type::I64, c);
+                            Some(b.load(buf, i))
+                        }
+                    }
                 }
                 _ => {
                     // A diamond merging an i64.
