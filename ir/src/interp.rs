@@ -62,6 +62,29 @@
 //!   [`Limits::fuel`]; [`ErrorKind::OutOfFuel`] names the statement that found the
 //!   tank empty. [`Interpreter::steps`] counts the statements of the last call.
 //!
+//! # The tape
+//!
+//! The tape ops (see [`ops`](crate::ops#the-tape)) work on a tape that belongs to the
+//! `Interpreter`, not to a call: it persists across calls of [`Interpreter::call`], so
+//! a forward pass called first and its pullback called next on the same interpreter
+//! see the same tape. It is one LIFO stack of scalars and one of buffers.
+//!
+//! - `push` pushes its scalar; `pop T` pops the top scalar if it is a `T`. An empty
+//!   stack is [`ErrorKind::TapeUnderflow`], a scalar of another type
+//!   [`ErrorKind::TapeMismatch`] (and the tape is left as it was). A compiled engine
+//!   may keep one stack per type, so only matched pushes and pops mean the same on
+//!   every engine.
+//! - `tape_alloc` makes a zero-filled buffer like `alloc`; the running function uses
+//!   it, and when the function returns the buffer moves to the tape instead of dying.
+//!   `tape_pop T` pops the top buffer (of element type `T`, else `TapeMismatch`); the
+//!   popping function owns it until it returns. A function may `tape_pop` a buffer it
+//!   made itself; one that a caller made and still sees is
+//!   [`ErrorKind::TapeBufferInUse`], since the popping function would free it under
+//!   the caller.
+//! - A call that fails leaves the tape as it stood at the error (buffers of frames
+//!   that did not return are on it). [`Interpreter::reset_tape`] empties it;
+//!   [`Interpreter::tape`] says what it holds and the most bytes it has held.
+//!
 //! # Errors
 //!
 //! An [`InterpError`] names the function, the op (`load`, `idiv`, `call`, `ret`,
@@ -70,7 +93,7 @@
 //! would not verify (the interpreter runs verified modules but checks everything it
 //! meets, so a malformed one ends in this error, not a panic);
 //! [`ErrorKind::Internal`] is a bug in the interpreter. After an error the same
-//! interpreter can be called again.
+//! interpreter can be called again (its tape as the error left it).
 //!
 //! # Design
 //!
@@ -78,10 +101,14 @@
 //! indices into a frame's registers, constants are copied in from a template, and
 //! every control-flow edge carries its phi copies. Registers of all frames live in one
 //! vector and buffers in one stack, so a call allocates nothing but the growth of
-//! those. The ops themselves are one `match` arm each (the `step` submodule).
+//! those. The ops themselves are one `match` arm each (the `step` submodule). The
+//! tape (the `tape` submodule) moves buffers between that stack and itself: a
+//! `tape_alloc` buffer stays on the stack, lent, while its function runs, and moves
+//! to the tape when the function returns; `tape_pop` moves it back.
 
 mod code;
 mod step;
+mod tape;
 
 use core::fmt;
 
@@ -89,6 +116,7 @@ use cranelift_entity::EntityRef;
 
 use self::code::{Code, Edge, Step, Term};
 use self::step::{Buffer, Slot, fits, slot_type};
+use self::tape::Tape;
 use crate::entities::{Block, FuncId, Inst, Value};
 use crate::function::{Pos, SourceMap};
 use crate::module::{Body, Module};
@@ -210,6 +238,20 @@ pub enum ErrorKind {
     AllocFailed(i64),
     /// Calls nested deeper than [`Limits::max_depth`].
     RecursionLimit(usize),
+    /// `pop` or `tape_pop` with nothing of its kind on the tape.
+    TapeUnderflow,
+    /// `pop` or `tape_pop` found something of another type on top of the tape (a
+    /// scalar type, or for buffers `mut [T]`). The tape is left as it was.
+    TapeMismatch {
+        /// The type the op takes off the tape.
+        expected: Type,
+        /// The type on top of the tape.
+        found: Type,
+    },
+    /// `tape_pop` of a buffer that a caller made with `tape_alloc` and is still
+    /// running: the popping function would own it, and free it on returning, while
+    /// the caller may still use it.
+    TapeBufferInUse,
     /// More statements than [`Limits::fuel`].
     OutOfFuel(u64),
     /// The arguments do not fit the function's parameters.
@@ -248,6 +290,19 @@ impl fmt::Display for ErrorKind {
             ErrorKind::NegativeAlloc(n) => write!(f, "allocation of negative length {n}"),
             ErrorKind::AllocFailed(n) => write!(f, "cannot allocate {n} elements"),
             ErrorKind::RecursionLimit(d) => write!(f, "calls nested deeper than {d}"),
+            ErrorKind::TapeUnderflow => f.write_str("tape underflow"),
+            ErrorKind::TapeMismatch { expected, found } => match (expected, found) {
+                (Type::Slice { elem: e, .. }, Type::Slice { elem: g, .. }) => {
+                    write!(f, "tape_pop {e} found a buffer of {g} on the tape")
+                }
+                _ => {
+                    let article = if *found == Type::Bool { "a" } else { "an" };
+                    write!(f, "pop {expected} found {article} {found} on the tape")
+                }
+            },
+            ErrorKind::TapeBufferInUse => f.write_str(
+                "tape_pop takes a buffer that a calling function made with tape_alloc and may still use",
+            ),
             ErrorKind::OutOfFuel(n) => write!(f, "out of fuel after {n} statements"),
             ErrorKind::BadArguments(m) => f.write_str(m),
             ErrorKind::UnboundExtern(name) => {
@@ -364,6 +419,23 @@ pub struct Interpreter<'m> {
     /// The host binding of each extern function, by [`FuncId`] index.
     hosts: Vec<Option<HostFn<'m>>>,
     machine: Machine,
+    /// What `push` and `tape_alloc` saved, kept across calls.
+    tape: Tape,
+}
+
+/// What the tape holds (see [`Interpreter::tape`]).
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
+pub struct TapeStats {
+    /// The scalars on the tape.
+    pub scalars: usize,
+    /// The buffers on the tape.
+    pub buffers: usize,
+    /// The bytes the tape holds now: 8 per scalar, whatever its type, and the element
+    /// bytes of every buffer (8 per `f64` or `i64`, 4 per `f32`).
+    pub bytes: usize,
+    /// The most bytes the tape held at once since the interpreter was made or
+    /// [`Interpreter::reset_tape`] last ran.
+    pub peak_bytes: usize,
 }
 
 impl<'m> Interpreter<'m> {
@@ -381,6 +453,7 @@ impl<'m> Interpreter<'m> {
             codes,
             hosts: module.funcs.values().map(|_| None).collect(),
             machine: Machine::default(),
+            tape: Tape::default(),
         }
     }
 
@@ -429,6 +502,27 @@ impl<'m> Interpreter<'m> {
         self.machine.steps
     }
 
+    /// What the tape holds now, and the most it has held (see the
+    /// [module docs](self#the-tape)).
+    pub fn tape(&self) -> TapeStats {
+        let (scalars, buffers) = self.tape.len();
+        let (bytes, peak_bytes) = self.tape.bytes();
+        TapeStats {
+            scalars,
+            buffers,
+            bytes,
+            peak_bytes,
+        }
+    }
+
+    /// Empties the tape and forgets its peak. [`Interpreter::call`] never does: the
+    /// tape persists across calls, so a pullback called after its forward pass finds
+    /// what the forward pass saved. After a call that failed halfway, this puts the
+    /// tape back in a known state.
+    pub fn reset_tape(&mut self) {
+        self.tape.clear();
+    }
+
     /// Calls the function named `name` (without `@`); see [`Interpreter::call`].
     pub fn call_by_name(&mut self, name: &str, args: &mut [Val]) -> Result<Vec<Val>, InterpError> {
         match self.module.func_by_name(name) {
@@ -449,10 +543,20 @@ impl<'m> Interpreter<'m> {
     /// alike), else [`ErrorKind::BadArguments`]. The contents of slice arguments
     /// come back in `args` even when the call fails. Calling an extern function
     /// directly hands `args` itself to its host closure.
+    ///
+    /// The tape is not cleared: the call starts from what earlier calls left on it,
+    /// and leaves on it what it pushed and did not pop, even when it fails (see
+    /// [`Interpreter::reset_tape`]).
     pub fn call(&mut self, func: FuncId, args: &mut [Val]) -> Result<Vec<Val>, InterpError> {
         self.machine.clear();
         self.machine.steps = 0;
-        let result = self.start(func, args);
+        let mut result = self.start(func, args);
+        // Buffers from `tape_alloc` in frames that did not return go to the tape.
+        if let Err(message) = self.tape.release(0, &mut self.machine.bufs)
+            && result.is_ok()
+        {
+            result = Err(bug(self.module, Some(func), &message));
+        }
         // The argument buffers are the first ones; give them back, whatever happened.
         let Machine { bufs, arg_bufs, .. } = &mut self.machine;
         for (buf, &k) in bufs.iter_mut().zip(arg_bufs.iter()) {
@@ -565,6 +669,7 @@ impl<'m> Interpreter<'m> {
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let codes = &self.codes;
         let hosts = &mut self.hosts;
+        let tape = &mut self.tape;
         let Machine {
             frames,
             regs: regfile,
@@ -606,7 +711,8 @@ impl<'m> Interpreter<'m> {
                     }
                     match ci.step {
                         Step::Op { op, imm, args, dst } => {
-                            if let Err(kind) = step::exec(op, imm, args, dst, regs, bufs) {
+                            let r = step::exec(op, imm, args, dst, regs, bufs, tape, frame.bufs);
+                            if let Err(kind) = r {
                                 return Err(at_inst(module, fid, ci.inst, op.name(), kind));
                             }
                         }
@@ -726,6 +832,9 @@ impl<'m> Interpreter<'m> {
                             regfile[caller.base + d as usize] = regfile[base + v as usize];
                         }
                         regfile.truncate(base);
+                        if let Err(message) = tape.release(frame.bufs, bufs) {
+                            return Err(bug(module, Some(fid), &message));
+                        }
                         bufs.truncate(frame.bufs);
                         caller.pc += 1;
                         continue 'frames;

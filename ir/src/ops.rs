@@ -6,6 +6,31 @@
 //! all read this table; the typing rule of every shape lives in one function,
 //! [`resolve`], so the builder's result types, the parser's literal typing and the
 //! verifier's type errors can never disagree.
+//!
+//! # The tape
+//!
+//! Four ops exist for derived code: the forward pass saves what the pullback needs on
+//! a *tape*, and the pullback takes it back in reverse order. The tape is an implicit
+//! context shared by every call made on one engine (an
+//! [`Interpreter`](crate::interp::Interpreter); later the JIT's workspace): it persists
+//! across top-level calls, so a forward pass called first and a pullback called next
+//! see the same tape. It holds one LIFO stack of scalars and one LIFO stack of
+//! buffers:
+//!
+//! - `push %v` pushes a scalar (`f64`, `f32`, `i64` or `bool`). A slice can never be
+//!   pushed: the view could outlive its buffer.
+//! - `%v = pop T` pops the most recent scalar, which must be a `T`; popping an empty
+//!   tape, or a scalar of another type, is a runtime error.
+//! - `%a = tape_alloc T, %n` is `alloc`, except that the tape owns the buffer: it is
+//!   pushed on the buffer stack and outlives the function, until a `tape_pop` takes
+//!   it back. Its result may not be returned.
+//! - `%a = tape_pop T` pops the most recent buffer (of element type `T`); the
+//!   function owns it from then on, as if it had `alloc`ed it.
+//!
+//! Well-formed derived code pops exactly what it pushed, in reverse order. A compiled
+//! engine may keep one stack per scalar type (a LIFO-matched sequence stays matched
+//! per type), so a program must not rely on the type-mismatch error. All four ops have
+//! effects: passes never remove, merge or move them.
 
 use core::fmt;
 
@@ -116,8 +141,15 @@ pub enum Shape {
     Load,
     /// `store s[i], v`: a `mut` slice, an `i64` and an element; no result.
     Store,
-    /// `alloc T, n`: an `i64`; `mut [T]`.
+    /// `alloc T, n` and `tape_alloc T, n`: an `i64`; `mut [T]` (`T` is `f64`, `f32`
+    /// or `i64`).
     Alloc,
+    /// `push v`: one scalar; no result.
+    Push,
+    /// `pop T`: no operands; `T` (a scalar type).
+    Pop,
+    /// `tape_pop T`: no operands; `mut [T]` (`T` is `f64`, `f32` or `i64`).
+    TapePop,
     /// `call @f(args)`: the callee's parameters; the callee's results.
     Call,
 }
@@ -205,6 +237,10 @@ ops! {
     Store = "store", Store, "Writes element i of a mut slice; out of bounds is a runtime error.";
     Alloc = "alloc", Alloc, "A zero-filled local buffer of n elements, alive until the function returns; n < 0 is a runtime error.";
     Call = "call", Call, "Calls a function of the module.";
+    Push = "push", Push, "Pushes a scalar onto the tape.";
+    Pop = "pop", Pop, "Pops the most recent scalar off the tape; an empty tape or a scalar of another type is a runtime error.";
+    TapeAlloc = "tape_alloc", Alloc, "A zero-filled buffer of n elements owned by the tape: it outlives the function, until a `tape_pop` takes it back; n < 0 is a runtime error.";
+    TapePop = "tape_pop", TapePop, "Pops the most recent buffer off the tape; the function owns it until it returns. An empty tape or another element type is a runtime error.";
 }
 
 impl Opcode {
@@ -227,7 +263,9 @@ impl Opcode {
     pub fn imm_kind(self) -> ImmKind {
         match self.shape() {
             Shape::FloatCmp | Shape::IntCmp => ImmKind::Cmp,
-            Shape::Cast | Shape::Bitcast | Shape::Alloc => ImmKind::Type,
+            Shape::Cast | Shape::Bitcast | Shape::Alloc | Shape::Pop | Shape::TapePop => {
+                ImmKind::Type
+            }
             Shape::Const => ImmKind::Const,
             Shape::Call => ImmKind::Func,
             _ => ImmKind::None,
@@ -237,14 +275,15 @@ impl Opcode {
     /// The fixed number of operands, or `None` for `call` (the callee decides).
     pub fn arity(self) -> Option<usize> {
         Some(match self.shape() {
-            Shape::Const => 0,
+            Shape::Const | Shape::Pop | Shape::TapePop => 0,
             Shape::FloatUnary
             | Shape::IntUnary
             | Shape::BoolUnary
             | Shape::Cast
             | Shape::Bitcast
             | Shape::Len
-            | Shape::Alloc => 1,
+            | Shape::Alloc
+            | Shape::Push => 1,
             Shape::FloatBinary
             | Shape::Powi
             | Shape::IntBinary
@@ -257,9 +296,18 @@ impl Opcode {
         })
     }
 
-    /// Whether the op writes memory, allocates, calls, or can fail at run time
-    /// (`load`, `idiv`, `irem`): such instructions are not pure functions of their
-    /// operands, and passes may not drop, merge or move them freely.
+    /// The fixed number of results, or `None` for `call` (the callee decides).
+    pub fn result_count(self) -> Option<usize> {
+        match self.shape() {
+            Shape::Store | Shape::Push => Some(0),
+            Shape::Call => None,
+            _ => Some(1),
+        }
+    }
+
+    /// Whether the op writes memory, allocates, calls, touches the tape, or can fail
+    /// at run time (`load`, `idiv`, `irem`): such instructions are not pure functions
+    /// of their operands, and passes may not drop, merge or move them freely.
     pub fn has_effects(self) -> bool {
         matches!(
             self,
@@ -269,6 +317,10 @@ impl Opcode {
                 | Opcode::Load
                 | Opcode::Idiv
                 | Opcode::Irem
+                | Opcode::Push
+                | Opcode::Pop
+                | Opcode::TapeAlloc
+                | Opcode::TapePop
         )
     }
 }
@@ -286,7 +338,8 @@ pub enum ImmKind {
     None,
     /// A comparison predicate.
     Cmp,
-    /// A type: the target of `cast`/`bitcast`, the element type of `alloc`.
+    /// A type: the target of `cast`/`bitcast`, the element type of `alloc`,
+    /// `tape_alloc` and `tape_pop`, the type `pop` takes off the tape.
     Type,
     /// A constant.
     Const,
@@ -301,7 +354,8 @@ pub enum Imm {
     None,
     /// The predicate of `fcmp`/`icmp`.
     Cmp(CmpPred),
-    /// The target type of `cast`/`bitcast`, or the element type of `alloc` (a scalar type).
+    /// The target type of `cast`/`bitcast`, the element type of `alloc`, `tape_alloc`
+    /// or `tape_pop`, or the type of `pop` (a scalar type).
     Type(Type),
     /// The constant of `const`.
     Const(Scalar),
@@ -480,9 +534,34 @@ pub fn resolve(
         Shape::Alloc => {
             let Imm::Type(t) = *imm else { unreachable!() };
             let Some(elem) = Elem::of(t) else {
-                return Err(format!("alloc makes buffers of f64, f32 or i64, not {t}"));
+                return Err(format!("{name} makes buffers of f64, f32 or i64, not {t}"));
             };
             check(smallvec![Some(Type::I64)], smallvec![Type::slice_mut(elem)])
+        }
+        Shape::Push => {
+            if let Some(t) = args[0]
+                && !t.is_scalar()
+            {
+                return Err(format!("push takes a scalar, found {t}"));
+            }
+            // A literal keeps its own type, as for `cast`.
+            check(smallvec![None], smallvec![])
+        }
+        Shape::Pop => {
+            let Imm::Type(t) = *imm else { unreachable!() };
+            if !t.is_scalar() {
+                return Err(format!("pop takes a scalar type, not {t}"));
+            }
+            check(smallvec![], smallvec![t])
+        }
+        Shape::TapePop => {
+            let Imm::Type(t) = *imm else { unreachable!() };
+            let Some(elem) = Elem::of(t) else {
+                return Err(format!(
+                    "tape_pop takes buffers of f64, f32 or i64, not {t}"
+                ));
+            };
+            check(smallvec![], smallvec![Type::slice_mut(elem)])
         }
         Shape::Call => {
             let Some(sig) = callee else {
@@ -518,7 +597,7 @@ mod tests {
         for &op in Opcode::ALL {
             assert_eq!(Opcode::from_name(op.name()), Some(op));
         }
-        assert_eq!(Opcode::ALL.len(), 45);
+        assert_eq!(Opcode::ALL.len(), 49);
         assert_eq!(Opcode::from_name("phi"), None);
     }
 
@@ -551,5 +630,40 @@ mod tests {
         assert!(e.contains("read-only"), "{e}");
         let e = resolve(Opcode::Fneg, &Imm::None, &[], None).unwrap_err();
         assert_eq!(e, "fneg takes 1 operand, found 0");
+    }
+
+    #[test]
+    fn tape_ops_take_scalars_and_make_buffers() {
+        let sf = Type::slice(Elem::F64);
+        let t = resolve(Opcode::Push, &Imm::None, &[None], None).unwrap();
+        assert_eq!((t.params.to_vec(), t.results.len()), (vec![None], 0));
+        let t = resolve(Opcode::Push, &Imm::None, &[Some(Type::Bool)], None).unwrap();
+        assert!(t.results.is_empty());
+        let e = resolve(Opcode::Push, &Imm::None, &[Some(sf)], None).unwrap_err();
+        assert_eq!(e, "push takes a scalar, found [f64]");
+        let t = resolve(Opcode::Pop, &Imm::Type(Type::F32), &[], None).unwrap();
+        assert_eq!(t.results[..], [Type::F32]);
+        let e = resolve(Opcode::Pop, &Imm::Type(sf), &[], None).unwrap_err();
+        assert_eq!(e, "pop takes a scalar type, not [f64]");
+        let t = resolve(Opcode::TapeAlloc, &Imm::Type(Type::I64), &[None], None).unwrap();
+        assert_eq!(t.params[..], [Some(Type::I64)]);
+        assert_eq!(t.results[..], [Type::slice_mut(Elem::I64)]);
+        let e = resolve(Opcode::TapeAlloc, &Imm::Type(Type::Bool), &[None], None).unwrap_err();
+        assert_eq!(e, "tape_alloc makes buffers of f64, f32 or i64, not bool");
+        let t = resolve(Opcode::TapePop, &Imm::Type(Type::F64), &[], None).unwrap();
+        assert_eq!(t.results[..], [Type::slice_mut(Elem::F64)]);
+        let e = resolve(Opcode::TapePop, &Imm::Type(sf), &[], None).unwrap_err();
+        assert_eq!(e, "tape_pop takes buffers of f64, f32 or i64, not [f64]");
+        for op in [
+            Opcode::Push,
+            Opcode::Pop,
+            Opcode::TapeAlloc,
+            Opcode::TapePop,
+        ] {
+            assert!(op.has_effects(), "{op}");
+        }
+        assert_eq!(Opcode::Push.result_count(), Some(0));
+        assert_eq!(Opcode::TapePop.result_count(), Some(1));
+        assert_eq!(Opcode::Call.result_count(), None);
     }
 }

@@ -81,9 +81,16 @@
 //!   says (the parser's own rule, so the two cannot drift apart); for a phi's incoming
 //!   value the phi type, for `ret` the result type, for `br` `bool`. So `fadd` of two
 //!   `f32` constants is an error, to be written with a `const f32` instruction.
-//! - `alloc` buffers are never returned: a slice that may be an `alloc` result (the
-//!   result itself, a phi or `select` with such an input, a slice result of a call
-//!   that receives such a slice) may not be an operand of `ret`.
+//! - Buffers a function allocates are never returned: a slice that may be the result
+//!   of an `alloc`, a `tape_alloc` or a `tape_pop` (the result itself, a phi or
+//!   `select` with such an input, a slice result of a call that receives such a
+//!   slice) may not be an operand of `ret`. An `alloc` or `tape_pop` buffer dies when
+//!   the function returns; a `tape_alloc` buffer outlives it, but through the tape
+//!   only: a later `tape_pop` takes it back and frees it.
+//! - Tape ops are typed by `resolve` like the rest: `push` takes a scalar, never a
+//!   slice (a view on the tape could outlive its buffer); `pop T` has a scalar `T`;
+//!   `tape_alloc T` and `tape_pop T` have `T` one of `f64`, `f32`, `i64`. Whether
+//!   pops match pushes is a run-time matter, not checked here.
 //!
 //! Phis sit only at block heads by construction ([`BlockData::phis`]), so there is
 //! nothing to check there.
@@ -454,7 +461,8 @@ impl<'a> FuncVerifier<'a> {
         }
     }
 
-    /// Finds the slices that may be `alloc` buffers: `alloc` results, and from them,
+    /// Finds the slices that may be buffers the function allocated (results of
+    /// `alloc`, `tape_alloc` and `tape_pop`), and from them,
     /// along use lists, phis and `select`s with such an input and slice results of
     /// calls that receive one. A worklist makes it linear in the function's size.
     fn find_alloc_slices(&mut self) {
@@ -478,8 +486,10 @@ impl<'a> FuncVerifier<'a> {
                     continue;
                 }
                 let d = &func.insts[inst];
-                if d.opcode == Opcode::Alloc
-                    && let Some(&r) = d.results.first()
+                if matches!(
+                    d.opcode,
+                    Opcode::Alloc | Opcode::TapeAlloc | Opcode::TapePop
+                ) && let Some(&r) = d.results.first()
                     && func.values.is_valid(r)
                     && self.alloc_origin[r].is_none()
                 {
@@ -934,13 +944,22 @@ impl<'a> FuncVerifier<'a> {
                     }
                     if let Some(origin) = self.alloc_origin[v] {
                         let name = self.value_ref(v);
+                        let op = match self.sites[origin] {
+                            Site::Result(_, _, i) => func.insts[i].opcode,
+                            _ => Opcode::Alloc,
+                        };
+                        let (article, fate) = match op {
+                            Opcode::TapeAlloc => {
+                                ("a", "belongs to the tape, and a tape_pop frees it")
+                            }
+                            Opcode::TapePop => ("a", "dies when the function returns"),
+                            _ => ("an", "dies when the function returns"),
+                        };
                         let message = if origin == v {
-                            format!(
-                                "cannot return {name}: an alloc buffer dies when the function returns"
-                            )
+                            format!("cannot return {name}: {article} {op} buffer {fate}")
                         } else {
                             format!(
-                                "cannot return {name}: it may be the alloc buffer {}, which dies when the function returns",
+                                "cannot return {name}: it may be the {op} buffer {}, which {fate}",
                                 self.value_ref(origin)
                             )
                         };

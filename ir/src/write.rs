@@ -298,6 +298,10 @@ pub fn inst_line(module: &Module, func: &Function, names: &Names, inst: Inst) ->
             let _ = write!(s, " {}, {}", ty(), arg(0));
             1
         }
+        Shape::Pop | Shape::TapePop => {
+            let _ = write!(s, " {}", ty());
+            0
+        }
         Shape::Call => {
             let callee = match data.imm {
                 Imm::Func(id) => func_ref(module, id),

@@ -3,11 +3,11 @@
 //! Every expected value is computed here by a plain Rust expression or loop (a closed
 //! form), never captured from a run of the interpreter.
 
-use gradlift_ir::interp::{ErrorKind, InterpError, Interpreter, Limits, Val};
+use gradlift_ir::interp::{ErrorKind, InterpError, Interpreter, Limits, TapeStats, Val};
 use gradlift_ir::ops::resolve;
 use gradlift_ir::{
     CmpPred, Elem, FuncId, FunctionBuilder, Imm, Module, Opcode, Pos, Scalar, Signature, Type,
-    Value,
+    Value, parse, verify,
 };
 
 const F64: Type = Type::F64;
@@ -1338,4 +1338,455 @@ fn val_conversions() {
     assert!(!Val::F64s(vec![]).fits(Type::slice(Elem::F32)));
     assert_eq!(S(1.0).scalar(), Some(Scalar::F32(1.0)));
     assert_eq!(Val::F32s(vec![]).scalar(), None);
+}
+
+// The tape.
+
+/// `push v`
+fn push(b: &mut FunctionBuilder<'_>, v: Value) {
+    b.ins(Opcode::Push, Imm::None, &[v]);
+}
+
+/// `pop ty`
+fn pop(b: &mut FunctionBuilder<'_>, ty: Type) -> Value {
+    let inst = b.ins(Opcode::Pop, Imm::Type(ty), &[]);
+    b.results(inst)[0]
+}
+
+/// `tape_alloc elem, n`
+fn tape_alloc(b: &mut FunctionBuilder<'_>, elem: Elem, n: Value) -> Value {
+    let inst = b.ins(Opcode::TapeAlloc, Imm::Type(elem.ty()), &[n]);
+    b.results(inst)[0]
+}
+
+/// `tape_pop elem`
+fn tape_pop(b: &mut FunctionBuilder<'_>, elem: Elem) -> Value {
+    let inst = b.ins(Opcode::TapePop, Imm::Type(elem.ty()), &[]);
+    b.results(inst)[0]
+}
+
+/// Parses and verifies `text`.
+#[track_caller]
+fn parsed(text: &str) -> Module {
+    let m = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    verify(&m).unwrap_or_else(|e| panic!("{e}"));
+    m
+}
+
+fn id(m: &Module, name: &str) -> FuncId {
+    m.func_by_name(name).unwrap()
+}
+
+/// `fwd(x)` pushes `x[i]` and `i` for each `i`, and saves a copy of `x` in a tape
+/// buffer; `pb(w)` pops them back in reverse and returns `sum_j w[j] * x[n-1-j]`,
+/// `sum_j (j+1) * i_j` (the popped indices) and `sum_j w[j] * x[j]` (from the copy).
+fn forward_and_pullback() -> (Module, FuncId, FuncId) {
+    let mut m = Module::new();
+    let fwd = m.declare("fwd", sig([SF64], [])).unwrap();
+    let pb = m.declare("pb", sig([SF64], [F64, I64, F64])).unwrap();
+    define(&mut m, fwd, |b| {
+        let x = b.param(0);
+        let n = b.len(x);
+        let copy = tape_alloc(b, Elem::F64, n);
+        let zero = b.iconst(0);
+        b.counted_loop(zero, n, &[], |b, i, _| {
+            let xi = b.load(x, i);
+            push(b, xi);
+            push(b, i);
+            b.store(copy, i, xi);
+            vec![]
+        });
+        b.ret(&[]);
+    });
+    define(&mut m, pb, |b| {
+        let w = b.param(0);
+        let n = b.len(w);
+        let zero = b.iconst(0);
+        let (acc0, chk0) = (b.fconst(0.0), b.iconst(0));
+        let copy = tape_pop(b, Elem::F64);
+        let out = b.counted_loop(zero, n, &[acc0, chk0, acc0], |b, j, c| {
+            let i = pop(b, I64);
+            let xi = pop(b, F64);
+            let wj = b.load(w, j);
+            let t = b.fmul(wj, xi);
+            let acc = b.fadd(c[0], t);
+            let one = b.iconst(1);
+            let j1 = b.iadd(j, one);
+            let k = b.imul(j1, i);
+            let chk = b.iadd(c[1], k);
+            let xj = b.load(copy, j);
+            let t = b.fmul(wj, xj);
+            let dot = b.fadd(c[2], t);
+            vec![acc, chk, dot]
+        });
+        b.ret(&[out[0], out[1], out[2]]);
+    });
+    (m, fwd, pb)
+}
+
+#[test]
+fn a_pullback_pops_what_its_forward_pass_pushed_in_reverse() {
+    let (m, fwd, pb) = forward_and_pullback();
+    let mut interp = Interpreter::new(&m);
+    for n in [0usize, 1, 2, 7, 100] {
+        let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.7).sin() + 0.25).collect();
+        let w: Vec<f64> = (0..n).map(|j| 1.0 + j as f64 / 3.0).collect();
+        assert!(
+            interp
+                .call(fwd, &mut [Val::F64s(x.clone())])
+                .unwrap()
+                .is_empty()
+        );
+        let stats = interp.tape();
+        assert_eq!(
+            (stats.scalars, stats.buffers, stats.bytes),
+            (2 * n, 1, 24 * n)
+        );
+        let out = interp.call(pb, &mut [Val::F64s(w.clone())]).unwrap();
+        let (mut acc, mut chk, mut dot) = (0.0, 0i64, 0.0);
+        for j in 0..n {
+            acc += w[j] * x[n - 1 - j];
+            chk += (j as i64 + 1) * (n - 1 - j) as i64;
+            dot += w[j] * x[j];
+        }
+        assert_eq!(out, [D(acc), I(chk), D(dot)], "n = {n}");
+        let stats = interp.tape();
+        assert_eq!((stats.scalars, stats.buffers, stats.bytes), (0, 0, 0));
+    }
+    // The peak is the largest forward pass: 100 f64s and 100 i64s on the scalar
+    // stack, 100 f64s in the buffer.
+    assert_eq!(interp.tape().peak_bytes, 2400);
+}
+
+const TAPE_BUFFERS: &str = "
+; fwd(x) saves x[i]^2 in a tape buffer and the count in another; pb() reads them back.
+func @fwd(%x: [f64]) {
+entry:
+    %n = len %x
+    %sq = tape_alloc f64, %n
+    %cnt = tape_alloc i64, 1
+    store %cnt[0], %n
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %more = icmp lt %i, %n
+    br %more, body, done
+body:
+    %v = load %x[%i]
+    %v2 = fmul %v, %v
+    store %sq[%i], %v2
+    %i1 = iadd %i, 1
+    jump head
+done:
+    ret
+}
+
+func @pb() -> (f64, i64) {
+entry:
+    %cnt = tape_pop i64
+    %sq = tape_pop f64
+    %n = load %cnt[0]
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %acc = phi f64 [entry: 0.0, body: %acc1]
+    %more = icmp lt %i, %n
+    br %more, body, done
+body:
+    %v = load %sq[%i]
+    %acc1 = fadd %acc, %v
+    %i1 = iadd %i, 1
+    jump head
+done:
+    ret %acc, %n
+}
+
+; A buffer may be popped by the function that made it, and then stays alive.
+func @own(%k: f32) -> f32 {
+entry:
+    %a = tape_alloc f32, 3
+    store %a[1], %k
+    %b = tape_pop f32
+    %s = call @second(%b)
+    %t = load %a[1]
+    %r = fadd %s, %t
+    ret %r
+}
+
+func @second(%a: [f32]) -> f32 {
+entry:
+    %v = load %a[1]
+    ret %v
+}
+";
+
+#[test]
+fn a_tape_buffer_filled_in_one_call_is_read_in_the_next() {
+    let m = parsed(TAPE_BUFFERS);
+    let mut interp = Interpreter::new(&m);
+    for n in [0usize, 1, 5, 64] {
+        let x: Vec<f64> = (0..n).map(|i| i as f64 - 2.5).collect();
+        interp
+            .call(id(&m, "fwd"), &mut [Val::F64s(x.clone())])
+            .unwrap();
+        let stats = interp.tape();
+        assert_eq!((stats.scalars, stats.buffers), (0, 2));
+        assert_eq!(stats.bytes, 8 * n + 8);
+        let want: f64 = x.iter().map(|v| v * v).sum();
+        let out = interp.call_by_name("pb", &mut []).unwrap();
+        assert_eq!(out, [D(want), I(n as i64)], "n = {n}");
+        let stats = interp.tape();
+        assert_eq!((stats.scalars, stats.buffers, stats.bytes), (0, 0, 0));
+    }
+    // The largest forward pass held 64 f64s and one i64.
+    assert_eq!(interp.tape().peak_bytes, 8 * 64 + 8);
+    let out = interp.call_by_name("own", &mut [S(1.25)]).unwrap();
+    assert_eq!(out, [S(2.5)]);
+    assert_eq!((interp.tape().buffers, interp.tape().bytes), (0, 0));
+}
+
+const NESTED: &str = "
+; outer(x) pushes 1.0, x (in inner), x + 10, 2x (in inner), 3, and two f32 buffers
+; (in inner); back() pops them all, partly in callees.
+func @inner(%x: f64) {
+entry:
+    push %x
+    %t = tape_alloc f32, 1
+    %xf = cast f32 %x
+    store %t[0], %xf
+    ret
+}
+
+func @outer(%x: f64) {
+entry:
+    push 1.0
+    call @inner(%x)
+    %y = fadd %x, 10.0
+    push %y
+    %z = fmul %x, 2.0
+    call @inner(%z)
+    push 3
+    ret
+}
+
+func @pop_f64() -> f64 {
+entry:
+    %v = pop f64
+    ret %v
+}
+
+func @take() -> f32 {
+entry:
+    %t = tape_pop f32
+    %v = load %t[0]
+    ret %v
+}
+
+func @back() -> (i64, f64, f64, f64, f64, f32, f32) {
+entry:
+    %a = pop i64
+    %b = call @pop_f64()
+    %c = pop f64
+    %d = call @pop_f64()
+    %e = pop f64
+    %t2 = call @take()
+    %t1 = tape_pop f32
+    %v1 = load %t1[0]
+    ret %a, %b, %c, %d, %e, %t2, %v1
+}
+";
+
+#[test]
+fn pushes_and_pops_are_last_in_first_out_across_calls() {
+    let m = parsed(NESTED);
+    let mut interp = Interpreter::new(&m);
+    for x in [0.5, -3.0, 1e10] {
+        interp.call_by_name("outer", &mut [D(x)]).unwrap();
+        let stats = interp.tape();
+        assert_eq!((stats.scalars, stats.buffers, stats.bytes), (5, 2, 48));
+        let out = interp.call_by_name("back", &mut []).unwrap();
+        let want = [
+            I(3),
+            D(2.0 * x),
+            D(x + 10.0),
+            D(x),
+            D(1.0),
+            S((2.0 * x) as f32),
+            S(x as f32),
+        ];
+        assert_eq!(out, want, "x = {x}");
+        assert_eq!(
+            interp.tape(),
+            TapeStats {
+                peak_bytes: 48,
+                ..TapeStats::default()
+            }
+        );
+    }
+}
+
+const TAPE_ERRORS: &str = "
+func @push_i(%n: i64) {
+entry:
+    push %n
+    ret
+}
+
+func @pop_f() -> f64 {
+entry:
+    %v = pop f64
+    ret %v
+}
+
+func @alloc_i() {
+entry:
+    %a = tape_alloc i64, 2
+    ret
+}
+
+func @pop_fs() -> i64 {
+entry:
+    %a = tape_pop f64
+    %n = len %a
+    ret %n
+}
+
+; pushes, saves a buffer, then fails: what it saved stays on the tape.
+func @fails(%d: i64) -> i64 {
+entry:
+    push 1.5
+    push true
+    %a = tape_alloc f64, 4
+    %q = idiv 1, %d
+    ret %q
+}
+
+; pops the buffer its caller made and still uses.
+func @thief() {
+entry:
+    %a = tape_pop f64
+    ret
+}
+
+func @victim() -> f64 {
+entry:
+    %a = tape_alloc f64, 2
+    call @thief()
+    %v = load %a[0]
+    ret %v
+}
+";
+
+#[test]
+fn tape_underflow_and_mismatch_are_errors_and_the_interpreter_recovers() {
+    let m = parsed(TAPE_ERRORS);
+    let mut interp = Interpreter::new(&m);
+
+    let e = interp.call_by_name("pop_f", &mut []).unwrap_err();
+    assert_error(&e, ErrorKind::TapeUnderflow, "pop_f", "pop");
+    assert_eq!(e.to_string(), "in @pop_f, pop at 10:5: tape underflow");
+    let e = interp.call_by_name("pop_fs", &mut []).unwrap_err();
+    assert_error(&e, ErrorKind::TapeUnderflow, "pop_fs", "tape_pop");
+
+    // A mismatch leaves the tape as it was.
+    interp.call_by_name("push_i", &mut [I(4)]).unwrap();
+    let e = interp.call_by_name("pop_f", &mut []).unwrap_err();
+    let kind = ErrorKind::TapeMismatch {
+        expected: F64,
+        found: I64,
+    };
+    assert_error(&e, kind, "pop_f", "pop");
+    assert_eq!(
+        e.to_string(),
+        "in @pop_f, pop at 10:5: pop f64 found an i64 on the tape"
+    );
+    assert_eq!(interp.tape().scalars, 1);
+    interp.call_by_name("alloc_i", &mut []).unwrap();
+    let e = interp.call_by_name("pop_fs", &mut []).unwrap_err();
+    let kind = ErrorKind::TapeMismatch {
+        expected: MF64,
+        found: Type::slice_mut(Elem::I64),
+    };
+    assert_error(&e, kind, "pop_fs", "tape_pop");
+    assert!(
+        e.to_string()
+            .ends_with("tape_pop f64 found a buffer of i64 on the tape"),
+        "{e}"
+    );
+    assert_eq!(interp.tape().buffers, 1);
+
+    // A failed call leaves what it saved; `reset_tape` drops everything.
+    interp.reset_tape();
+    assert_eq!(interp.tape(), TapeStats::default());
+    let e = interp.call_by_name("fails", &mut [I(0)]).unwrap_err();
+    assert_error(&e, ErrorKind::DivisionByZero, "fails", "idiv");
+    let stats = interp.tape();
+    assert_eq!((stats.scalars, stats.buffers, stats.bytes), (2, 1, 48));
+    assert_eq!(interp.call_by_name("pop_fs", &mut []).unwrap(), [I(4)]);
+    interp.reset_tape();
+
+    // A callee may not pop (and so free) a buffer its caller made and still uses.
+    let e = interp.call_by_name("victim", &mut []).unwrap_err();
+    assert_error(&e, ErrorKind::TapeBufferInUse, "thief", "tape_pop");
+    assert_eq!(interp.tape().buffers, 1);
+
+    // After all that, the interpreter works.
+    interp.reset_tape();
+    interp.call_by_name("push_i", &mut [I(9)]).unwrap();
+    interp.call_by_name("alloc_i", &mut []).unwrap();
+    assert_eq!(interp.call_by_name("fails", &mut [I(1)]).unwrap(), [I(1)]);
+    assert_eq!(interp.call_by_name("pop_fs", &mut []).unwrap(), [I(4)]);
+    let stats = interp.tape();
+    assert_eq!((stats.scalars, stats.buffers, stats.bytes), (3, 1, 40));
+}
+
+#[test]
+fn the_peak_counts_eight_bytes_a_scalar_and_element_bytes_a_buffer() {
+    // p(): 3 scalars (24 bytes), an f32 buffer of 5 (20: peak 44), pops the 3
+    // scalars (20), an i64 buffer of 2 (36). q(): a bool and an i64 (52).
+    let m = parsed(
+        "
+func @p() {
+entry:
+    push 1.0
+    push 2
+    %h = const f32 0.5
+    push %h
+    %a = tape_alloc f32, 5
+    %x = pop f32
+    %y = pop i64
+    %z = pop f64
+    %b = tape_alloc i64, 2
+    ret
+}
+
+func @q() {
+entry:
+    push false
+    push 3
+    ret
+}
+",
+    );
+    let mut interp = Interpreter::new(&m);
+    interp.call_by_name("p", &mut []).unwrap();
+    let want = TapeStats {
+        scalars: 0,
+        buffers: 2,
+        bytes: 36,
+        peak_bytes: 44,
+    };
+    assert_eq!(interp.tape(), want);
+    interp.call_by_name("q", &mut []).unwrap();
+    assert_eq!(
+        interp.tape(),
+        TapeStats {
+            scalars: 2,
+            buffers: 2,
+            bytes: 52,
+            peak_bytes: 52,
+        }
+    );
+    interp.reset_tape();
+    assert_eq!(interp.tape().peak_bytes, 0);
 }

@@ -270,6 +270,64 @@ fn returning_a_buffer_the_function_allocated() {
 }
 
 #[test]
+fn tape_ops_with_the_wrong_operand_or_immediate() {
+    // push of a slice
+    let s = Signature::new([SF64], []);
+    let (mut f, entry) = start(&s);
+    let x = f.params[0];
+    inst(&mut f, entry, Opcode::Push, Imm::None, &[x], &[]);
+    f.set_terminator(entry, Terminator::Ret(Default::default()));
+    let (m, id) = module_of(s, f);
+    malformed(&m, id, &mut [Val::F64s(vec![1.0])], "bad", "push", "[f64]");
+
+    // pop of a slice type, tape_pop and tape_alloc of bools
+    let s = Signature::new([], []);
+    let cases = [
+        (Opcode::Pop, SF64, "pop"),
+        (Opcode::TapePop, Type::Bool, "tape_pop"),
+        (Opcode::TapeAlloc, Type::Bool, "tape_alloc"),
+    ];
+    for (op, ty, name) in cases {
+        let (mut f, entry) = start(&s);
+        let two = f.make_const(Scalar::I64(2));
+        let args: &[Value] = if op == Opcode::TapeAlloc { &[two] } else { &[] };
+        inst(&mut f, entry, op, Imm::Type(ty), args, &[MF64]);
+        f.set_terminator(entry, Terminator::Ret(Default::default()));
+        let (m, id) = module_of(s.clone(), f);
+        let mut interp = Interpreter::new(&m);
+        let e = interp.call(id, &mut []).unwrap_err();
+        assert!(matches!(e.kind, ErrorKind::Malformed(_)), "{e}");
+        assert_eq!(e.op, name);
+        assert_eq!(interp.tape().buffers, 0);
+    }
+}
+
+#[test]
+fn returning_a_tape_buffer() {
+    let s = Signature::new([I64], [MF64]);
+    let (mut f, entry) = start(&s);
+    let n = f.params[0];
+    let a = inst(
+        &mut f,
+        entry,
+        Opcode::TapeAlloc,
+        Imm::Type(F64),
+        &[n],
+        &[MF64],
+    );
+    f.set_terminator(entry, Terminator::Ret(a.into_iter().collect()));
+    let (m, id) = module_of(s, f);
+    let mut interp = Interpreter::new(&m);
+    let e = interp.call(id, &mut [Val::I64(2)]).unwrap_err();
+    assert!(
+        matches!(&e.kind, ErrorKind::Malformed(m) if m.contains("allocated")),
+        "{e}"
+    );
+    // The buffer went to the tape all the same.
+    assert_eq!((interp.tape().buffers, interp.tape().bytes), (1, 16));
+}
+
+#[test]
 fn calls_to_functions_without_bodies() {
     let mut m = Module::new();
     let decl = m.declare("later", Signature::new([], [])).unwrap();
@@ -423,6 +481,10 @@ fn random_body(rng: &mut Rng, m: &Module, sig: &Signature) -> Function {
         pool.push(f.make_const(c));
     }
     let funcs: Vec<FuncId> = m.funcs.keys().collect();
+    // What this body has pushed and tape-allocated so far, so that most of its pops
+    // match (else nearly every pop would underflow).
+    let mut pushed: Vec<Type> = Vec::new();
+    let mut allocated: Vec<Type> = Vec::new();
     for &b in &blocks {
         if b != blocks[0] || rng.chance(5) {
             for _ in 0..rng.below(3) {
@@ -464,6 +526,15 @@ fn random_body(rng: &mut Rng, m: &Module, sig: &Signature) -> Function {
                     FuncId::from_u32(77)
                 }),
             };
+            let imm = match (op, imm) {
+                (Opcode::Pop, Imm::Type(_)) if rng.chance(80) => {
+                    pushed.pop().map_or(imm, Imm::Type)
+                }
+                (Opcode::TapePop, Imm::Type(_)) if rng.chance(80) => {
+                    allocated.pop().map_or(imm, Imm::Type)
+                }
+                _ => imm,
+            };
             let callee = match imm {
                 Imm::Func(c) => m.funcs.get(c).map(|d| &d.sig),
                 _ => None,
@@ -494,6 +565,11 @@ fn random_body(rng: &mut Rng, m: &Module, sig: &Signature) -> Function {
             }
             let i = f.make_inst(op, imm, &args, &results);
             f.append_inst(b, i);
+            match (op, imm, args.first()) {
+                (Opcode::Push, _, Some(&a)) => pushed.push(f.value_type(a)),
+                (Opcode::TapeAlloc, Imm::Type(t), _) => allocated.push(t),
+                _ => {}
+            }
             pool.extend(f.insts[i].results.iter().copied());
         }
         let term = match rng.below(20) {
@@ -586,10 +662,26 @@ fn random_programs_never_panic_and_never_hit_an_interpreter_bug() {
                     .map(|&t| random_val(&mut rng, t))
                     .collect();
                 let before = args.clone();
+                // The tape persists across calls: start both from the same one.
+                let tape_before = interp.tape();
                 let r1 = interp.call(id, &mut args);
-                // The same call again gives the same answer (nothing leaks between calls).
+                let tape_after = interp.tape();
+                interp.reset_tape();
                 let r2 = interp.call(id, &mut before.clone());
-                assert_eq!(format!("{r1:?}"), format!("{r2:?}"), "seed {seed}");
+                // From an empty tape, the same call twice gives the same answer and
+                // leaves the same tape (nothing else leaks between calls).
+                if tape_before.scalars == 0 && tape_before.buffers == 0 {
+                    assert_eq!(format!("{r1:?}"), format!("{r2:?}"), "seed {seed}");
+                    let again = interp.tape();
+                    assert_eq!(
+                        (again.scalars, again.buffers, again.bytes),
+                        (tape_after.scalars, tape_after.buffers, tape_after.bytes),
+                        "seed {seed}"
+                    );
+                }
+                if rng.chance(50) {
+                    interp.reset_tape();
+                }
                 for (a, b) in args.iter().zip(&before) {
                     assert_eq!(a.ty(), b.ty(), "seed {seed}: an argument changed kind");
                 }

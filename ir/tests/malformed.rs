@@ -286,6 +286,89 @@ fn alloc_returned_through_a_phi() {
     );
 }
 
+// The tape.
+
+#[test]
+fn push_of_a_slice() {
+    check(
+        "func @f(%s: [f64]) {\nentry:\n    push %s\n    ret\n}\n",
+        "3:5",
+        "push takes a scalar, found [f64]",
+    );
+}
+
+#[test]
+fn pop_of_a_slice_type() {
+    check(
+        "func @f() {\nentry:\n    %s = pop [f64]\n    ret\n}\n",
+        "3:5",
+        "pop takes a scalar type, not [f64]",
+    );
+}
+
+#[test]
+fn tape_alloc_of_bools() {
+    check(
+        "func @f() {\nentry:\n    %a = tape_alloc bool, 3\n    ret\n}\n",
+        "3:5",
+        "tape_alloc makes buffers of f64, f32 or i64, not bool",
+    );
+}
+
+#[test]
+fn tape_pop_of_bools() {
+    check(
+        "func @f() {\nentry:\n    %a = tape_pop bool\n    ret\n}\n",
+        "3:5",
+        "tape_pop takes buffers of f64, f32 or i64, not bool",
+    );
+}
+
+#[test]
+fn tape_pop_with_an_operand() {
+    check(
+        "func @f() {\nentry:\n    %a = tape_pop f64, 3\n    ret\n}\n",
+        "3:22",
+        "expected a statement, found `,`",
+    );
+}
+
+#[test]
+fn push_with_a_result() {
+    check(
+        "func @f(%x: f64) {\nentry:\n    %y = push %x\n    ret\n}\n",
+        "3:5",
+        "push has no results but 1 name is given",
+    );
+}
+
+#[test]
+fn pop_without_a_type() {
+    check(
+        "func @f() -> f64 {\nentry:\n    %x = pop\n    ret %x\n}\n",
+        "4:5",
+        "unknown type `ret`",
+    );
+}
+
+#[test]
+fn tape_pop_returned() {
+    check(
+        "func @f() -> mut [f64] {\nentry:\n    %a = tape_pop f64\n    ret %a\n}\n",
+        "4:5",
+        "cannot return %a: a tape_pop buffer dies when the function returns",
+    );
+}
+
+#[test]
+fn tape_alloc_returned_through_a_select() {
+    check(
+        "func @f(%s: mut [f64], %c: bool) -> [f64] {\nentry:\n    %a = tape_alloc f64, 3\n    %r = select %c, %s, %a\n    ret %r\n}\n",
+        "5:5",
+        "it may be the tape_alloc buffer %a, which belongs to the tape",
+    );
+}
+
 // Phis and predecessors.
 
 #[test]

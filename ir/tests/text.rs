@@ -317,6 +317,44 @@ func@odd(%x:f64,%y   :   f64)->(f64,f64){entry:%a=fadd %x,%y ; trailing comment
 \t ret %a,%b}extern @e ( ) nodiff
 @e";
 
+const TAPE: &str = "\
+; the tape: a forward pass saves scalars and buffers, a pullback takes them back
+func @forward(%x: [f64], %k: f32, %n: i64, %c: bool) -> f64 {
+entry:
+    %m = len %x
+    %saved = tape_alloc f64, %m
+    %idx = tape_alloc i64, 2
+    %h = tape_alloc f32, %n
+    push %k
+    push %n
+    push %c
+    push 1.0
+    push -7
+    push false
+    push nan
+    %v = load %x[0]
+    store %saved[0], %v
+    ret %v
+}
+
+func @pullback(%dy: f64) -> f64 {
+entry:
+    %nan = pop f64
+    %b = pop bool
+    %i = pop i64
+    %one = pop f64
+    %c = pop bool
+    %n = pop i64
+    %k = pop f32
+    %h = tape_pop f32
+    %idx = tape_pop i64
+    %saved = tape_pop f64
+    %v = load %saved[0]
+    %g = fmul %v, %dy
+    ret %g
+}
+";
+
 const CORPUS: &[&str] = &[
     ROSENBROCK,
     FLOATS,
@@ -325,6 +363,7 @@ const CORPUS: &[&str] = &[
     LOOPS,
     NAMES,
     ODD_WHITESPACE,
+    TAPE,
 ];
 
 #[test]
@@ -387,6 +426,47 @@ fn constants_of_parsed_programs_agree_with_literal_types() {
 fn the_spec_example_prints_as_the_spec_writes_it() {
     let without_comment = ROSENBROCK.split_once('\n').unwrap().1;
     check_print(ROSENBROCK, without_comment);
+}
+
+#[test]
+fn the_tape_program_prints_as_written_and_verifies() {
+    let without_comment = TAPE.split_once('\n').unwrap().1;
+    check_print(TAPE, without_comment);
+    verify(&parse_ok(TAPE)).unwrap();
+}
+
+#[test]
+fn a_pushed_literal_keeps_its_own_type() {
+    // `push` gives its operand no context: `1.0` is f64, `1` i64, and `true` bool,
+    // in the parser and in the rule the verifier checks constants with.
+    let m = parse_ok(
+        "func @f() {\nentry:\n    push 1.0\n    push 1\n    push true\n    push -0.0\n    ret\n}\n",
+    );
+    verify(&m).unwrap();
+    let (_, f) = m.defined().next().unwrap();
+    let mut tys = Vec::new();
+    for (_, inst) in f.placed_insts() {
+        let a = f.insts[inst].args[0];
+        let ValueDef::Const(c) = f.value_def(a) else {
+            panic!("not a constant")
+        };
+        assert_eq!(literal_types(&m, f, inst)[..], [Some(c.ty())]);
+        tys.push(c.ty());
+    }
+    assert_eq!(tys, [Type::F64, Type::I64, Type::Bool, Type::F64]);
+
+    // An f32 constant pushed directly would print as an f64 literal: the verifier
+    // rejects it, and `const f32` is the way to push one.
+    let mut m = Module::new();
+    let id = m.declare("f", Signature::new([], [])).unwrap();
+    let mut b = FunctionBuilder::new(&m, id);
+    let c = b.f32const(0.5);
+    b.ins(Opcode::Push, Imm::None, &[c]);
+    b.ret(&[]);
+    let func = b.finish().unwrap();
+    m.define(id, func).unwrap();
+    let errs = verify(&m).unwrap_err();
+    assert!(errs.to_string().contains("0.5"), "{errs}");
 }
 
 #[test]
@@ -693,7 +773,7 @@ fn random_function(steps: &[(u8, u16, u16, u16, u8)]) -> Module {
             let slices = [(4, Elem::F64), (5, Elem::F32), (6, Elem::I64)];
             let (slice_i, elem) = slices[usize::from(d) % 3];
             let slice = pool[slice_i].1;
-            let v = match sel % 24 {
+            let v = match sel % 25 {
                 0..=6 => {
                     let op = [
                         Opcode::Fadd,
@@ -853,6 +933,34 @@ fn random_function(steps: &[(u8, u16, u16, u16, u8)]) -> Module {
                         vec![b.fadd(acc[0], fi)]
                     });
                     Some(out[0])
+                }
+                23 => {
+                    // The tape: a push or a pop of any scalar type, a tape buffer made
+                    // or popped (unmatched pops are fine: nothing runs them).
+                    let ty = [Type::F64, Type::F32, Type::I64, Type::Bool][usize::from(a) % 4];
+                    match d % 4 {
+                        0 => {
+                            let x = pick(b, &pool, ty, c);
+                            b.ins(Opcode::Push, Imm::None, &[x]);
+                            None
+                        }
+                        1 => {
+                            let inst = b.ins(Opcode::Pop, Imm::Type(ty), &[]);
+                            Some(b.results(inst)[0])
+                        }
+                        2 => {
+                            let n = pick(b, &pool, Type::I64, c);
+                            let inst = b.ins(Opcode::TapeAlloc, Imm::Type(elem.ty()), &[n]);
+                            let buf = b.results(inst)[0];
+                            Some(b.len(buf))
+                        }
+                        _ => {
+                            let inst = b.ins(Opcode::TapePop, Imm::Type(elem.ty()), &[]);
+                            let buf = b.results(inst)[0];
+                            let i = pick(b, &pool, Type::I64, c);
+                            Some(b.load(buf, i))
+                        }
+                    }
                 }
                 _ => {
                     // A diamond merging an i64.

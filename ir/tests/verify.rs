@@ -1336,6 +1336,88 @@ fn an_alloc_buffer_cannot_be_returned_through_a_call() {
     check_err(&m, "cannot return %r: it may be the alloc buffer %a");
 }
 
+// The tape.
+
+/// `op T` with no operands (`pop`, `tape_pop`), or `tape_alloc T, n`.
+fn tape_op(b: &mut FunctionBuilder, op: Opcode, ty: Type, args: &[Value]) -> Value {
+    let inst = b.ins(op, Imm::Type(ty), args);
+    b.results(inst)[0]
+}
+
+#[test]
+fn tape_buffers_may_be_used_and_passed_but_not_returned() {
+    let mut m = Module::new();
+    let id = m
+        .declare_extern("id", sig(&[SF64, F64], &[SF64, F64]))
+        .unwrap();
+    let f = m.declare("f", sig(&[], &[F64])).unwrap();
+    define(&mut m, f, |b| {
+        let three = b.iconst(3);
+        let a = tape_op(b, Opcode::TapeAlloc, F64, &[three]);
+        let p = tape_op(b, Opcode::TapePop, F64, &[]);
+        let zero = b.iconst(0);
+        let x = b.load(a, zero);
+        b.store(p, zero, x);
+        let r = b.call(id, &[p, x]);
+        b.ret(&[r[1]]);
+    });
+    check_ok(&m);
+
+    let m = one(sig(&[], &[MF64]), |b| {
+        let three = b.iconst(3);
+        let a = tape_op(b, Opcode::TapeAlloc, F64, &[three]);
+        b.named("a", a);
+        b.ret(&[a]);
+    });
+    check_err(
+        &m,
+        "cannot return %a: a tape_alloc buffer belongs to the tape, and a tape_pop frees it",
+    );
+
+    let mut m = Module::new();
+    let id = m
+        .declare_extern("id", sig(&[SF64, F64], &[SF64, F64]))
+        .unwrap();
+    let f = m.declare("f", sig(&[BOOL], &[SF64])).unwrap();
+    define(&mut m, f, |b| {
+        let c = b.param(0);
+        let a = tape_op(b, Opcode::TapePop, F64, &[]);
+        b.named("a", a);
+        let one_ = b.fconst(1.0);
+        let r = b.call(id, &[a, one_]);
+        let p = diamond(b, c, |_| r[0], |_| a, SF64);
+        b.ret(&[p]);
+    });
+    check_err(
+        &m,
+        "cannot return %p: it may be the tape_pop buffer %a, which dies when the function returns",
+    );
+}
+
+#[test]
+fn tape_ops_are_typed_by_the_op_table() {
+    let m = one(sig(&[F32, BOOL], &[F32]), |b| {
+        let (x, c) = (b.param(0), b.param(1));
+        b.ins(Opcode::Push, Imm::None, &[x]);
+        b.ins(Opcode::Push, Imm::None, &[c]);
+        let _ = tape_op(b, Opcode::Pop, BOOL, &[]);
+        let y = tape_op(b, Opcode::Pop, F32, &[]);
+        b.ret(&[y]);
+    });
+    check_ok(&m);
+
+    // A pop whose result is used at the wrong type.
+    let m = one(sig(&[], &[F64]), |b| {
+        let y = tape_op(b, Opcode::Pop, F32, &[]);
+        b.named("y", y);
+        b.ret(&[y]);
+    });
+    check_err(
+        &m,
+        "ret value 1 (%y) has type f32, but @f returns f64 there",
+    );
+}
+
 // Literal typing.
 
 #[test]

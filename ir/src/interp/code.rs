@@ -225,7 +225,7 @@ impl Compiler<'_> {
             };
         }
         let arity = op.arity().unwrap_or(0);
-        let nres = usize::from(op != Opcode::Store);
+        let nres = op.result_count().unwrap_or(0);
         if data.args.len() != arity || data.results.len() != nres {
             return Step::Bad(self.msg(format!(
                 "{op} takes {arity} operands and defines {nres} values, found {} and {}",

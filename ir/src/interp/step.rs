@@ -7,6 +7,7 @@
 //! operands, so an ill-typed (unverified) function ends in
 //! [`ErrorKind::Malformed`] rather than a panic.
 
+use crate::interp::tape::Tape;
 use crate::interp::{ErrorKind, Val};
 use crate::ops::{Imm, Opcode};
 use crate::types::{Elem, Scalar, Type};
@@ -26,6 +27,19 @@ pub(super) enum Slot {
     Bool(bool),
     /// Buffer number `.0` of the buffer stack; `.1` says whether `store` may write it.
     Buf(u32, bool),
+}
+
+impl Slot {
+    /// The scalar the slot holds, if it holds one.
+    fn scalar(self) -> Option<Scalar> {
+        Some(match self {
+            Slot::F64(x) => Scalar::F64(x),
+            Slot::F32(x) => Scalar::F32(x),
+            Slot::I64(x) => Scalar::I64(x),
+            Slot::Bool(x) => Scalar::Bool(x),
+            Slot::Undef | Slot::Buf(..) => return None,
+        })
+    }
 }
 
 impl From<Scalar> for Slot {
@@ -230,9 +244,34 @@ fn malformed(message: String) -> ErrorKind {
     ErrorKind::Malformed(message)
 }
 
+/// The element type an `alloc`, `tape_alloc` or `tape_pop` names.
+fn elem_of(op: Opcode, imm: Imm) -> Result<Elem, ErrorKind> {
+    match imm {
+        Imm::Type(t) => Elem::of(t),
+        _ => None,
+    }
+    .ok_or_else(|| malformed(format!("{op} of {imm:?} is not an op")))
+}
+
+/// The zero-filled buffer of an `alloc` or `tape_alloc` of `n` elements.
+fn zeroed(op: Opcode, imm: Imm, n: Slot, bufs: &[Buffer]) -> Result<Buffer, ErrorKind> {
+    let elem = elem_of(op, imm)?;
+    let n = match n {
+        Slot::I64(n) => n,
+        x => return Err(mismatch(op, &[x], bufs)),
+    };
+    let Ok(len) = usize::try_from(n) else {
+        return Err(ErrorKind::NegativeAlloc(n));
+    };
+    Buffer::zeroed(elem, len).ok_or(ErrorKind::AllocFailed(n))
+}
+
 /// Executes one instruction that is not a `call`: reads its operands from the slots
-/// `args` of `regs`, writes its result (if any) into slot `dst`.
+/// `args` of `regs`, writes its result (if any) into slot `dst`. `tape` is the
+/// interpreter's tape, and the frame's own buffers start at slot `frame_bufs` of
+/// `bufs`.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 pub(super) fn exec(
     op: Opcode,
     imm: Imm,
@@ -240,6 +279,8 @@ pub(super) fn exec(
     dst: u32,
     regs: &mut [Slot],
     bufs: &mut Vec<Buffer>,
+    tape: &mut Tape,
+    frame_bufs: usize,
 ) -> Result<(), ErrorKind> {
     macro_rules! arg {
         ($i:literal) => {
@@ -476,24 +517,31 @@ pub(super) fn exec(
             return Ok(());
         }
         Opcode::Alloc => {
-            let elem = match imm {
-                Imm::Type(t) => Elem::of(t),
-                _ => None,
-            };
-            let Some(elem) = elem else {
-                return Err(malformed(format!("alloc of {imm:?} is not an op")));
-            };
-            let n = match arg!(0) {
-                Slot::I64(n) => n,
-                x => return Err(mismatch(op, &[x], bufs)),
-            };
-            let Ok(len) = usize::try_from(n) else {
-                return Err(ErrorKind::NegativeAlloc(n));
-            };
-            let id = u32::try_from(bufs.len()).map_err(|_| ErrorKind::AllocFailed(n))?;
-            let buf = Buffer::zeroed(elem, len).ok_or(ErrorKind::AllocFailed(n))?;
+            let buf = zeroed(op, imm, arg!(0), bufs)?;
+            let id =
+                u32::try_from(bufs.len()).map_err(|_| ErrorKind::AllocFailed(buf.len() as i64))?;
             bufs.push(buf);
             Slot::Buf(id, true)
+        }
+        Opcode::Push => {
+            let x = arg!(0);
+            let Some(s) = x.scalar() else {
+                return Err(mismatch(op, &[x], bufs));
+            };
+            tape.push(s);
+            return Ok(());
+        }
+        Opcode::Pop => match imm {
+            Imm::Type(t) if t.is_scalar() => Slot::from(tape.pop(t)?),
+            _ => return Err(malformed(format!("pop of {imm:?} is not an op"))),
+        },
+        Opcode::TapeAlloc => {
+            let buf = zeroed(op, imm, arg!(0), bufs)?;
+            Slot::Buf(tape.alloc(buf, bufs)?, true)
+        }
+        Opcode::TapePop => {
+            let elem = elem_of(op, imm)?;
+            Slot::Buf(tape.pop_buf(elem, frame_bufs, bufs)?, true)
         }
         Opcode::Call => {
             return Err(ErrorKind::Internal("call reached the op step".into()));

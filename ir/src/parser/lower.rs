@@ -622,10 +622,12 @@ impl<'m, 'a, 'e> FnLower<'m, 'a, 'e> {
             Ok(t) => (t.results, false),
             // A type error, for the verifier to report: keep a plausible shape.
             Err(_) => match (op.shape(), callee) {
-                (Shape::Store, _) => (SmallVec::new(), false),
                 (Shape::Call, Some(sig)) => (sig.results.iter().copied().collect(), false),
                 (Shape::Call, None) => (smallvec![Type::F64; n_names], true),
-                _ => (smallvec![Type::F64], false),
+                _ => match op.result_count() {
+                    Some(0) => (SmallVec::new(), false),
+                    _ => (smallvec![Type::F64], false),
+                },
             },
         };
         if n_names != 0 && n_names != results.len() && callee_known {

@@ -679,6 +679,7 @@ impl<'a> Parser<'a, '_> {
                 self.expect(Tok::Comma, "`,`")?;
                 (ImmAst::Type(ty), vec![self.operand()?])
             }
+            Shape::Pop | Shape::TapePop => (ImmAst::Type(self.ty()?), Vec::new()),
             Shape::Call => {
                 let callee = self.func_name()?;
                 self.expect(Tok::LParen, "`(`")?;
