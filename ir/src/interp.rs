@@ -67,23 +67,32 @@
 //! The tape ops (see [`ops`](crate::ops#the-tape)) work on a tape that belongs to the
 //! `Interpreter`, not to a call: it persists across calls of [`Interpreter::call`], so
 //! a forward pass called first and its pullback called next on the same interpreter
-//! see the same tape. It is one LIFO stack of scalars and one of buffers.
+//! see the same tape. It is one LIFO stack of scalars and a table of buffers.
 //!
 //! - `push` pushes its scalar; `pop T` pops the top scalar if it is a `T`. An empty
 //!   stack is [`ErrorKind::TapeUnderflow`], a scalar of another type
 //!   [`ErrorKind::TapeMismatch`] (and the tape is left as it was). A compiled engine
 //!   may keep one stack per type, so only matched pushes and pops mean the same on
 //!   every engine.
-//! - `tape_alloc` makes a zero-filled buffer like `alloc`; the running function uses
-//!   it, and when the function returns the buffer moves to the tape instead of dying.
-//!   `tape_pop T` pops the top buffer (of element type `T`, else `TapeMismatch`); the
-//!   popping function owns it until it returns. A function may `tape_pop` a buffer it
-//!   made itself; one that a caller made and still sees is
-//!   [`ErrorKind::TapeBufferInUse`], since the popping function would free it under
-//!   the caller.
-//! - A call that fails leaves the tape as it stood at the error (buffers of frames
-//!   that did not return are on it). [`Interpreter::reset_tape`] empties it;
-//!   [`Interpreter::tape`] says what it holds and the most bytes it has held.
+//! - `tape_alloc T, n` makes a zero-filled buffer like `alloc` (with the same errors),
+//!   adds it to the table, and returns its handle, an `i64`. The buffer stays until
+//!   [`Interpreter::reset_tape`]; no call frees it.
+//! - `tape_view T, h` is a `mut` slice of the buffer with handle `h`: loads and stores
+//!   through it read and write the tape's buffer, so every view of one buffer, in
+//!   this call or a later one, sees every store. A handle that names no buffer of the
+//!   table ([`ErrorKind::NoTapeBuffer`]: never made, forged, or made before the last
+//!   reset) or a buffer of another element type
+//!   ([`ErrorKind::TapeBufferMismatch`]) is an error.
+//! - Handles carry the tape's generation, which each reset advances, so a stale
+//!   handle is refused rather than naming a new buffer. Their encoding is unspecified
+//!   (they are negative numbers here, so a handle used as a length or an index fails
+//!   at once).
+//! - A call that fails leaves the tape as it stood at the error.
+//!   [`Interpreter::reset_tape`] empties it; [`Interpreter::tape`] says what it holds
+//!   and the most bytes it has held.
+//! - The verifier refuses to return a `tape_view` slice; if an unverified function
+//!   returns one anyway, it comes back as a copy, like any slice (the buffer is alive,
+//!   so nothing is unsafe).
 //!
 //! # Errors
 //!
@@ -101,10 +110,10 @@
 //! indices into a frame's registers, constants are copied in from a template, and
 //! every control-flow edge carries its phi copies. Registers of all frames live in one
 //! vector and buffers in one stack, so a call allocates nothing but the growth of
-//! those. The ops themselves are one `match` arm each (the `step` submodule). The
-//! tape (the `tape` submodule) moves buffers between that stack and itself: a
-//! `tape_alloc` buffer stays on the stack, lent, while its function runs, and moves
-//! to the tape when the function returns; `tape_pop` moves it back.
+//! those. The ops themselves are one `match` arm each (the `step` submodule). A slice
+//! register says whether its buffer is on that stack or in the tape's table (the
+//! `tape` submodule), which holds `tape_alloc` buffers, never moves them, and is
+//! cleared only between calls.
 
 mod code;
 mod step;
@@ -115,7 +124,7 @@ use core::fmt;
 use cranelift_entity::EntityRef;
 
 use self::code::{Code, Edge, Step, Term};
-use self::step::{Buffer, Slot, fits, slot_type};
+use self::step::{BufId, Buffer, Mem, Slot, buf_mut, fits, slot_type};
 use self::tape::Tape;
 use crate::entities::{Block, FuncId, Inst, Value};
 use crate::function::{Pos, SourceMap};
@@ -238,20 +247,33 @@ pub enum ErrorKind {
     AllocFailed(i64),
     /// Calls nested deeper than [`Limits::max_depth`].
     RecursionLimit(usize),
-    /// `pop` or `tape_pop` with nothing of its kind on the tape.
+    /// `pop` with no scalar on the tape.
     TapeUnderflow,
-    /// `pop` or `tape_pop` found something of another type on top of the tape (a
-    /// scalar type, or for buffers `mut [T]`). The tape is left as it was.
+    /// `pop` found a scalar of another type on top of the tape. The tape is left as
+    /// it was.
     TapeMismatch {
-        /// The type the op takes off the tape.
+        /// The type `pop` takes off the tape.
         expected: Type,
         /// The type on top of the tape.
         found: Type,
     },
-    /// `tape_pop` of a buffer that a caller made with `tape_alloc` and is still
-    /// running: the popping function would own it, and free it on returning, while
-    /// the caller may still use it.
-    TapeBufferInUse,
+    /// `tape_view` of a handle that names no tape buffer: not made by `tape_alloc`,
+    /// or made before the tape was last reset.
+    NoTapeBuffer {
+        /// The element type of the view.
+        elem: Elem,
+        /// The handle.
+        handle: i64,
+    },
+    /// `tape_view` of a tape buffer of another element type.
+    TapeBufferMismatch {
+        /// The handle.
+        handle: i64,
+        /// The element type of the view.
+        expected: Elem,
+        /// The element type of the buffer.
+        found: Elem,
+    },
     /// More statements than [`Limits::fuel`].
     OutOfFuel(u64),
     /// The arguments do not fit the function's parameters.
@@ -291,17 +313,20 @@ impl fmt::Display for ErrorKind {
             ErrorKind::AllocFailed(n) => write!(f, "cannot allocate {n} elements"),
             ErrorKind::RecursionLimit(d) => write!(f, "calls nested deeper than {d}"),
             ErrorKind::TapeUnderflow => f.write_str("tape underflow"),
-            ErrorKind::TapeMismatch { expected, found } => match (expected, found) {
-                (Type::Slice { elem: e, .. }, Type::Slice { elem: g, .. }) => {
-                    write!(f, "tape_pop {e} found a buffer of {g} on the tape")
-                }
-                _ => {
-                    let article = if *found == Type::Bool { "a" } else { "an" };
-                    write!(f, "pop {expected} found {article} {found} on the tape")
-                }
-            },
-            ErrorKind::TapeBufferInUse => f.write_str(
-                "tape_pop takes a buffer that a calling function made with tape_alloc and may still use",
+            ErrorKind::TapeMismatch { expected, found } => {
+                let article = if *found == Type::Bool { "a" } else { "an" };
+                write!(f, "pop {expected} found {article} {found} on the tape")
+            }
+            ErrorKind::NoTapeBuffer { elem, handle } => {
+                write!(f, "tape_view {elem}: no tape buffer with handle {handle}")
+            }
+            ErrorKind::TapeBufferMismatch {
+                handle,
+                expected,
+                found,
+            } => write!(
+                f,
+                "tape_view {expected}: tape buffer {handle} holds {found}, not {expected}"
             ),
             ErrorKind::OutOfFuel(n) => write!(f, "out of fuel after {n} statements"),
             ErrorKind::BadArguments(m) => f.write_str(m),
@@ -419,7 +444,7 @@ pub struct Interpreter<'m> {
     /// The host binding of each extern function, by [`FuncId`] index.
     hosts: Vec<Option<HostFn<'m>>>,
     machine: Machine,
-    /// What `push` and `tape_alloc` saved, kept across calls.
+    /// What `push` saved and `tape_alloc` made, kept across calls.
     tape: Tape,
 }
 
@@ -428,7 +453,7 @@ pub struct Interpreter<'m> {
 pub struct TapeStats {
     /// The scalars on the tape.
     pub scalars: usize,
-    /// The buffers on the tape.
+    /// The buffers on the tape: every `tape_alloc` since the last reset.
     pub buffers: usize,
     /// The bytes the tape holds now: 8 per scalar, whatever its type, and the element
     /// bytes of every buffer (8 per `f64` or `i64`, 4 per `f32`).
@@ -515,10 +540,11 @@ impl<'m> Interpreter<'m> {
         }
     }
 
-    /// Empties the tape and forgets its peak. [`Interpreter::call`] never does: the
-    /// tape persists across calls, so a pullback called after its forward pass finds
-    /// what the forward pass saved. After a call that failed halfway, this puts the
-    /// tape back in a known state.
+    /// Empties the tape, frees its buffers and forgets its peak; handles made before
+    /// are stale from then on ([`ErrorKind::NoTapeBuffer`]). [`Interpreter::call`]
+    /// never does: the tape persists across calls, so a pullback called after its
+    /// forward pass finds what the forward pass saved. After a call that failed
+    /// halfway, this puts the tape back in a known state.
     pub fn reset_tape(&mut self) {
         self.tape.clear();
     }
@@ -545,18 +571,12 @@ impl<'m> Interpreter<'m> {
     /// directly hands `args` itself to its host closure.
     ///
     /// The tape is not cleared: the call starts from what earlier calls left on it,
-    /// and leaves on it what it pushed and did not pop, even when it fails (see
-    /// [`Interpreter::reset_tape`]).
+    /// and leaves on it what it pushed and did not pop and every buffer it made, even
+    /// when it fails (see [`Interpreter::reset_tape`]).
     pub fn call(&mut self, func: FuncId, args: &mut [Val]) -> Result<Vec<Val>, InterpError> {
         self.machine.clear();
         self.machine.steps = 0;
-        let mut result = self.start(func, args);
-        // Buffers from `tape_alloc` in frames that did not return go to the tape.
-        if let Err(message) = self.tape.release(0, &mut self.machine.bufs)
-            && result.is_ok()
-        {
-            result = Err(bug(self.module, Some(func), &message));
-        }
+        let result = self.start(func, args);
         // The argument buffers are the first ones; give them back, whatever happened.
         let Machine { bufs, arg_bufs, .. } = &mut self.machine;
         for (buf, &k) in bufs.iter_mut().zip(arg_bufs.iter()) {
@@ -643,9 +663,12 @@ impl<'m> Interpreter<'m> {
                     let Some(buf) = Buffer::take_from(slice) else {
                         return Err(bug(module, Some(func), "a Val neither scalar nor slice"));
                     };
+                    let Some(id) = BufId::frame(m.bufs.len()) else {
+                        return Err(bug(module, Some(func), "too many argument buffers"));
+                    };
                     m.bufs.push(buf);
                     m.arg_bufs.push(k);
-                    Slot::Buf((m.bufs.len() - 1) as u32, ty.is_mut_slice())
+                    Slot::Buf(id, ty.is_mut_slice())
                 }
             };
             if let Some(&p) = code.params.get(k) {
@@ -711,7 +734,7 @@ impl<'m> Interpreter<'m> {
                     }
                     match ci.step {
                         Step::Op { op, imm, args, dst } => {
-                            let r = step::exec(op, imm, args, dst, regs, bufs, tape, frame.bufs);
+                            let r = step::exec(op, imm, args, dst, regs, bufs, tape);
                             if let Err(kind) = r {
                                 return Err(at_inst(module, fid, ci.inst, op.name(), kind));
                             }
@@ -746,6 +769,10 @@ impl<'m> Interpreter<'m> {
                                     block: entry as u32,
                                     pc: ccode.blocks[entry].start,
                                 };
+                                let mem = Mem {
+                                    frames: bufs,
+                                    tape: &*tape,
+                                };
                                 bind_args(
                                     module,
                                     ccode,
@@ -753,7 +780,7 @@ impl<'m> Interpreter<'m> {
                                     base,
                                     arg_slots,
                                     regfile,
-                                    bufs,
+                                    mem,
                                 )
                                 .map_err(fail)?;
                                 frames.push(callee_frame);
@@ -768,6 +795,7 @@ impl<'m> Interpreter<'m> {
                                 &lists[results.range()],
                                 regs,
                                 bufs,
+                                tape,
                             )
                             .map_err(fail)?;
                         }
@@ -797,7 +825,7 @@ impl<'m> Interpreter<'m> {
                         s => {
                             let kind = ErrorKind::Malformed(format!(
                                 "br tests {}, not a bool",
-                                slot_type(s, bufs)
+                                slot_type(s, Mem { frames: bufs, tape })
                             ));
                             return Err(at_term(module, fid, here, "br", kind));
                         }
@@ -805,15 +833,19 @@ impl<'m> Interpreter<'m> {
                     Term::Ret(vals) => {
                         let fail = |kind| at_term(module, fid, here, "ret", kind);
                         let vals = &code.lists[vals.range()];
+                        let mem = Mem {
+                            frames: bufs,
+                            tape: &*tape,
+                        };
                         for (k, &v) in vals.iter().enumerate() {
                             let s = regs[v as usize];
-                            check_result(s, code.result_tys[k], frame.bufs, bufs).map_err(fail)?;
+                            check_result(s, code.result_tys[k], frame.bufs, mem).map_err(fail)?;
                         }
                         frames.pop();
                         let Some(caller) = frames.last_mut() else {
                             return vals
                                 .iter()
-                                .map(|&v| to_val(regs[v as usize], bufs))
+                                .map(|&v| to_val(regs[v as usize], mem))
                                 .collect::<Result<Vec<Val>, ErrorKind>>()
                                 .map_err(fail);
                         };
@@ -832,9 +864,6 @@ impl<'m> Interpreter<'m> {
                             regfile[caller.base + d as usize] = regfile[base + v as usize];
                         }
                         regfile.truncate(base);
-                        if let Err(message) = tape.release(frame.bufs, bufs) {
-                            return Err(bug(module, Some(fid), &message));
-                        }
                         bufs.truncate(frame.bufs);
                         caller.pc += 1;
                         continue 'frames;
@@ -902,7 +931,7 @@ fn bind_args(
     base: usize,
     args: &[u32],
     regfile: &mut Vec<Slot>,
-    bufs: &[Buffer],
+    mem: Mem<'_>,
 ) -> Result<(), ErrorKind> {
     regfile.extend_from_slice(&code.template);
     for (k, ((&a, &p), &ty)) in args
@@ -911,7 +940,7 @@ fn bind_args(
         .zip(&code.param_tys)
         .enumerate()
     {
-        let s = bind_param(regfile[base + a as usize], ty, bufs).map_err(|found| {
+        let s = bind_param(regfile[base + a as usize], ty, mem).map_err(|found| {
             let name = module.name(frame.func);
             ErrorKind::Malformed(format!(
                 "argument {} of @{name} must be {ty}, found {found}",
@@ -925,9 +954,9 @@ fn bind_args(
 
 /// The slot a callee's parameter of type `ty` gets for the argument `s`: the same,
 /// with a slice's writability taken from the parameter. `Err` has the argument's type.
-fn bind_param(s: Slot, ty: Type, bufs: &[Buffer]) -> Result<Slot, String> {
-    if !fits(s, ty, bufs) {
-        return Err(slot_type(s, bufs));
+fn bind_param(s: Slot, ty: Type, mem: Mem<'_>) -> Result<Slot, String> {
+    if !fits(s, ty, mem) {
+        return Err(slot_type(s, mem));
     }
     Ok(match s {
         Slot::Buf(id, _) => Slot::Buf(id, ty.is_mut_slice()),
@@ -936,16 +965,16 @@ fn bind_param(s: Slot, ty: Type, bufs: &[Buffer]) -> Result<Slot, String> {
 }
 
 /// Checks a returned value against its declared type, and that it is not a buffer
-/// of the returning frame (those die with it).
-fn check_result(s: Slot, ty: Type, frame_bufs: usize, bufs: &[Buffer]) -> Result<(), ErrorKind> {
-    if !fits(s, ty, bufs) {
-        let found = slot_type(s, bufs);
+/// of the returning frame (those die with it; tape buffers do not).
+fn check_result(s: Slot, ty: Type, frame_bufs: usize, mem: Mem<'_>) -> Result<(), ErrorKind> {
+    if !fits(s, ty, mem) {
+        let found = slot_type(s, mem);
         return Err(ErrorKind::Malformed(format!(
             "ret returns {found} where the function declares {ty}"
         )));
     }
     if let Slot::Buf(id, _) = s
-        && id as usize >= frame_bufs
+        && id.frame_index().is_some_and(|i| i >= frame_bufs)
     {
         return Err(ErrorKind::Malformed(
             "ret returns a buffer the function allocated".into(),
@@ -955,15 +984,15 @@ fn check_result(s: Slot, ty: Type, frame_bufs: usize, bufs: &[Buffer]) -> Result
 }
 
 /// The [`Val`] of a slot (a copy, for a slice).
-fn to_val(s: Slot, bufs: &[Buffer]) -> Result<Val, ErrorKind> {
+fn to_val(s: Slot, mem: Mem<'_>) -> Result<Val, ErrorKind> {
     Ok(match s {
         Slot::F64(x) => Val::F64(x),
         Slot::F32(x) => Val::F32(x),
         Slot::I64(x) => Val::I64(x),
         Slot::Bool(x) => Val::Bool(x),
-        Slot::Buf(id, _) => match bufs.get(id as usize) {
+        Slot::Buf(id, _) => match mem.get(id) {
             Some(b) => b.to_val(),
-            None => return Err(ErrorKind::Internal(format!("buffer {id} was freed"))),
+            None => return Err(ErrorKind::Internal(format!("buffer {id:?} was freed"))),
         },
         Slot::Undef => {
             return Err(ErrorKind::Malformed(
@@ -999,7 +1028,9 @@ fn check_host_results(name: &str, tys: &[Type], out: &[Val]) -> Result<(), Error
 }
 
 /// Calls the extern `callee` from inside a frame: arguments from `args` slots of
-/// `regs`, results into `results` slots.
+/// `regs`, results into `results` slots. Slices are copied from and back into
+/// `bufs` or `tape`.
+#[allow(clippy::too_many_arguments)]
 fn call_host(
     module: &Module,
     hosts: &mut [Option<HostFn<'_>>],
@@ -1008,6 +1039,7 @@ fn call_host(
     results: &[u32],
     regs: &mut [Slot],
     bufs: &mut Vec<Buffer>,
+    tape: &mut Tape,
 ) -> Result<(), ErrorKind> {
     let Some(decl) = module.funcs.get(callee) else {
         return Err(ErrorKind::Internal(format!("no function {callee}")));
@@ -1027,15 +1059,19 @@ fn call_host(
     };
     let sig = &decl.sig;
     let mut vals = Vec::with_capacity(args.len());
+    let mem = Mem {
+        frames: bufs,
+        tape: &*tape,
+    };
     for (k, (&a, &ty)) in args.iter().zip(&sig.params).enumerate() {
         let s = regs[a as usize];
-        if let Err(found) = bind_param(s, ty, bufs) {
+        if let Err(found) = bind_param(s, ty, mem) {
             return Err(ErrorKind::Malformed(format!(
                 "argument {} of @{name} must be {ty}, found {found}",
                 k + 1
             )));
         }
-        vals.push(to_val(s, bufs)?);
+        vals.push(to_val(s, mem)?);
     }
     let fail = |message| ErrorKind::ExternFailed {
         name: name.to_string(),
@@ -1044,7 +1080,7 @@ fn call_host(
     let out = host(&mut vals).map_err(fail)?;
     for (k, ((&a, &ty), v)) in args.iter().zip(&sig.params).zip(&vals).enumerate() {
         if let (Slot::Buf(id, _), true) = (regs[a as usize], ty.is_mut_slice()) {
-            let copied = bufs.get_mut(id as usize).is_some_and(|b| b.copy_from(v));
+            let copied = buf_mut(id, bufs, tape).is_some_and(|b| b.copy_from(v));
             if !copied {
                 return Err(fail(format!(
                     "it changed the length or type of argument {}",
@@ -1061,8 +1097,8 @@ fn call_host(
             Val::I64(x) => Slot::I64(*x),
             Val::Bool(x) => Slot::Bool(*x),
             slice => {
-                let id = u32::try_from(bufs.len())
-                    .map_err(|_| ErrorKind::Internal("too many buffers".into()))?;
+                let id = BufId::frame(bufs.len())
+                    .ok_or_else(|| ErrorKind::Internal("too many buffers".into()))?;
                 let Some(buf) = Buffer::take_from(slice) else {
                     return Err(ErrorKind::Internal("a Val neither scalar nor slice".into()));
                 };

@@ -10,22 +10,30 @@
 //! # The tape
 //!
 //! Four ops exist for derived code: the forward pass saves what the pullback needs on
-//! a *tape*, and the pullback takes it back in reverse order. The tape is an implicit
-//! context shared by every call made on one engine (an
-//! [`Interpreter`](crate::interp::Interpreter); later the JIT's workspace): it persists
-//! across top-level calls, so a forward pass called first and a pullback called next
-//! see the same tape. It holds one LIFO stack of scalars and one LIFO stack of
-//! buffers:
+//! a *tape*, and the pullback takes it back. The tape is an implicit context shared by
+//! every call made on one engine (an [`Interpreter`](crate::interp::Interpreter);
+//! later the JIT's workspace): it persists across top-level calls, so a forward pass
+//! called first and a pullback called next see the same tape. It holds one LIFO stack
+//! of scalars and a table of buffers named by handles:
 //!
 //! - `push %v` pushes a scalar (`f64`, `f32`, `i64` or `bool`). A slice can never be
 //!   pushed: the view could outlive its buffer.
 //! - `%v = pop T` pops the most recent scalar, which must be a `T`; popping an empty
 //!   tape, or a scalar of another type, is a runtime error.
-//! - `%a = tape_alloc T, %n` is `alloc`, except that the tape owns the buffer: it is
-//!   pushed on the buffer stack and outlives the function, until a `tape_pop` takes
-//!   it back. Its result may not be returned.
-//! - `%a = tape_pop T` pops the most recent buffer (of element type `T`); the
-//!   function owns it from then on, as if it had `alloc`ed it.
+//! - `%h = tape_alloc T, %n` makes a zero-filled buffer of `n` elements of `T` (`f64`,
+//!   `f32` or `i64`) owned by the tape, and returns an `i64` *handle* naming it. The
+//!   buffer lives until the engine resets the tape (between gradient calls, never
+//!   during one); nothing in the IR frees it. `n < 0` is a runtime error, and so is a
+//!   buffer too large to be had.
+//! - `%s = tape_view T, %h` is the `mut [T]` view of the buffer with handle `%h`. Any
+//!   number of views of one buffer may exist, in any calls; they alias, like any two
+//!   slices of one buffer. A handle that names no live buffer (not made by
+//!   `tape_alloc`, or made before the tape was last reset), or a buffer of another
+//!   element type, is a runtime error. A view may not be returned (the verifier's
+//!   `ret` rule): it is valid only during the gradient call.
+//!
+//! A handle is an ordinary `i64`: it may be pushed, popped, passed and stored like any
+//! other. Its encoding is unspecified; programs get handles only from `tape_alloc`.
 //!
 //! Well-formed derived code pops exactly what it pushed, in reverse order. A compiled
 //! engine may keep one stack per scalar type (a LIFO-matched sequence stays matched
@@ -141,15 +149,17 @@ pub enum Shape {
     Load,
     /// `store s[i], v`: a `mut` slice, an `i64` and an element; no result.
     Store,
-    /// `alloc T, n` and `tape_alloc T, n`: an `i64`; `mut [T]` (`T` is `f64`, `f32`
-    /// or `i64`).
+    /// `alloc T, n`: an `i64`; `mut [T]` (`T` is `f64`, `f32` or `i64`).
     Alloc,
     /// `push v`: one scalar; no result.
     Push,
     /// `pop T`: no operands; `T` (a scalar type).
     Pop,
-    /// `tape_pop T`: no operands; `mut [T]` (`T` is `f64`, `f32` or `i64`).
-    TapePop,
+    /// `tape_alloc T, n`: an `i64` length; an `i64` handle (`T` is `f64`, `f32` or
+    /// `i64`).
+    TapeAlloc,
+    /// `tape_view T, h`: an `i64` handle; `mut [T]` (`T` is `f64`, `f32` or `i64`).
+    TapeView,
     /// `call @f(args)`: the callee's parameters; the callee's results.
     Call,
 }
@@ -239,8 +249,8 @@ ops! {
     Call = "call", Call, "Calls a function of the module.";
     Push = "push", Push, "Pushes a scalar onto the tape.";
     Pop = "pop", Pop, "Pops the most recent scalar off the tape; an empty tape or a scalar of another type is a runtime error.";
-    TapeAlloc = "tape_alloc", Alloc, "A zero-filled buffer of n elements owned by the tape: it outlives the function, until a `tape_pop` takes it back; n < 0 is a runtime error.";
-    TapePop = "tape_pop", TapePop, "Pops the most recent buffer off the tape; the function owns it until it returns. An empty tape or another element type is a runtime error.";
+    TapeAlloc = "tape_alloc", TapeAlloc, "A zero-filled buffer of n elements owned by the tape, alive until the engine resets the tape; returns an i64 handle naming it. n < 0 is a runtime error.";
+    TapeView = "tape_view", TapeView, "The mut slice view of the tape buffer a handle names; a handle of no live buffer, or of a buffer of another element type, is a runtime error.";
 }
 
 impl Opcode {
@@ -263,9 +273,12 @@ impl Opcode {
     pub fn imm_kind(self) -> ImmKind {
         match self.shape() {
             Shape::FloatCmp | Shape::IntCmp => ImmKind::Cmp,
-            Shape::Cast | Shape::Bitcast | Shape::Alloc | Shape::Pop | Shape::TapePop => {
-                ImmKind::Type
-            }
+            Shape::Cast
+            | Shape::Bitcast
+            | Shape::Alloc
+            | Shape::Pop
+            | Shape::TapeAlloc
+            | Shape::TapeView => ImmKind::Type,
             Shape::Const => ImmKind::Const,
             Shape::Call => ImmKind::Func,
             _ => ImmKind::None,
@@ -275,7 +288,7 @@ impl Opcode {
     /// The fixed number of operands, or `None` for `call` (the callee decides).
     pub fn arity(self) -> Option<usize> {
         Some(match self.shape() {
-            Shape::Const | Shape::Pop | Shape::TapePop => 0,
+            Shape::Const | Shape::Pop => 0,
             Shape::FloatUnary
             | Shape::IntUnary
             | Shape::BoolUnary
@@ -283,7 +296,9 @@ impl Opcode {
             | Shape::Bitcast
             | Shape::Len
             | Shape::Alloc
-            | Shape::Push => 1,
+            | Shape::Push
+            | Shape::TapeAlloc
+            | Shape::TapeView => 1,
             Shape::FloatBinary
             | Shape::Powi
             | Shape::IntBinary
@@ -320,7 +335,7 @@ impl Opcode {
                 | Opcode::Push
                 | Opcode::Pop
                 | Opcode::TapeAlloc
-                | Opcode::TapePop
+                | Opcode::TapeView
         )
     }
 }
@@ -339,7 +354,7 @@ pub enum ImmKind {
     /// A comparison predicate.
     Cmp,
     /// A type: the target of `cast`/`bitcast`, the element type of `alloc`,
-    /// `tape_alloc` and `tape_pop`, the type `pop` takes off the tape.
+    /// `tape_alloc` and `tape_view`, the type `pop` takes off the tape.
     Type,
     /// A constant.
     Const,
@@ -355,7 +370,7 @@ pub enum Imm {
     /// The predicate of `fcmp`/`icmp`.
     Cmp(CmpPred),
     /// The target type of `cast`/`bitcast`, the element type of `alloc`, `tape_alloc`
-    /// or `tape_pop`, or the type of `pop` (a scalar type).
+    /// or `tape_view`, or the type of `pop` (a scalar type).
     Type(Type),
     /// The constant of `const`.
     Const(Scalar),
@@ -554,14 +569,23 @@ pub fn resolve(
             }
             check(smallvec![], smallvec![t])
         }
-        Shape::TapePop => {
+        Shape::TapeAlloc => {
+            let Imm::Type(t) = *imm else { unreachable!() };
+            if Elem::of(t).is_none() {
+                return Err(format!(
+                    "tape_alloc makes buffers of f64, f32 or i64, not {t}"
+                ));
+            }
+            check(smallvec![Some(Type::I64)], smallvec![Type::I64])
+        }
+        Shape::TapeView => {
             let Imm::Type(t) = *imm else { unreachable!() };
             let Some(elem) = Elem::of(t) else {
                 return Err(format!(
-                    "tape_pop takes buffers of f64, f32 or i64, not {t}"
+                    "tape_view views buffers of f64, f32 or i64, not {t}"
                 ));
             };
-            check(smallvec![], smallvec![Type::slice_mut(elem)])
+            check(smallvec![Some(Type::I64)], smallvec![Type::slice_mut(elem)])
         }
         Shape::Call => {
             let Some(sig) = callee else {
@@ -633,7 +657,7 @@ mod tests {
     }
 
     #[test]
-    fn tape_ops_take_scalars_and_make_buffers() {
+    fn tape_ops_take_scalars_and_name_buffers_by_handles() {
         let sf = Type::slice(Elem::F64);
         let t = resolve(Opcode::Push, &Imm::None, &[None], None).unwrap();
         assert_eq!((t.params.to_vec(), t.results.len()), (vec![None], 0));
@@ -647,23 +671,49 @@ mod tests {
         assert_eq!(e, "pop takes a scalar type, not [f64]");
         let t = resolve(Opcode::TapeAlloc, &Imm::Type(Type::I64), &[None], None).unwrap();
         assert_eq!(t.params[..], [Some(Type::I64)]);
-        assert_eq!(t.results[..], [Type::slice_mut(Elem::I64)]);
+        assert_eq!(t.results[..], [Type::I64]);
         let e = resolve(Opcode::TapeAlloc, &Imm::Type(Type::Bool), &[None], None).unwrap_err();
         assert_eq!(e, "tape_alloc makes buffers of f64, f32 or i64, not bool");
-        let t = resolve(Opcode::TapePop, &Imm::Type(Type::F64), &[], None).unwrap();
-        assert_eq!(t.results[..], [Type::slice_mut(Elem::F64)]);
-        let e = resolve(Opcode::TapePop, &Imm::Type(sf), &[], None).unwrap_err();
-        assert_eq!(e, "tape_pop takes buffers of f64, f32 or i64, not [f64]");
+        let e = resolve(
+            Opcode::TapeAlloc,
+            &Imm::Type(Type::F64),
+            &[Some(Type::F64)],
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(e, "operand 1 of tape_alloc must be i64, found f64");
+        let t = resolve(Opcode::TapeView, &Imm::Type(Type::F32), &[None], None).unwrap();
+        assert_eq!(t.params[..], [Some(Type::I64)]);
+        assert_eq!(t.results[..], [Type::slice_mut(Elem::F32)]);
+        let e = resolve(Opcode::TapeView, &Imm::Type(sf), &[None], None).unwrap_err();
+        assert_eq!(e, "tape_view views buffers of f64, f32 or i64, not [f64]");
+        let e = resolve(Opcode::TapeView, &Imm::Type(Type::F64), &[Some(sf)], None).unwrap_err();
+        assert_eq!(e, "operand 1 of tape_view must be i64, found [f64]");
         for op in [
             Opcode::Push,
             Opcode::Pop,
             Opcode::TapeAlloc,
-            Opcode::TapePop,
+            Opcode::TapeView,
         ] {
             assert!(op.has_effects(), "{op}");
+            assert_eq!(
+                op.imm_kind(),
+                if op == Opcode::Push {
+                    ImmKind::None
+                } else {
+                    ImmKind::Type
+                }
+            );
         }
         assert_eq!(Opcode::Push.result_count(), Some(0));
-        assert_eq!(Opcode::TapePop.result_count(), Some(1));
+        assert_eq!(
+            (Opcode::TapeAlloc.arity(), Opcode::TapeAlloc.result_count()),
+            (Some(1), Some(1))
+        );
+        assert_eq!(
+            (Opcode::TapeView.arity(), Opcode::TapeView.result_count()),
+            (Some(1), Some(1))
+        );
         assert_eq!(Opcode::Call.result_count(), None);
     }
 }

@@ -81,16 +81,19 @@
 //!   says (the parser's own rule, so the two cannot drift apart); for a phi's incoming
 //!   value the phi type, for `ret` the result type, for `br` `bool`. So `fadd` of two
 //!   `f32` constants is an error, to be written with a `const f32` instruction.
-//! - Buffers a function allocates are never returned: a slice that may be the result
-//!   of an `alloc`, a `tape_alloc` or a `tape_pop` (the result itself, a phi or
-//!   `select` with such an input, a slice result of a call that receives such a
-//!   slice) may not be an operand of `ret`. An `alloc` or `tape_pop` buffer dies when
-//!   the function returns; a `tape_alloc` buffer outlives it, but through the tape
-//!   only: a later `tape_pop` takes it back and frees it.
+//! - Slices that live only while the function (or the gradient call) runs are never
+//!   returned: a slice that may be the result of an `alloc` or a `tape_view` (the
+//!   result itself, a phi or `select` with such an input, a slice result of a call
+//!   that receives such a slice) may not be an operand of `ret`. An `alloc` buffer dies
+//!   when the function returns; a `tape_view` slice views a tape buffer, which lives
+//!   until the engine resets the tape, but the view is valid only during the gradient
+//!   call. (`tape_alloc` returns an `i64` handle, which may be returned like any
+//!   `i64`.)
 //! - Tape ops are typed by `resolve` like the rest: `push` takes a scalar, never a
 //!   slice (a view on the tape could outlive its buffer); `pop T` has a scalar `T`;
-//!   `tape_alloc T` and `tape_pop T` have `T` one of `f64`, `f32`, `i64`. Whether
-//!   pops match pushes is a run-time matter, not checked here.
+//!   `tape_alloc T, n` and `tape_view T, h` have `T` one of `f64`, `f32`, `i64` and an
+//!   `i64` operand. Whether pops match pushes, and whether a handle names a live
+//!   buffer of element type `T`, are run-time matters, not checked here.
 //!
 //! Phis sit only at block heads by construction ([`BlockData::phis`]), so there is
 //! nothing to check there.
@@ -376,7 +379,7 @@ enum At {
 }
 
 /// A use of a value inside a phi or instruction, for the use lists of the `alloc`
-/// analysis.
+/// and `tape_view` analysis.
 #[derive(Copy, Clone)]
 enum User {
     /// The incoming value of the phi defining this value.
@@ -400,7 +403,7 @@ struct FuncVerifier<'a> {
     sites: SecondaryMap<Value, Site>,
     /// Where each instruction is placed first: its block and index.
     placed: SecondaryMap<Inst, Option<(Block, u32)>>,
-    /// For slices that may be an `alloc` buffer, that buffer.
+    /// For slices that may be an `alloc` buffer or a `tape_view` slice, that result.
     alloc_origin: SecondaryMap<Value, Option<Value>>,
     errors: Vec<VerifierError>,
 }
@@ -461,8 +464,8 @@ impl<'a> FuncVerifier<'a> {
         }
     }
 
-    /// Finds the slices that may be buffers the function allocated (results of
-    /// `alloc`, `tape_alloc` and `tape_pop`), and from them,
+    /// Finds the slices that may not be returned (results of `alloc` and
+    /// `tape_view`), and from them,
     /// along use lists, phis and `select`s with such an input and slice results of
     /// calls that receive one. A worklist makes it linear in the function's size.
     fn find_alloc_slices(&mut self) {
@@ -486,10 +489,8 @@ impl<'a> FuncVerifier<'a> {
                     continue;
                 }
                 let d = &func.insts[inst];
-                if matches!(
-                    d.opcode,
-                    Opcode::Alloc | Opcode::TapeAlloc | Opcode::TapePop
-                ) && let Some(&r) = d.results.first()
+                if matches!(d.opcode, Opcode::Alloc | Opcode::TapeView)
+                    && let Some(&r) = d.results.first()
                     && func.values.is_valid(r)
                     && self.alloc_origin[r].is_none()
                 {
@@ -948,18 +949,19 @@ impl<'a> FuncVerifier<'a> {
                             Site::Result(_, _, i) => func.insts[i].opcode,
                             _ => Opcode::Alloc,
                         };
-                        let (article, fate) = match op {
-                            Opcode::TapeAlloc => {
-                                ("a", "belongs to the tape, and a tape_pop frees it")
-                            }
-                            Opcode::TapePop => ("a", "dies when the function returns"),
-                            _ => ("an", "dies when the function returns"),
+                        let (article, what, fate) = match op {
+                            Opcode::TapeView => (
+                                "a",
+                                "slice",
+                                "views a tape buffer and is valid only during the gradient call",
+                            ),
+                            _ => ("an", "buffer", "dies when the function returns"),
                         };
                         let message = if origin == v {
-                            format!("cannot return {name}: {article} {op} buffer {fate}")
+                            format!("cannot return {name}: {article} {op} {what} {fate}")
                         } else {
                             format!(
-                                "cannot return {name}: it may be the {op} buffer {}, which {fate}",
+                                "cannot return {name}: it may be the {op} {what} {}, which {fate}",
                                 self.value_ref(origin)
                             )
                         };

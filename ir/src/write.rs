@@ -294,11 +294,11 @@ pub fn inst_line(module: &Module, func: &Function, names: &Names, inst: Inst) ->
             let _ = write!(s, " {}[{}], {}", arg(0), arg(1), arg(2));
             3
         }
-        Shape::Alloc => {
+        Shape::Alloc | Shape::TapeAlloc | Shape::TapeView => {
             let _ = write!(s, " {}, {}", ty(), arg(0));
             1
         }
-        Shape::Pop | Shape::TapePop => {
+        Shape::Pop => {
             let _ = write!(s, " {}", ty());
             0
         }

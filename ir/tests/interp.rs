@@ -1353,15 +1353,15 @@ fn pop(b: &mut FunctionBuilder<'_>, ty: Type) -> Value {
     b.results(inst)[0]
 }
 
-/// `tape_alloc elem, n`
+/// `tape_alloc elem, n`: the handle.
 fn tape_alloc(b: &mut FunctionBuilder<'_>, elem: Elem, n: Value) -> Value {
     let inst = b.ins(Opcode::TapeAlloc, Imm::Type(elem.ty()), &[n]);
     b.results(inst)[0]
 }
 
-/// `tape_pop elem`
-fn tape_pop(b: &mut FunctionBuilder<'_>, elem: Elem) -> Value {
-    let inst = b.ins(Opcode::TapePop, Imm::Type(elem.ty()), &[]);
+/// `tape_view elem, h`
+fn tape_view(b: &mut FunctionBuilder<'_>, elem: Elem, h: Value) -> Value {
+    let inst = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
     b.results(inst)[0]
 }
 
@@ -1377,9 +1377,19 @@ fn id(m: &Module, name: &str) -> FuncId {
     m.func_by_name(name).unwrap()
 }
 
-/// `fwd(x)` pushes `x[i]` and `i` for each `i`, and saves a copy of `x` in a tape
-/// buffer; `pb(w)` pops them back in reverse and returns `sum_j w[j] * x[n-1-j]`,
-/// `sum_j (j+1) * i_j` (the popped indices) and `sum_j w[j] * x[j]` (from the copy).
+/// The handle a call returned.
+#[track_caller]
+fn handle(out: &[Val]) -> i64 {
+    match out {
+        [Val::I64(h)] => *h,
+        _ => panic!("not a handle: {out:?}"),
+    }
+}
+
+/// `fwd(x)` pushes `x[i]` and `i` for each `i`, saves a copy of `x` in a tape buffer,
+/// and pushes its handle; `pb(w)` pops the handle and the scalars back in reverse and
+/// returns `sum_j w[j] * x[n-1-j]`, `sum_j (j+1) * i_j` (the popped indices) and
+/// `sum_j w[j] * x[j]` (from the copy, viewed through the handle).
 fn forward_and_pullback() -> (Module, FuncId, FuncId) {
     let mut m = Module::new();
     let fwd = m.declare("fwd", sig([SF64], [])).unwrap();
@@ -1387,7 +1397,8 @@ fn forward_and_pullback() -> (Module, FuncId, FuncId) {
     define(&mut m, fwd, |b| {
         let x = b.param(0);
         let n = b.len(x);
-        let copy = tape_alloc(b, Elem::F64, n);
+        let h = tape_alloc(b, Elem::F64, n);
+        let copy = tape_view(b, Elem::F64, h);
         let zero = b.iconst(0);
         b.counted_loop(zero, n, &[], |b, i, _| {
             let xi = b.load(x, i);
@@ -1396,6 +1407,7 @@ fn forward_and_pullback() -> (Module, FuncId, FuncId) {
             b.store(copy, i, xi);
             vec![]
         });
+        push(b, h);
         b.ret(&[]);
     });
     define(&mut m, pb, |b| {
@@ -1403,7 +1415,8 @@ fn forward_and_pullback() -> (Module, FuncId, FuncId) {
         let n = b.len(w);
         let zero = b.iconst(0);
         let (acc0, chk0) = (b.fconst(0.0), b.iconst(0));
-        let copy = tape_pop(b, Elem::F64);
+        let h = pop(b, I64);
+        let copy = tape_view(b, Elem::F64, h);
         let out = b.counted_loop(zero, n, &[acc0, chk0, acc0], |b, j, c| {
             let i = pop(b, I64);
             let xi = pop(b, F64);
@@ -1440,7 +1453,7 @@ fn a_pullback_pops_what_its_forward_pass_pushed_in_reverse() {
         let stats = interp.tape();
         assert_eq!(
             (stats.scalars, stats.buffers, stats.bytes),
-            (2 * n, 1, 24 * n)
+            (2 * n + 1, 1, 24 * n + 8)
         );
         let out = interp.call(pb, &mut [Val::F64s(w.clone())]).unwrap();
         let (mut acc, mut chk, mut dot) = (0.0, 0i64, 0.0);
@@ -1450,22 +1463,35 @@ fn a_pullback_pops_what_its_forward_pass_pushed_in_reverse() {
             dot += w[j] * x[j];
         }
         assert_eq!(out, [D(acc), I(chk), D(dot)], "n = {n}");
+        // The scalars are gone; the buffer stays until the tape is reset.
         let stats = interp.tape();
-        assert_eq!((stats.scalars, stats.buffers, stats.bytes), (0, 0, 0));
+        assert_eq!((stats.scalars, stats.buffers, stats.bytes), (0, 1, 8 * n));
+        interp.reset_tape();
     }
-    // The peak is the largest forward pass: 100 f64s and 100 i64s on the scalar
-    // stack, 100 f64s in the buffer.
-    assert_eq!(interp.tape().peak_bytes, 2400);
+    // Without resets, buffers pile up: each forward pass adds one.
+    let x = vec![1.0, 2.0, 3.0];
+    for k in 1..=3 {
+        interp.call(fwd, &mut [Val::F64s(x.clone())]).unwrap();
+        let out = interp.call(pb, &mut [Val::F64s(x.clone())]).unwrap();
+        assert_eq!(out[2], D(14.0));
+        assert_eq!((interp.tape().buffers, interp.tape().bytes), (k, 24 * k));
+    }
+    // The peak is the largest forward pass since the last reset: 3 f64s and 3 i64s
+    // and a handle on the scalar stack, 3 f64s in the buffer, two earlier buffers.
+    assert_eq!(interp.tape().peak_bytes, 56 + 24 * 3);
 }
 
 const TAPE_BUFFERS: &str = "
-; fwd(x) saves x[i]^2 in a tape buffer and the count in another; pb() reads them back.
-func @fwd(%x: [f64]) {
+; fwd(x) saves x[i]^2 in a tape buffer and the count in another, pushes both
+; handles, and returns the first; pb() pops the handles and reads the buffers back.
+func @fwd(%x: [f64]) -> i64 {
 entry:
     %n = len %x
-    %sq = tape_alloc f64, %n
-    %cnt = tape_alloc i64, 1
+    %hsq = tape_alloc f64, %n
+    %hcnt = tape_alloc i64, 1
+    %cnt = tape_view i64, %hcnt
     store %cnt[0], %n
+    %sq = tape_view f64, %hsq
     jump head
 head:
     %i = phi i64 [entry: 0, body: %i1]
@@ -1478,14 +1504,33 @@ body:
     %i1 = iadd %i, 1
     jump head
 done:
-    ret
+    push %hsq
+    push %hcnt
+    ret %hsq
 }
 
 func @pb() -> (f64, i64) {
 entry:
-    %cnt = tape_pop i64
-    %sq = tape_pop f64
+    %hcnt = pop i64
+    %hsq = pop i64
+    %cnt = tape_view i64, %hcnt
     %n = load %cnt[0]
+    %sq = tape_view f64, %hsq
+    %acc = call @total(%sq)
+    ret %acc, %n
+}
+
+; sum(h): the sum of the f64 tape buffer h, viewed here and read in a callee.
+func @sum(%h: i64) -> f64 {
+entry:
+    %s = tape_view f64, %h
+    %r = call @total(%s)
+    ret %r
+}
+
+func @total(%s: [f64]) -> f64 {
+entry:
+    %n = len %s
     jump head
 head:
     %i = phi i64 [entry: 0, body: %i1]
@@ -1493,29 +1538,64 @@ head:
     %more = icmp lt %i, %n
     br %more, body, done
 body:
-    %v = load %sq[%i]
+    %v = load %s[%i]
     %acc1 = fadd %acc, %v
     %i1 = iadd %i, 1
     jump head
 done:
-    ret %acc, %n
+    ret %acc
 }
 
-; A buffer may be popped by the function that made it, and then stays alive.
-func @own(%k: f32) -> f32 {
+; scale(h, k): multiplies the f64 tape buffer h by k, reading through one view and
+; writing through another.
+func @scale(%h: i64, %k: f64) {
 entry:
-    %a = tape_alloc f32, 3
-    store %a[1], %k
-    %b = tape_pop f32
-    %s = call @second(%b)
-    %t = load %a[1]
-    %r = fadd %s, %t
+    %a = tape_view f64, %h
+    %b = tape_view f64, %h
+    %n = len %a
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %more = icmp lt %i, %n
+    br %more, body, done
+body:
+    %v = load %a[%i]
+    %w = fmul %v, %k
+    store %b[%i], %w
+    %i1 = iadd %i, 1
+    jump head
+done:
+    ret
+}
+
+; alias(h, v): stores v at 0 through one view (in a callee), reads it through another.
+func @alias(%h: i64, %v: f64) -> f64 {
+entry:
+    %a = tape_view f64, %h
+    %b = tape_view f64, %h
+    call @put0(%a, %v)
+    %r = load %b[0]
     ret %r
 }
 
-func @second(%a: [f32]) -> f32 {
+func @put0(%s: mut [f64], %v: f64) {
 entry:
-    %v = load %a[1]
+    store %s[0], %v
+    ret
+}
+
+; count(h): the length of an i64 tape buffer.
+func @count(%h: i64) -> i64 {
+entry:
+    %s = tape_view i64, %h
+    %n = len %s
+    ret %n
+}
+
+func @forged() -> f64 {
+entry:
+    %s = tape_view f64, 12345
+    %v = load %s[0]
     ret %v
 }
 ";
@@ -1526,34 +1606,158 @@ fn a_tape_buffer_filled_in_one_call_is_read_in_the_next() {
     let mut interp = Interpreter::new(&m);
     for n in [0usize, 1, 5, 64] {
         let x: Vec<f64> = (0..n).map(|i| i as f64 - 2.5).collect();
-        interp
+        let out = interp
             .call(id(&m, "fwd"), &mut [Val::F64s(x.clone())])
             .unwrap();
+        handle(&out);
         let stats = interp.tape();
-        assert_eq!((stats.scalars, stats.buffers), (0, 2));
-        assert_eq!(stats.bytes, 8 * n + 8);
+        assert_eq!((stats.scalars, stats.buffers), (2, 2));
+        assert_eq!(stats.bytes, 16 + 8 * n + 8);
         let want: f64 = x.iter().map(|v| v * v).sum();
         let out = interp.call_by_name("pb", &mut []).unwrap();
         assert_eq!(out, [D(want), I(n as i64)], "n = {n}");
+        // The handles are popped; the buffers stay until the reset.
         let stats = interp.tape();
-        assert_eq!((stats.scalars, stats.buffers, stats.bytes), (0, 0, 0));
+        assert_eq!(
+            (stats.scalars, stats.buffers, stats.bytes),
+            (0, 2, 8 * n + 8)
+        );
+        assert_eq!(stats.peak_bytes, 16 + 8 * n + 8);
+        interp.reset_tape();
+        assert_eq!(interp.tape(), TapeStats::default());
     }
-    // The largest forward pass held 64 f64s and one i64.
-    assert_eq!(interp.tape().peak_bytes, 8 * 64 + 8);
-    let out = interp.call_by_name("own", &mut [S(1.25)]).unwrap();
-    assert_eq!(out, [S(2.5)]);
-    assert_eq!((interp.tape().buffers, interp.tape().bytes), (0, 0));
+}
+
+#[test]
+fn a_tape_buffer_is_viewed_in_many_calls_and_its_views_alias() {
+    let m = parsed(TAPE_BUFFERS);
+    let mut interp = Interpreter::new(&m);
+    let x = vec![1.5, -2.0, 0.25, 3.0];
+    let sq: Vec<f64> = x.iter().map(|v| v * v).collect();
+    let want: f64 = sq.iter().sum();
+    let h = handle(&interp.call_by_name("fwd", &mut [Val::F64s(x)]).unwrap());
+
+    // Viewed in another call (and read in its callee), twice: nothing is consumed.
+    for _ in 0..2 {
+        assert_eq!(interp.call_by_name("sum", &mut [I(h)]).unwrap(), [D(want)]);
+    }
+    // Written through one view in one call, the buffer reads back changed in the
+    // next calls, through new views.
+    interp.call_by_name("scale", &mut [I(h), D(2.0)]).unwrap();
+    assert_eq!(
+        interp.call_by_name("sum", &mut [I(h)]).unwrap(),
+        [D(2.0 * want)]
+    );
+    // The pullback pops the handles and reads the scaled squares.
+    assert_eq!(
+        interp.call_by_name("pb", &mut []).unwrap(),
+        [D(2.0 * want), I(4)]
+    );
+    // Two views of one buffer alias, across a call too: a store through one (in a
+    // callee) is seen through the other.
+    assert_eq!(
+        interp.call_by_name("alias", &mut [I(h), D(-7.5)]).unwrap(),
+        [D(-7.5)]
+    );
+    let rest: f64 = sq[1..].iter().map(|v| 2.0 * v).sum();
+    assert_eq!(
+        interp.call_by_name("sum", &mut [I(h)]).unwrap(),
+        [D(-7.5 + rest)]
+    );
+    // Views never add to the tape.
+    let stats = interp.tape();
+    assert_eq!(
+        (stats.scalars, stats.buffers, stats.bytes),
+        (0, 2, 8 * 4 + 8)
+    );
+}
+
+#[test]
+fn bad_handles_are_errors_and_the_interpreter_recovers() {
+    let m = parsed(TAPE_BUFFERS);
+    let mut interp = Interpreter::new(&m);
+    let x = vec![3.0, 4.0];
+    let h = handle(
+        &interp
+            .call_by_name("fwd", &mut [Val::F64s(x.clone())])
+            .unwrap(),
+    );
+
+    // A forged handle names nothing.
+    let e = interp.call_by_name("forged", &mut []).unwrap_err();
+    let kind = ErrorKind::NoTapeBuffer {
+        elem: Elem::F64,
+        handle: 12345,
+    };
+    assert_error(&e, kind, "forged", "tape_view");
+    assert!(
+        e.to_string()
+            .ends_with("tape_view f64: no tape buffer with handle 12345"),
+        "{e}"
+    );
+    for forged in [0, -1, i64::MIN, i64::MAX, h + 2, h.wrapping_add(1 << 32)] {
+        let e = interp.call_by_name("sum", &mut [I(forged)]).unwrap_err();
+        let kind = ErrorKind::NoTapeBuffer {
+            elem: Elem::F64,
+            handle: forged,
+        };
+        assert_error(&e, kind, "sum", "tape_view");
+    }
+    // The interpreter and the tape are intact.
+    assert_eq!(interp.call_by_name("sum", &mut [I(h)]).unwrap(), [D(25.0)]);
+
+    // A handle of an f64 buffer viewed as i64s, and the other way round.
+    let e = interp.call_by_name("count", &mut [I(h)]).unwrap_err();
+    let kind = ErrorKind::TapeBufferMismatch {
+        handle: h,
+        expected: Elem::I64,
+        found: Elem::F64,
+    };
+    assert_error(&e, kind, "count", "tape_view");
+    assert!(
+        e.to_string().ends_with(&format!(
+            "tape_view i64: tape buffer {h} holds f64, not i64"
+        )),
+        "{e}"
+    );
+    let out = interp.call_by_name("pb", &mut []).unwrap();
+    assert_eq!(out, [D(25.0), I(2)]);
+    // (pb popped the count's handle; the count buffer is still there.)
+    assert_eq!(interp.tape().buffers, 2);
+
+    // After a reset, the old handle is stale, even once a new buffer has the same
+    // place in the table.
+    interp.reset_tape();
+    let e = interp.call_by_name("sum", &mut [I(h)]).unwrap_err();
+    let kind = ErrorKind::NoTapeBuffer {
+        elem: Elem::F64,
+        handle: h,
+    };
+    assert_error(&e, kind.clone(), "sum", "tape_view");
+    let h2 = handle(
+        &interp
+            .call_by_name("fwd", &mut [Val::F64s(vec![1.0])])
+            .unwrap(),
+    );
+    assert_ne!(h2, h);
+    let e = interp.call_by_name("sum", &mut [I(h)]).unwrap_err();
+    assert_error(&e, kind, "sum", "tape_view");
+    assert_eq!(interp.call_by_name("sum", &mut [I(h2)]).unwrap(), [D(1.0)]);
+    assert_eq!(interp.call_by_name("pb", &mut []).unwrap(), [D(1.0), I(1)]);
 }
 
 const NESTED: &str = "
-; outer(x) pushes 1.0, x (in inner), x + 10, 2x (in inner), 3, and two f32 buffers
-; (in inner); back() pops them all, partly in callees.
+; outer(x) pushes 1.0, x (in inner), the handle of an f32 buffer holding x (in
+; inner), x + 10, 2x, a handle of one holding 2x (in inner), 3; back() pops them
+; all, partly in callees.
 func @inner(%x: f64) {
 entry:
     push %x
-    %t = tape_alloc f32, 1
+    %h = tape_alloc f32, 1
+    %t = tape_view f32, %h
     %xf = cast f32 %x
     store %t[0], %xf
+    push %h
     ret
 }
 
@@ -1577,22 +1781,24 @@ entry:
 
 func @take() -> f32 {
 entry:
-    %t = tape_pop f32
+    %h = pop i64
+    %t = tape_view f32, %h
     %v = load %t[0]
     ret %v
 }
 
-func @back() -> (i64, f64, f64, f64, f64, f32, f32) {
+func @back() -> (i64, f32, f64, f64, f32, f64, f64) {
 entry:
     %a = pop i64
+    %t2 = call @take()
     %b = call @pop_f64()
     %c = pop f64
+    %h1 = pop i64
+    %t1 = tape_view f32, %h1
+    %v1 = load %t1[0]
     %d = call @pop_f64()
     %e = pop f64
-    %t2 = call @take()
-    %t1 = tape_pop f32
-    %v1 = load %t1[0]
-    ret %a, %b, %c, %d, %e, %t2, %v1
+    ret %a, %t2, %b, %c, %v1, %d, %e
 }
 ";
 
@@ -1603,25 +1809,28 @@ fn pushes_and_pops_are_last_in_first_out_across_calls() {
     for x in [0.5, -3.0, 1e10] {
         interp.call_by_name("outer", &mut [D(x)]).unwrap();
         let stats = interp.tape();
-        assert_eq!((stats.scalars, stats.buffers, stats.bytes), (5, 2, 48));
+        assert_eq!((stats.scalars, stats.buffers, stats.bytes), (7, 2, 64));
         let out = interp.call_by_name("back", &mut []).unwrap();
         let want = [
             I(3),
+            S((2.0 * x) as f32),
             D(2.0 * x),
             D(x + 10.0),
+            S(x as f32),
             D(x),
             D(1.0),
-            S((2.0 * x) as f32),
-            S(x as f32),
         ];
         assert_eq!(out, want, "x = {x}");
         assert_eq!(
             interp.tape(),
             TapeStats {
-                peak_bytes: 48,
-                ..TapeStats::default()
+                scalars: 0,
+                buffers: 2,
+                bytes: 8,
+                peak_bytes: 64,
             }
         );
+        interp.reset_tape();
     }
 }
 
@@ -1638,55 +1847,42 @@ entry:
     ret %v
 }
 
-func @alloc_i() {
+func @alloc(%n: i64) -> i64 {
 entry:
-    %a = tape_alloc i64, 2
-    ret
+    %h = tape_alloc f64, %n
+    ret %h
 }
 
-func @pop_fs() -> i64 {
-entry:
-    %a = tape_pop f64
-    %n = len %a
-    ret %n
-}
-
-; pushes, saves a buffer, then fails: what it saved stays on the tape.
+; saves a buffer and its handle, and pushes, then fails: it all stays on the tape.
 func @fails(%d: i64) -> i64 {
 entry:
     push 1.5
-    push true
-    %a = tape_alloc f64, 4
+    %h = tape_alloc f64, 4
+    %a = tape_view f64, %h
+    store %a[3], 2.5
+    push %h
     %q = idiv 1, %d
     ret %q
 }
 
-; pops the buffer its caller made and still uses.
-func @thief() {
+; reads element 3 of the buffer whose handle is on top of the tape.
+func @read3() -> f64 {
 entry:
-    %a = tape_pop f64
-    ret
-}
-
-func @victim() -> f64 {
-entry:
-    %a = tape_alloc f64, 2
-    call @thief()
-    %v = load %a[0]
+    %h = pop i64
+    %a = tape_view f64, %h
+    %v = load %a[3]
     ret %v
 }
 ";
 
 #[test]
-fn tape_underflow_and_mismatch_are_errors_and_the_interpreter_recovers() {
+fn tape_errors_leave_a_usable_interpreter() {
     let m = parsed(TAPE_ERRORS);
     let mut interp = Interpreter::new(&m);
 
     let e = interp.call_by_name("pop_f", &mut []).unwrap_err();
     assert_error(&e, ErrorKind::TapeUnderflow, "pop_f", "pop");
     assert_eq!(e.to_string(), "in @pop_f, pop at 10:5: tape underflow");
-    let e = interp.call_by_name("pop_fs", &mut []).unwrap_err();
-    assert_error(&e, ErrorKind::TapeUnderflow, "pop_fs", "tape_pop");
 
     // A mismatch leaves the tape as it was.
     interp.call_by_name("push_i", &mut [I(4)]).unwrap();
@@ -1701,43 +1897,32 @@ fn tape_underflow_and_mismatch_are_errors_and_the_interpreter_recovers() {
         "in @pop_f, pop at 10:5: pop f64 found an i64 on the tape"
     );
     assert_eq!(interp.tape().scalars, 1);
-    interp.call_by_name("alloc_i", &mut []).unwrap();
-    let e = interp.call_by_name("pop_fs", &mut []).unwrap_err();
-    let kind = ErrorKind::TapeMismatch {
-        expected: MF64,
-        found: Type::slice_mut(Elem::I64),
-    };
-    assert_error(&e, kind, "pop_fs", "tape_pop");
-    assert!(
-        e.to_string()
-            .ends_with("tape_pop f64 found a buffer of i64 on the tape"),
-        "{e}"
-    );
-    assert_eq!(interp.tape().buffers, 1);
 
-    // A failed call leaves what it saved; `reset_tape` drops everything.
-    interp.reset_tape();
-    assert_eq!(interp.tape(), TapeStats::default());
+    // tape_alloc fails as alloc does, and adds nothing.
+    let e = interp.call_by_name("alloc", &mut [I(-3)]).unwrap_err();
+    assert_error(&e, ErrorKind::NegativeAlloc(-3), "alloc", "tape_alloc");
+    let e = interp
+        .call_by_name("alloc", &mut [I(i64::MAX)])
+        .unwrap_err();
+    assert_error(&e, ErrorKind::AllocFailed(i64::MAX), "alloc", "tape_alloc");
+    assert_eq!((interp.tape().buffers, interp.tape().bytes), (0, 8));
+
+    // A failed call leaves what it saved, and a later call may use it.
     let e = interp.call_by_name("fails", &mut [I(0)]).unwrap_err();
     assert_error(&e, ErrorKind::DivisionByZero, "fails", "idiv");
     let stats = interp.tape();
-    assert_eq!((stats.scalars, stats.buffers, stats.bytes), (2, 1, 48));
-    assert_eq!(interp.call_by_name("pop_fs", &mut []).unwrap(), [I(4)]);
-    interp.reset_tape();
+    assert_eq!((stats.scalars, stats.buffers, stats.bytes), (3, 1, 56));
+    assert_eq!(interp.call_by_name("read3", &mut []).unwrap(), [D(2.5)]);
 
-    // A callee may not pop (and so free) a buffer its caller made and still uses.
-    let e = interp.call_by_name("victim", &mut []).unwrap_err();
-    assert_error(&e, ErrorKind::TapeBufferInUse, "thief", "tape_pop");
-    assert_eq!(interp.tape().buffers, 1);
-
-    // After all that, the interpreter works.
+    // `reset_tape` drops everything, and the interpreter works on.
     interp.reset_tape();
+    assert_eq!(interp.tape(), TapeStats::default());
     interp.call_by_name("push_i", &mut [I(9)]).unwrap();
-    interp.call_by_name("alloc_i", &mut []).unwrap();
+    handle(&interp.call_by_name("alloc", &mut [I(2)]).unwrap());
     assert_eq!(interp.call_by_name("fails", &mut [I(1)]).unwrap(), [I(1)]);
-    assert_eq!(interp.call_by_name("pop_fs", &mut []).unwrap(), [I(4)]);
+    assert_eq!(interp.call_by_name("read3", &mut []).unwrap(), [D(2.5)]);
     let stats = interp.tape();
-    assert_eq!((stats.scalars, stats.buffers, stats.bytes), (3, 1, 40));
+    assert_eq!((stats.scalars, stats.buffers, stats.bytes), (2, 2, 64));
 }
 
 #[test]

@@ -280,50 +280,154 @@ fn tape_ops_with_the_wrong_operand_or_immediate() {
     let (m, id) = module_of(s, f);
     malformed(&m, id, &mut [Val::F64s(vec![1.0])], "bad", "push", "[f64]");
 
-    // pop of a slice type, tape_pop and tape_alloc of bools
-    let s = Signature::new([], []);
-    let cases = [
-        (Opcode::Pop, SF64, "pop"),
-        (Opcode::TapePop, Type::Bool, "tape_pop"),
-        (Opcode::TapeAlloc, Type::Bool, "tape_alloc"),
+    // pop of a slice type, tape_alloc and tape_view of bools, tape_alloc of a float
+    // length, tape_view of a float or a slice (no handle)
+    let s = Signature::new([SF64], []);
+    let cases: [(Opcode, Type, Option<Scalar>, &str); 6] = [
+        (Opcode::Pop, SF64, None, "pop of"),
+        (
+            Opcode::TapeAlloc,
+            Type::Bool,
+            Some(Scalar::I64(2)),
+            "tape_alloc of",
+        ),
+        (
+            Opcode::TapeView,
+            Type::Bool,
+            Some(Scalar::I64(2)),
+            "tape_view of",
+        ),
+        (
+            Opcode::TapeAlloc,
+            F64,
+            Some(Scalar::F64(2.0)),
+            "operands of type f64",
+        ),
+        (
+            Opcode::TapeView,
+            F64,
+            Some(Scalar::F64(2.0)),
+            "operands of type f64",
+        ),
+        (Opcode::TapeView, F64, None, "operands of type [f64]"),
     ];
-    for (op, ty, name) in cases {
+    for (op, ty, arg, says) in cases {
         let (mut f, entry) = start(&s);
-        let two = f.make_const(Scalar::I64(2));
-        let args: &[Value] = if op == Opcode::TapeAlloc { &[two] } else { &[] };
-        inst(&mut f, entry, op, Imm::Type(ty), args, &[MF64]);
+        let args: Vec<Value> = match (op, arg) {
+            (Opcode::Pop, _) => vec![],
+            (_, Some(c)) => vec![f.make_const(c)],
+            (_, None) => vec![f.params[0]],
+        };
+        inst(&mut f, entry, op, Imm::Type(ty), &args, &[MF64]);
         f.set_terminator(entry, Terminator::Ret(Default::default()));
         let (m, id) = module_of(s.clone(), f);
         let mut interp = Interpreter::new(&m);
-        let e = interp.call(id, &mut []).unwrap_err();
-        assert!(matches!(e.kind, ErrorKind::Malformed(_)), "{e}");
-        assert_eq!(e.op, name);
+        let e = interp.call(id, &mut [Val::F64s(vec![1.0])]).unwrap_err();
+        assert!(
+            matches!(&e.kind, ErrorKind::Malformed(msg) if msg.contains(says)),
+            "{e}"
+        );
+        assert_eq!(e.op, op.name());
         assert_eq!(interp.tape().buffers, 0);
     }
 }
 
 #[test]
-fn returning_a_tape_buffer() {
-    let s = Signature::new([I64], [MF64]);
+fn a_tape_handle_used_as_a_slice() {
+    // `tape_alloc` typed as if it made a slice, then loaded from.
+    let s = Signature::new([], [F64]);
     let (mut f, entry) = start(&s);
-    let n = f.params[0];
+    let two = f.make_const(Scalar::I64(2));
+    let zero = f.make_const(Scalar::I64(0));
     let a = inst(
         &mut f,
         entry,
         Opcode::TapeAlloc,
         Imm::Type(F64),
-        &[n],
+        &[two],
+        &[MF64],
+    );
+    let v = inst(
+        &mut f,
+        entry,
+        Opcode::Load,
+        Imm::None,
+        &[a[0], zero],
+        &[F64],
+    );
+    f.set_terminator(entry, Terminator::Ret(v.into_iter().collect()));
+    let (m, id) = module_of(s, f);
+    malformed(
+        &m,
+        id,
+        &mut [],
+        "bad",
+        "load",
+        "load cannot take operands of type i64",
+    );
+
+    // ... or returned as one.
+    let s = Signature::new([], [MF64]);
+    let (mut f, entry) = start(&s);
+    let two = f.make_const(Scalar::I64(2));
+    let a = inst(
+        &mut f,
+        entry,
+        Opcode::TapeAlloc,
+        Imm::Type(F64),
+        &[two],
         &[MF64],
     );
     f.set_terminator(entry, Terminator::Ret(a.into_iter().collect()));
     let (m, id) = module_of(s, f);
     let mut interp = Interpreter::new(&m);
-    let e = interp.call(id, &mut [Val::I64(2)]).unwrap_err();
+    let e = interp.call(id, &mut []).unwrap_err();
     assert!(
-        matches!(&e.kind, ErrorKind::Malformed(m) if m.contains("allocated")),
+        matches!(&e.kind, ErrorKind::Malformed(m) if m.contains("ret returns i64 where the function declares mut [f64]")),
         "{e}"
     );
     // The buffer went to the tape all the same.
+    assert_eq!((interp.tape().buffers, interp.tape().bytes), (1, 16));
+}
+
+#[test]
+fn a_returned_tape_view_comes_back_as_a_copy() {
+    // The verifier refuses this; the buffer is alive all the same, so the interpreter
+    // returns its contents, as for any slice.
+    let s = Signature::new([F64], [MF64]);
+    let (mut f, entry) = start(&s);
+    let x = f.params[0];
+    let (two, one) = (f.make_const(Scalar::I64(2)), f.make_const(Scalar::I64(1)));
+    let h = inst(
+        &mut f,
+        entry,
+        Opcode::TapeAlloc,
+        Imm::Type(F64),
+        &[two],
+        &[I64],
+    );
+    let a = inst(
+        &mut f,
+        entry,
+        Opcode::TapeView,
+        Imm::Type(F64),
+        &[h[0]],
+        &[MF64],
+    );
+    inst(
+        &mut f,
+        entry,
+        Opcode::Store,
+        Imm::None,
+        &[a[0], one, x],
+        &[],
+    );
+    f.set_terminator(entry, Terminator::Ret(a.into_iter().collect()));
+    let (m, id) = module_of(s, f);
+    assert!(gradlift_ir::verify(&m).is_err());
+    let mut interp = Interpreter::new(&m);
+    let out = interp.call(id, &mut [Val::F64(4.5)]).unwrap();
+    assert_eq!(out, [Val::F64s(vec![0.0, 4.5])]);
     assert_eq!((interp.tape().buffers, interp.tape().bytes), (1, 16));
 }
 
@@ -481,10 +585,12 @@ fn random_body(rng: &mut Rng, m: &Module, sig: &Signature) -> Function {
         pool.push(f.make_const(c));
     }
     let funcs: Vec<FuncId> = m.funcs.keys().collect();
-    // What this body has pushed and tape-allocated so far, so that most of its pops
-    // match (else nearly every pop would underflow).
+    // What this body has pushed so far, so that most of its pops match (else nearly
+    // every pop would underflow), and the handles of its tape buffers with their
+    // element types, so that most of its views name one (else nearly every view
+    // would be of a forged handle).
     let mut pushed: Vec<Type> = Vec::new();
-    let mut allocated: Vec<Type> = Vec::new();
+    let mut handles: Vec<(Type, Value)> = Vec::new();
     for &b in &blocks {
         if b != blocks[0] || rng.chance(5) {
             for _ in 0..rng.below(3) {
@@ -526,12 +632,20 @@ fn random_body(rng: &mut Rng, m: &Module, sig: &Signature) -> Function {
                     FuncId::from_u32(77)
                 }),
             };
+            let mut handle = None;
             let imm = match (op, imm) {
                 (Opcode::Pop, Imm::Type(_)) if rng.chance(80) => {
                     pushed.pop().map_or(imm, Imm::Type)
                 }
-                (Opcode::TapePop, Imm::Type(_)) if rng.chance(80) => {
-                    allocated.pop().map_or(imm, Imm::Type)
+                (Opcode::TapeView, Imm::Type(_)) if !handles.is_empty() && rng.chance(80) => {
+                    // Mostly the latest handle; now and then an older one.
+                    let (t, h) = if rng.chance(70) {
+                        handles[handles.len() - 1]
+                    } else {
+                        rng.pick(&handles)
+                    };
+                    handle = Some(h);
+                    Imm::Type(t)
                 }
                 _ => imm,
             };
@@ -560,6 +674,9 @@ fn random_body(rng: &mut Rng, m: &Module, sig: &Signature) -> Function {
             let Some((mut args, results)) = chosen else {
                 continue;
             };
+            if let (Some(h), Some(a)) = (handle, args.first_mut()) {
+                *a = h;
+            }
             if rng.chance(2) {
                 args.push(Value::from_u32(10_000));
             }
@@ -567,7 +684,11 @@ fn random_body(rng: &mut Rng, m: &Module, sig: &Signature) -> Function {
             f.append_inst(b, i);
             match (op, imm, args.first()) {
                 (Opcode::Push, _, Some(&a)) => pushed.push(f.value_type(a)),
-                (Opcode::TapeAlloc, Imm::Type(t), _) => allocated.push(t),
+                (Opcode::TapeAlloc, Imm::Type(t), _) => {
+                    if let Some(&h) = f.insts[i].results.first() {
+                        handles.push((t, h));
+                    }
+                }
                 _ => {}
             }
             pool.extend(f.insts[i].results.iter().copied());
@@ -617,6 +738,19 @@ fn random_body(rng: &mut Rng, m: &Module, sig: &Signature) -> Function {
     f
 }
 
+/// What kind of outcome a call had: the number of results, or where and what kind
+/// of error.
+fn outcome(r: &Result<Vec<Val>, InterpError>) -> Result<usize, (String, String, String)> {
+    match r {
+        Ok(v) => Ok(v.len()),
+        Err(e) => {
+            let kind = format!("{:?}", e.kind);
+            let kind = kind.split(['(', ' ']).next().unwrap_or("").to_string();
+            Err((e.func.clone(), e.op.clone(), kind))
+        }
+    }
+}
+
 fn random_module(rng: &mut Rng) -> Module {
     let mut m = Module::new();
     let sigs: Vec<Signature> = (0..3).map(|_| random_sig(rng)).collect();
@@ -642,6 +776,8 @@ fn random_programs_never_panic_and_never_hit_an_interpreter_bug() {
         fuel: Some(3_000),
     };
     let mut outcomes = [0usize; 3];
+    // Calls from an empty tape that made tape buffers, and errors of `tape_view`.
+    let (mut with_buffers, mut views_refused) = (0usize, 0usize);
     for seed in 1..=2_500u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let m = random_module(&mut rng);
@@ -669,15 +805,24 @@ fn random_programs_never_panic_and_never_hit_an_interpreter_bug() {
                 interp.reset_tape();
                 let r2 = interp.call(id, &mut before.clone());
                 // From an empty tape, the same call twice gives the same answer and
-                // leaves the same tape (nothing else leaks between calls).
+                // leaves the same tape (nothing else leaks between calls). Handles
+                // differ between the two (a reset starts a new generation), so where
+                // the call made tape buffers, only the kind of outcome is compared.
                 if tape_before.scalars == 0 && tape_before.buffers == 0 {
-                    assert_eq!(format!("{r1:?}"), format!("{r2:?}"), "seed {seed}");
+                    if tape_after.buffers == 0 {
+                        assert_eq!(format!("{r1:?}"), format!("{r2:?}"), "seed {seed}");
+                    } else {
+                        assert_eq!(outcome(&r1), outcome(&r2), "seed {seed}");
+                    }
                     let again = interp.tape();
                     assert_eq!(
                         (again.scalars, again.buffers, again.bytes),
                         (tape_after.scalars, tape_after.buffers, tape_after.bytes),
                         "seed {seed}"
                     );
+                    if tape_after.buffers > 0 {
+                        with_buffers += 1;
+                    }
                 }
                 if rng.chance(50) {
                     interp.reset_tape();
@@ -709,15 +854,26 @@ fn random_programs_never_panic_and_never_hit_an_interpreter_bug() {
                     if std::env::var("FUZZ_SHOW").is_ok() {
                         eprintln!("OTHER {:?} {}", std::mem::discriminant(&e.kind), e);
                     }
+                    if matches!(
+                        e.kind,
+                        ErrorKind::NoTapeBuffer { .. } | ErrorKind::TapeBufferMismatch { .. }
+                    ) {
+                        views_refused += 1;
+                    }
                     outcomes[2] += 1
                 }
             }
         }
     }
     eprintln!(
-        "random programs: {} ran, {} malformed, {} other errors",
+        "random programs: {} ran, {} malformed, {} other errors \
+         ({with_buffers} made tape buffers, {views_refused} views refused)",
         outcomes[0], outcomes[1], outcomes[2]
     );
     // The generator must reach all three outcomes to be testing anything.
     assert!(outcomes.iter().all(|&n| n > 100), "{outcomes:?}");
+    assert!(
+        with_buffers > 20 && views_refused > 20,
+        "{with_buffers} {views_refused}"
+    );
 }

@@ -316,20 +316,56 @@ fn tape_alloc_of_bools() {
 }
 
 #[test]
-fn tape_pop_of_bools() {
+fn tape_alloc_of_a_float_length() {
     check(
-        "func @f() {\nentry:\n    %a = tape_pop bool\n    ret\n}\n",
+        "func @f(%x: f64) {\nentry:\n    %h = tape_alloc f64, %x\n    ret\n}\n",
         "3:5",
-        "tape_pop takes buffers of f64, f32 or i64, not bool",
+        "operand 1 of tape_alloc must be i64, found f64",
     );
 }
 
 #[test]
-fn tape_pop_with_an_operand() {
+fn tape_view_of_bools() {
     check(
-        "func @f() {\nentry:\n    %a = tape_pop f64, 3\n    ret\n}\n",
-        "3:22",
-        "expected a statement, found `,`",
+        "func @f(%h: i64) {\nentry:\n    %a = tape_view bool, %h\n    ret\n}\n",
+        "3:5",
+        "tape_view views buffers of f64, f32 or i64, not bool",
+    );
+}
+
+#[test]
+fn tape_view_of_a_float() {
+    check(
+        "func @f(%x: f64) {\nentry:\n    %a = tape_view f64, %x\n    ret\n}\n",
+        "3:5",
+        "operand 1 of tape_view must be i64, found f64",
+    );
+}
+
+#[test]
+fn tape_view_of_a_slice() {
+    check(
+        "func @f(%s: mut [f64]) {\nentry:\n    %a = tape_view f64, %s\n    ret\n}\n",
+        "3:5",
+        "operand 1 of tape_view must be i64, found mut [f64]",
+    );
+}
+
+#[test]
+fn tape_view_of_a_float_literal() {
+    check(
+        "func @f() {\nentry:\n    %a = tape_view f64, 1.5\n    ret\n}\n",
+        "3:25",
+        "1.5",
+    );
+}
+
+#[test]
+fn tape_view_without_a_handle() {
+    check(
+        "func @f() {\nentry:\n    %a = tape_view f64\n    ret\n}\n",
+        "4:5",
+        "expected `,`, found `ret`",
     );
 }
 
@@ -352,20 +388,29 @@ fn pop_without_a_type() {
 }
 
 #[test]
-fn tape_pop_returned() {
+fn tape_view_returned() {
     check(
-        "func @f() -> mut [f64] {\nentry:\n    %a = tape_pop f64\n    ret %a\n}\n",
+        "func @f(%h: i64) -> mut [f64] {\nentry:\n    %a = tape_view f64, %h\n    ret %a\n}\n",
         "4:5",
-        "cannot return %a: a tape_pop buffer dies when the function returns",
+        "cannot return %a: a tape_view slice views a tape buffer and is valid only during the gradient call",
     );
 }
 
 #[test]
-fn tape_alloc_returned_through_a_select() {
+fn tape_view_returned_through_a_phi() {
     check(
-        "func @f(%s: mut [f64], %c: bool) -> [f64] {\nentry:\n    %a = tape_alloc f64, 3\n    %r = select %c, %s, %a\n    ret %r\n}\n",
-        "5:5",
-        "it may be the tape_alloc buffer %a, which belongs to the tape",
+        "func @f(%s: mut [f64], %h: i64, %c: bool) -> [f64] {\nentry:\n    %a = tape_view f64, %h\n    br %c, l, r\nl:\n    jump j\nr:\n    jump j\nj:\n    %p = phi mut [f64] [l: %a, r: %s]\n    ret %p\n}\n",
+        "11:5",
+        "cannot return %p: it may be the tape_view slice %a, which views a tape buffer",
+    );
+}
+
+#[test]
+fn tape_view_returned_through_a_select() {
+    check(
+        "func @f(%s: mut [f64], %c: bool) -> [f64] {\nentry:\n    %h = tape_alloc f64, 3\n    %a = tape_view f64, %h\n    %r = select %c, %s, %a\n    ret %r\n}\n",
+        "6:5",
+        "it may be the tape_view slice %a, which views a tape buffer",
     );
 }
 

@@ -318,13 +318,16 @@ func@odd(%x:f64,%y   :   f64)->(f64,f64){entry:%a=fadd %x,%y ; trailing comment
 @e";
 
 const TAPE: &str = "\
-; the tape: a forward pass saves scalars and buffers, a pullback takes them back
+; the tape: a forward pass saves scalars and buffer handles, a pullback takes them back
 func @forward(%x: [f64], %k: f32, %n: i64, %c: bool) -> f64 {
 entry:
     %m = len %x
-    %saved = tape_alloc f64, %m
-    %idx = tape_alloc i64, 2
-    %h = tape_alloc f32, %n
+    %hs = tape_alloc f64, %m
+    %hi = tape_alloc i64, 2
+    %hf = tape_alloc f32, %n
+    %saved = tape_view f64, %hs
+    %idx = tape_view i64, %hi
+    store %idx[0], %m
     push %k
     push %n
     push %c
@@ -334,11 +337,15 @@ entry:
     push nan
     %v = load %x[0]
     store %saved[0], %v
+    push %hf
+    push %hs
     ret %v
 }
 
 func @pullback(%dy: f64) -> f64 {
 entry:
+    %hs = pop i64
+    %hf = pop i64
     %nan = pop f64
     %b = pop bool
     %i = pop i64
@@ -346,11 +353,12 @@ entry:
     %c = pop bool
     %n = pop i64
     %k = pop f32
-    %h = tape_pop f32
-    %idx = tape_pop i64
-    %saved = tape_pop f64
+    %f = tape_view f32, %hf
+    %saved = tape_view f64, %hs
+    %again = tape_view f64, %hs
     %v = load %saved[0]
     %g = fmul %v, %dy
+    store %again[0], %g
     ret %g
 }
 ";
@@ -454,6 +462,21 @@ fn a_pushed_literal_keeps_its_own_type() {
         tys.push(c.ty());
     }
     assert_eq!(tys, [Type::F64, Type::I64, Type::Bool, Type::F64]);
+
+    // A literal handle (a forged one, as far as any engine is concerned) is an i64.
+    let m = parse_ok(
+        "func @f() -> f64 {\nentry:\n    %s = tape_view f64, 12345\n    %h = tape_alloc f32, 3\n    %v = load %s[0]\n    ret %v\n}\n",
+    );
+    verify(&m).unwrap();
+    let (_, f) = m.defined().next().unwrap();
+    for (_, inst) in f.placed_insts().take(2) {
+        let a = f.insts[inst].args[0];
+        let ValueDef::Const(c) = f.value_def(a) else {
+            panic!("not a constant")
+        };
+        assert_eq!(c.ty(), Type::I64);
+        assert_eq!(literal_types(&m, f, inst)[..], [Some(Type::I64)]);
+    }
 
     // An f32 constant pushed directly would print as an f64 literal: the verifier
     // rejects it, and `const f32` is the way to push one.
@@ -936,7 +959,8 @@ fn random_function(steps: &[(u8, u16, u16, u16, u8)]) -> Module {
                 }
                 23 => {
                     // The tape: a push or a pop of any scalar type, a tape buffer made
-                    // or popped (unmatched pops are fine: nothing runs them).
+                    // (its handle) or viewed through a handle (any i64: nothing runs
+                    // these functions).
                     let ty = [Type::F64, Type::F32, Type::I64, Type::Bool][usize::from(a) % 4];
                     match d % 4 {
                         0 => {
@@ -951,13 +975,13 @@ fn random_function(steps: &[(u8, u16, u16, u16, u8)]) -> Module {
                         2 => {
                             let n = pick(b, &pool, Type::I64, c);
                             let inst = b.ins(Opcode::TapeAlloc, Imm::Type(elem.ty()), &[n]);
-                            let buf = b.results(inst)[0];
-                            Some(b.len(buf))
+                            Some(b.results(inst)[0])
                         }
                         _ => {
-                            let inst = b.ins(Opcode::TapePop, Imm::Type(elem.ty()), &[]);
+                            let h = pick(b, &pool, Type::I64, c);
+                            let inst = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
                             let buf = b.results(inst)[0];
-                            let i = pick(b, &pool, Type::I64, c);
+                            let i = pick(b, &pool, Type::I64, a);
                             Some(b.load(buf, i))
                         }
                     }

@@ -1338,40 +1338,43 @@ fn an_alloc_buffer_cannot_be_returned_through_a_call() {
 
 // The tape.
 
-/// `op T` with no operands (`pop`, `tape_pop`), or `tape_alloc T, n`.
+/// `op T` with no operands (`pop`), or `tape_alloc T, n`, or `tape_view T, h`.
 fn tape_op(b: &mut FunctionBuilder, op: Opcode, ty: Type, args: &[Value]) -> Value {
     let inst = b.ins(op, Imm::Type(ty), args);
     b.results(inst)[0]
 }
 
 #[test]
-fn tape_buffers_may_be_used_and_passed_but_not_returned() {
+fn tape_views_may_be_used_and_passed_but_not_returned() {
+    // Handles are i64s: pushed, returned; views are used and passed to calls.
     let mut m = Module::new();
     let id = m
         .declare_extern("id", sig(&[SF64, F64], &[SF64, F64]))
         .unwrap();
-    let f = m.declare("f", sig(&[], &[F64])).unwrap();
+    let f = m.declare("f", sig(&[], &[F64, I64])).unwrap();
     define(&mut m, f, |b| {
         let three = b.iconst(3);
-        let a = tape_op(b, Opcode::TapeAlloc, F64, &[three]);
-        let p = tape_op(b, Opcode::TapePop, F64, &[]);
+        let h = tape_op(b, Opcode::TapeAlloc, F64, &[three]);
+        let v = tape_op(b, Opcode::TapeView, F64, &[h]);
+        let w = tape_op(b, Opcode::TapeView, F64, &[h]);
         let zero = b.iconst(0);
-        let x = b.load(a, zero);
-        b.store(p, zero, x);
-        let r = b.call(id, &[p, x]);
-        b.ret(&[r[1]]);
+        let x = b.load(v, zero);
+        b.store(w, zero, x);
+        let r = b.call(id, &[v, x]);
+        b.ins(Opcode::Push, Imm::None, &[h]);
+        b.ret(&[r[1], h]);
     });
     check_ok(&m);
 
-    let m = one(sig(&[], &[MF64]), |b| {
-        let three = b.iconst(3);
-        let a = tape_op(b, Opcode::TapeAlloc, F64, &[three]);
+    let m = one(sig(&[I64], &[MF64]), |b| {
+        let h = b.param(0);
+        let a = tape_op(b, Opcode::TapeView, F64, &[h]);
         b.named("a", a);
         b.ret(&[a]);
     });
     check_err(
         &m,
-        "cannot return %a: a tape_alloc buffer belongs to the tape, and a tape_pop frees it",
+        "cannot return %a: a tape_view slice views a tape buffer and is valid only during the gradient call",
     );
 
     let mut m = Module::new();
@@ -1381,7 +1384,9 @@ fn tape_buffers_may_be_used_and_passed_but_not_returned() {
     let f = m.declare("f", sig(&[BOOL], &[SF64])).unwrap();
     define(&mut m, f, |b| {
         let c = b.param(0);
-        let a = tape_op(b, Opcode::TapePop, F64, &[]);
+        let two = b.iconst(2);
+        let h = tape_op(b, Opcode::TapeAlloc, F64, &[two]);
+        let a = tape_op(b, Opcode::TapeView, F64, &[h]);
         b.named("a", a);
         let one_ = b.fconst(1.0);
         let r = b.call(id, &[a, one_]);
@@ -1390,7 +1395,7 @@ fn tape_buffers_may_be_used_and_passed_but_not_returned() {
     });
     check_err(
         &m,
-        "cannot return %p: it may be the tape_pop buffer %a, which dies when the function returns",
+        "cannot return %p: it may be the tape_view slice %a, which views a tape buffer and is valid only during the gradient call",
     );
 }
 
@@ -1416,6 +1421,27 @@ fn tape_ops_are_typed_by_the_op_table() {
         &m,
         "ret value 1 (%y) has type f32, but @f returns f64 there",
     );
+
+    // A handle is an i64, not a slice.
+    let m = one(sig(&[], &[F64]), |b| {
+        let three = b.iconst(3);
+        let h = tape_op(b, Opcode::TapeAlloc, F64, &[three]);
+        let zero = b.iconst(0);
+        let x = b.ins(Opcode::Load, Imm::None, &[h, zero]);
+        let x = b.results(x)[0];
+        b.ret(&[x]);
+    });
+    check_err(&m, "load reads from a slice, found i64");
+
+    // A view of one element type is no slice of another.
+    let m = one(sig(&[I64], &[F64]), |b| {
+        let h = b.param(0);
+        let v = tape_op(b, Opcode::TapeView, F32, &[h]);
+        let zero = b.iconst(0);
+        let x = b.load(v, zero);
+        b.ret(&[x]);
+    });
+    check_err(&m, "has type f32, but @f returns f64 there");
 }
 
 // Literal typing.

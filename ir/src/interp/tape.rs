@@ -1,49 +1,57 @@
-//! The tape: the scalars and buffers that `push` and `tape_alloc` save and `pop` and
-//! `tape_pop` take back, kept by the [`Interpreter`](super::Interpreter) across calls.
+//! The tape: the scalars that `push` saves and `pop` takes back, and the buffers that
+//! `tape_alloc` makes and `tape_view` views, kept by the
+//! [`Interpreter`](super::Interpreter) across calls.
 //!
-//! Scalars are one LIFO stack. Buffers are another, whose entries are of two kinds. A
-//! buffer that `tape_alloc` has just made is still used by the running function, whose
-//! registers refer to it by its number on the frame-local buffer stack
-//! ([`Machine::bufs`](super::Machine)): the tape holds it as [`Saved::Lent`], a
-//! reference to that slot. When the function returns, [`Tape::release`] moves it out
-//! of the frame-local stack into the tape ([`Saved::Owned`]), before the frame's
-//! buffers are dropped. `tape_pop` moves an owned buffer back onto the frame-local
-//! stack, where it lives until the popping function returns, like an `alloc`.
+//! Scalars are one LIFO stack. Buffers are a table, indexed from 0, that only grows
+//! until [`Tape::clear`]; a buffer is never moved out of it, so a slot that views one
+//! (by its index: see [`BufId`](super::step::BufId)) stays valid for the whole call
+//! (the tape is never cleared during a call).
 //!
-//! Invariant: the `Lent` entries are listed in [`Tape::lent`] in tape order, and their
-//! slot numbers increase along it (a later `tape_alloc` gets a higher slot, because
-//! the slots of returned frames were released first). So the entries of the frame
-//! that returns are the last ones, and the top of the tape, if lent, is the last one.
+//! A handle names a buffer by its index and the tape's *generation*, which
+//! [`Tape::clear`] advances, so a handle from before a reset names nothing: bit 63
+//! set, bits 32..63 the generation (1 to 2^31 - 1, wrapping after that many resets),
+//! bits 0..32 the index. Handles are thus negative, and a handle misused as a length
+//! or an index fails at once. The encoding is the interpreter's own: programs get
+//! handles only from `tape_alloc`.
 
 use crate::interp::ErrorKind;
 use crate::interp::step::Buffer;
 use crate::types::{Elem, Scalar, Type};
 
-/// A buffer on the tape.
-#[derive(Debug)]
-pub(super) enum Saved {
-    /// Held by the tape alone.
-    Owned(Buffer),
-    /// Still in slot `.0` of the frame-local buffer stack, where a running function
-    /// made it with `tape_alloc`.
-    Lent(u32),
-}
-
 /// The tape of one interpreter. See the [module docs](self).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Tape {
     scalars: Vec<Scalar>,
-    bufs: Vec<Saved>,
-    /// The indices into `bufs` of the `Lent` entries, in increasing order.
-    lent: Vec<usize>,
+    /// The buffers `tape_alloc` made since the last reset, by index.
+    bufs: Vec<Buffer>,
+    /// The generation of the handles given out now (never 0, below 2^31).
+    generation: u32,
     /// The bytes held now: 8 per scalar, the element bytes of every buffer.
     bytes: usize,
     /// The most bytes held at once since the tape was made or cleared.
     peak: usize,
 }
 
+impl Default for Tape {
+    fn default() -> Tape {
+        Tape {
+            scalars: Vec::new(),
+            bufs: Vec::new(),
+            generation: 1,
+            bytes: 0,
+            peak: 0,
+        }
+    }
+}
+
 /// The bytes a scalar takes on the tape, whatever its type.
 const SCALAR_BYTES: usize = 8;
+
+/// Bit 63 of every handle.
+const HANDLE_TAG: u64 = 1 << 63;
+
+/// The generations are `1..GENERATIONS`.
+const GENERATIONS: u32 = 1 << 31;
 
 fn buffer_bytes(b: &Buffer) -> usize {
     let size = match b.elem() {
@@ -64,9 +72,13 @@ impl Tape {
         (self.bytes, self.peak)
     }
 
-    /// Drops everything, and forgets the peak.
+    /// Drops everything, forgets the peak, and starts a new generation of handles.
     pub(super) fn clear(&mut self) {
-        *self = Tape::default();
+        let next = self.generation.wrapping_add(1) % GENERATIONS;
+        *self = Tape {
+            generation: next.max(1),
+            ..Tape::default()
+        };
     }
 
     fn grow(&mut self, bytes: usize) {
@@ -99,109 +111,51 @@ impl Tape {
         }
     }
 
-    /// `tape_alloc`: puts `buf` in the next slot of `bufs` and lends it to the running
-    /// function. Returns the slot.
-    pub(super) fn alloc(&mut self, buf: Buffer, bufs: &mut Vec<Buffer>) -> Result<u32, ErrorKind> {
-        let id = u32::try_from(bufs.len())
-            .map_err(|_| ErrorKind::AllocFailed(i64::try_from(buf.len()).unwrap_or(i64::MAX)))?;
+    /// `tape_alloc`: keeps `buf` until the tape is cleared, and returns its handle.
+    pub(super) fn alloc(&mut self, buf: Buffer) -> Result<i64, ErrorKind> {
+        let failed = || ErrorKind::AllocFailed(i64::try_from(buf.len()).unwrap_or(i64::MAX));
+        // Indices stay below 2^31, as a `BufId` needs.
+        let index = u32::try_from(self.bufs.len())
+            .ok()
+            .filter(|&i| i < 1 << 31)
+            .ok_or_else(failed)?;
+        self.bufs.try_reserve(1).map_err(|_| failed())?;
         self.grow(buffer_bytes(&buf));
-        bufs.push(buf);
-        self.lent.push(self.bufs.len());
-        self.bufs.push(Saved::Lent(id));
-        Ok(id)
+        self.bufs.push(buf);
+        let bits = HANDLE_TAG | u64::from(self.generation) << 32 | u64::from(index);
+        Ok(bits as i64)
     }
 
-    /// `tape_pop elem` in a frame whose buffers start at slot `frame_bufs`: moves the
-    /// top buffer onto `bufs` (or finds it there, if this frame made it) and returns
-    /// its slot. On an error the tape is unchanged.
-    pub(super) fn pop_buf(
-        &mut self,
-        elem: Elem,
-        frame_bufs: usize,
-        bufs: &mut Vec<Buffer>,
-    ) -> Result<u32, ErrorKind> {
-        let top = self
-            .bufs
-            .len()
-            .checked_sub(1)
-            .ok_or(ErrorKind::TapeUnderflow)?;
-        let mismatch = |found: Elem| ErrorKind::TapeMismatch {
-            expected: Type::slice_mut(elem),
-            found: Type::slice_mut(found),
+    /// `tape_view elem, handle`: the index of the buffer `handle` names, if it is live
+    /// and holds `elem`s.
+    pub(super) fn view(&self, elem: Elem, handle: i64) -> Result<u32, ErrorKind> {
+        let bits = handle as u64;
+        let generation = (bits >> 32) as u32 & (GENERATIONS - 1);
+        let index = bits as u32;
+        let found = match self.bufs.get(index as usize) {
+            Some(b) if bits & HANDLE_TAG != 0 && generation == self.generation => b.elem(),
+            _ => return Err(ErrorKind::NoTapeBuffer { elem, handle }),
         };
-        match &self.bufs[top] {
-            Saved::Owned(b) => {
-                if b.elem() != elem {
-                    return Err(mismatch(b.elem()));
-                }
-                let id = u32::try_from(bufs.len())
-                    .map_err(|_| ErrorKind::Internal("too many buffers".into()))?;
-                let Some(Saved::Owned(b)) = self.bufs.pop() else {
-                    return Err(ErrorKind::Internal(
-                        "the tape changed under tape_pop".into(),
-                    ));
-                };
-                self.shrink(buffer_bytes(&b));
-                bufs.push(b);
-                Ok(id)
-            }
-            &Saved::Lent(id) => {
-                let Some(b) = bufs.get(id as usize) else {
-                    return Err(ErrorKind::Internal(format!(
-                        "the tape lends buffer {id}, which was freed"
-                    )));
-                };
-                if b.elem() != elem {
-                    return Err(mismatch(b.elem()));
-                }
-                if (id as usize) < frame_bufs {
-                    return Err(ErrorKind::TapeBufferInUse);
-                }
-                if self.lent.last() != Some(&top) {
-                    return Err(ErrorKind::Internal(
-                        "the top of the tape is lent but not listed".into(),
-                    ));
-                }
-                let bytes = buffer_bytes(b);
-                self.shrink(bytes);
-                self.lent.pop();
-                self.bufs.pop();
-                Ok(id)
-            }
+        if found != elem {
+            return Err(ErrorKind::TapeBufferMismatch {
+                handle,
+                expected: elem,
+                found,
+            });
         }
+        Ok(index)
     }
 
-    /// Takes back every buffer lent from slot `frame_bufs` of `bufs` up, before a frame
-    /// whose buffers start there drops them (`0` at the end of a call). An error is an
-    /// interpreter bug: a broken invariant of the tape.
-    pub(super) fn release(&mut self, frame_bufs: usize, bufs: &mut [Buffer]) -> Result<(), String> {
-        let mut result = Ok(());
-        while let Some(&k) = self.lent.last() {
-            let Some(&Saved::Lent(id)) = self.bufs.get(k) else {
-                self.lent.clear();
-                return Err(format!("tape entry {k} is not lent"));
-            };
-            if (id as usize) < frame_bufs {
-                break;
-            }
-            self.lent.pop();
-            let taken = match bufs.get_mut(id as usize) {
-                Some(b) => {
-                    let empty = match b.elem() {
-                        Elem::F64 => Buffer::F64(Vec::new()),
-                        Elem::F32 => Buffer::F32(Vec::new()),
-                        Elem::I64 => Buffer::I64(Vec::new()),
-                    };
-                    core::mem::replace(b, empty)
-                }
-                None => {
-                    result = Err(format!("the tape lends buffer {id}, which was freed"));
-                    Buffer::F64(Vec::new())
-                }
-            };
-            self.bufs[k] = Saved::Owned(taken);
-        }
-        result
+    /// The buffer at `index`.
+    #[inline]
+    pub(super) fn buf(&self, index: u32) -> Option<&Buffer> {
+        self.bufs.get(index as usize)
+    }
+
+    /// The buffer at `index`, to write.
+    #[inline]
+    pub(super) fn buf_mut(&mut self, index: u32) -> Option<&mut Buffer> {
+        self.bufs.get_mut(index as usize)
     }
 }
 
@@ -229,47 +183,64 @@ mod tests {
     }
 
     #[test]
-    fn lent_buffers_move_to_the_tape_when_their_frame_returns() {
+    fn handles_name_buffers_of_the_current_generation_only() {
         let mut t = Tape::default();
-        // A caller frame's buffers start at 0, a callee's at 1.
-        let mut bufs = vec![Buffer::F64(vec![9.0])];
-        let a = t.alloc(Buffer::F32(vec![1.0, 2.0]), &mut bufs).unwrap();
-        assert_eq!(a, 1);
-        assert_eq!(t.bytes(), (8, 8));
-        // The callee returns: its tape buffer moves to the tape.
-        t.release(1, &mut bufs).unwrap();
-        bufs.truncate(1);
-        assert!(t.lent.is_empty());
-        // A later frame pops it back.
-        let b = t.pop_buf(Elem::F32, 1, &mut bufs).unwrap();
-        assert_eq!(b, 1);
-        assert!(matches!(&bufs[1], Buffer::F32(v) if v == &[1.0, 2.0]));
-        assert_eq!(t.bytes(), (0, 8));
+        let a = t.alloc(Buffer::F32(vec![1.0, 2.0])).unwrap();
+        let b = t.alloc(Buffer::I64(vec![0; 3])).unwrap();
+        assert_ne!(a, b);
+        assert!(a < 0 && b < 0, "handles are negative: {a}, {b}");
+        assert_eq!(t.len(), (0, 2));
+        assert_eq!(t.bytes(), (32, 32));
+        assert_eq!(t.view(Elem::F32, a), Ok(0));
+        assert_eq!(t.view(Elem::I64, b), Ok(1));
+        assert!(matches!(t.buf(0), Some(Buffer::F32(v)) if v == &[1.0, 2.0]));
         assert_eq!(
-            t.pop_buf(Elem::F32, 0, &mut bufs),
-            Err(ErrorKind::TapeUnderflow)
+            t.view(Elem::F64, b),
+            Err(ErrorKind::TapeBufferMismatch {
+                handle: b,
+                expected: Elem::F64,
+                found: Elem::I64
+            })
         );
+        // Forged handles: small numbers, an index beyond the table, no tag.
+        for h in [0, 1, 12345, a + 2, a & i64::MAX, -1, i64::MIN] {
+            assert_eq!(
+                t.view(Elem::F32, h),
+                Err(ErrorKind::NoTapeBuffer {
+                    elem: Elem::F32,
+                    handle: h
+                }),
+                "{h}"
+            );
+        }
+        // After a reset, the same index has another handle, and the old one is stale.
+        t.clear();
+        assert_eq!((t.len(), t.bytes()), ((0, 0), (0, 0)));
+        let c = t.alloc(Buffer::F32(vec![0.0])).unwrap();
+        assert_ne!(c, a);
+        assert_eq!(t.view(Elem::F32, c), Ok(0));
+        assert!(matches!(
+            t.view(Elem::F32, a),
+            Err(ErrorKind::NoTapeBuffer { .. })
+        ));
     }
 
     #[test]
-    fn a_callee_may_not_pop_its_callers_tape_buffer() {
-        let mut t = Tape::default();
-        let mut bufs = Vec::new();
-        let a = t.alloc(Buffer::I64(vec![0; 3]), &mut bufs).unwrap();
+    fn generations_wrap_but_skip_zero() {
+        let mut t = Tape {
+            generation: GENERATIONS - 1,
+            ..Tape::default()
+        };
+        let a = t.alloc(Buffer::F64(vec![])).unwrap();
         assert_eq!(
-            t.pop_buf(Elem::I64, 1, &mut bufs),
-            Err(ErrorKind::TapeBufferInUse)
+            a as u64 >> 32,
+            (HANDLE_TAG >> 32) | u64::from(GENERATIONS - 1)
         );
-        assert_eq!(
-            t.pop_buf(Elem::F64, 0, &mut bufs),
-            Err(ErrorKind::TapeMismatch {
-                expected: Type::slice_mut(Elem::F64),
-                found: Type::slice_mut(Elem::I64)
-            })
-        );
-        // The frame that made it may.
-        assert_eq!(t.pop_buf(Elem::I64, 0, &mut bufs), Ok(a));
-        assert_eq!(t.len(), (0, 0));
-        t.release(0, &mut bufs).unwrap();
+        t.clear();
+        assert_eq!(t.generation, 1);
+        let b = t.alloc(Buffer::F64(vec![])).unwrap();
+        assert_eq!(b as u64, HANDLE_TAG | 1 << 32);
+        assert!(t.view(Elem::F64, a).is_err());
+        assert_eq!(t.view(Elem::F64, b), Ok(0));
     }
 }

@@ -674,12 +674,12 @@ impl<'a> Parser<'a, '_> {
                     (ImmAst::None, vec![s, i, self.operand()?])
                 }
             }
-            Shape::Alloc => {
+            Shape::Alloc | Shape::TapeAlloc | Shape::TapeView => {
                 let ty = self.ty()?;
                 self.expect(Tok::Comma, "`,`")?;
                 (ImmAst::Type(ty), vec![self.operand()?])
             }
-            Shape::Pop | Shape::TapePop => (ImmAst::Type(self.ty()?), Vec::new()),
+            Shape::Pop => (ImmAst::Type(self.ty()?), Vec::new()),
             Shape::Call => {
                 let callee = self.func_name()?;
                 self.expect(Tok::LParen, "`(`")?;
