@@ -3,10 +3,12 @@
 //! For each `examples/ir/*.ir`: it parses and verifies, its print parses and verifies
 //! again, and printing that gives the same text (`print(parse(text))` is a fixed
 //! point, as Cranelift's `test cat`). Each file also opens with `;` comment lines
-//! saying what it computes.
+//! saying what it computes. The example of `docs/ir-extensions.md` does the same, and
+//! runs.
 
 use std::path::Path;
 
+use gradlift::ir::interp::{Interpreter, Val};
 use gradlift::ir::{parse, verify};
 
 #[test]
@@ -49,4 +51,30 @@ fn every_example_is_a_fixed_point_of_print_and_parse() {
             "{name}: print(parse(print)) differs"
         );
     }
+}
+
+#[test]
+fn the_example_of_the_ir_extensions_round_trips_and_runs() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ir-extensions.md");
+    let doc = std::fs::read_to_string(path).expect("readable");
+    let text = doc
+        .split("```\n")
+        .nth(1)
+        .expect("docs/ir-extensions.md has a fenced example");
+    let m = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    verify(&m).unwrap_or_else(|e| panic!("{e}"));
+    let printed = m.to_string();
+    assert_eq!(parse(&printed).unwrap().to_string(), printed);
+
+    // fwd(x, k) = k x[0]^2; rvs(dy) = x[0]^2 dy, from the tape buffer.
+    let (x0, k, dy) = (3.0, 2.0, 1.5);
+    let mut interp = Interpreter::new(&m);
+    let y = interp
+        .call_by_name("fwd", &mut [Val::F64s(vec![x0]), Val::F64(k)])
+        .unwrap();
+    assert_eq!(y, [Val::F64(k * x0 * x0)]);
+    let dk = interp.call_by_name("rvs", &mut [Val::F64(dy)]).unwrap();
+    assert_eq!(dk, [Val::F64(x0 * x0 * dy)]);
+    let tape = interp.tape();
+    assert_eq!((tape.scalars, tape.buffers), (0, 1));
 }
