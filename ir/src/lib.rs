@@ -41,6 +41,7 @@ pub mod interp;
 pub mod module;
 pub mod ops;
 pub mod parser;
+pub mod ssa;
 pub mod types;
 pub mod verify;
 pub mod write;
@@ -53,5 +54,6 @@ pub use function::{
 pub use module::{Body, Decl, FuncDecl, Module, ModuleError, Signature};
 pub use ops::{CmpPred, Imm, Opcode};
 pub use parser::{ParseError, ParseErrors, parse};
+pub use ssa::Variable;
 pub use types::{Elem, Scalar, Type};
 pub use verify::{VerifierError, VerifierErrors, verify};
