@@ -6,7 +6,8 @@
 //! remove statements without renumbering anything. The crate has:
 //!
 //! - the data model ([`Module`], [`Function`], [`ops`] — the op table, [`types`]);
-//! - a [`builder`] for making functions from Rust;
+//! - a [`builder`] for making functions from Rust, with mutable variables turned
+//!   into SSA as it goes ([`ssa`]);
 //! - the text format: a [parser](parse()) and a printer (`Display` on [`Module`]),
 //!   with `print(parse(text))` a fixed point;
 //! - a [verifier](verify()) that reports every error it finds, never panicking;
