@@ -51,11 +51,15 @@
 //!
 //! # Undefined variables
 //!
-//! A use reached by no definition on some path (the lookup arrives at a block without
-//! predecessors, such as the entry, or goes round a cycle that no definition enters) is
-//! an error that names the variable; the phi placed for it stays as a placeholder and
-//! `finish` fails. Unreachable code is not exempt: what it reads must be defined along
-//! every path into it too.
+//! A use is an error, naming the variable, when a path with no definition on it
+//! reaches it from a block without predecessors: from the entry (the variable is read
+//! before it is defined), or from a block that nothing jumps to (unreachable code is
+//! checked like the rest). So is a use reached from a cycle that no edge enters and
+//! that never defines the variable. The phi placed for it stays as a placeholder and
+//! `finish` fails. A cycle that no edge enters but that *does* define the variable
+//! reads that definition around the cycle, which then uses itself (`%1 = fadd %1,
+//! %0`), as in Cranelift: such code never runs, and it verifies, since the verifier
+//! checks no dominance in unreachable code.
 //!
 //! # Cost
 //!
