@@ -2,15 +2,83 @@
 //!
 //! [`FunctionBuilder`] appends to a current block, infers every result type from the
 //! op table ([`ops::resolve`](crate::ops::resolve())), and turns Rust numbers into
-//! constant operands. It never panics on misuse: the first type error it meets is
-//! kept, and [`FunctionBuilder::finish`] returns it (the verifier catches the rest
-//! when the module is verified). [`FunctionBuilder::counted_loop`] writes the usual
-//! `head`/`body`/`exit` loop with its phis in one call.
+//! constant operands. It never panics on misuse: the first mistake it meets is kept,
+//! and [`FunctionBuilder::finish`] returns it (the verifier catches the rest when the
+//! module is verified).
+//!
+//! Values can be carried between blocks in two ways. With *variables*
+//! ([`declare_var`](FunctionBuilder::declare_var), [`def_var`](FunctionBuilder::def_var),
+//! [`use_var`](FunctionBuilder::use_var)) the builder places the phis itself, so a
+//! frontend writes mutable locals and never thinks about dominance; it only says when a
+//! block has all its predecessors ([`seal_block`](FunctionBuilder::seal_block)), and
+//! even that is optional (see [`ssa`](crate::ssa)). With explicit phis
+//! ([`phi`](FunctionBuilder::phi), [`add_incoming`](FunctionBuilder::add_incoming)) it
+//! writes them by hand; [`counted_loop`](FunctionBuilder::counted_loop) writes the
+//! usual `head`/`body`/`exit` loop with its phis in one call. Both mix freely.
+//!
+//! A loop with variables: `sum(x) = x[0] + x[1] + ...`.
+//!
+//! ```
+//! use gradlift_ir::interp::{Interpreter, Val};
+//! use gradlift_ir::{CmpPred, Elem, FunctionBuilder, Module, Signature, Type, verify};
+//!
+//! let mut module = Module::new();
+//! let id = module.declare("sum", Signature::new([Type::slice(Elem::F64)], [Type::F64])).unwrap();
+//! let mut b = FunctionBuilder::new(&module, id);
+//! let x = b.param(0);
+//! let n = b.len(x);
+//! // let mut i = 0; let mut acc = 0.0;
+//! let i = b.declare_named_var("i", Type::I64);
+//! let acc = b.declare_named_var("acc", Type::F64);
+//! let (zero, fzero) = (b.iconst(0), b.fconst(0.0));
+//! b.def_var(i, zero);
+//! b.def_var(acc, fzero);
+//! let head = b.create_block("head");
+//! let body = b.create_block("body");
+//! let exit = b.create_block("exit");
+//! b.jump(head);
+//!
+//! // while i < n
+//! b.switch_to(head);
+//! let iv = b.use_var(i);
+//! let more = b.icmp(CmpPred::Lt, iv, n);
+//! b.br(more, body, exit);
+//! b.seal_block(body); // its one predecessor, `head`, is known
+//!
+//! // { acc += x[i]; i += 1; }
+//! b.switch_to(body);
+//! let (iv, accv) = (b.use_var(i), b.use_var(acc));
+//! let xi = b.load(x, iv);
+//! let accv = b.fadd(accv, xi);
+//! b.def_var(acc, accv);
+//! let one = b.iconst(1);
+//! let iv = b.iadd(iv, one);
+//! b.def_var(i, iv);
+//! b.jump(head);
+//! b.seal_block(head); // entry and body
+//! b.seal_block(exit);
+//!
+//! // return acc
+//! b.switch_to(exit);
+//! let accv = b.use_var(acc);
+//! b.ret(&[accv]);
+//! module.define(id, b.finish().unwrap()).unwrap();
+//! verify(&module).unwrap();
+//!
+//! // The builder placed one phi per variable, in `head`.
+//! let text = module.to_string();
+//! assert!(text.contains("%i = phi i64 [entry: 0, body: %"), "{text}");
+//! assert!(text.contains("%acc = phi f64 [entry: 0.0, body: %"), "{text}");
+//! assert_eq!(text.matches("phi").count(), 2);
+//! let out = Interpreter::new(&module).call(id, &mut [Val::F64s(vec![1.0, 2.0, 4.5])]).unwrap();
+//! assert_eq!(out, [Val::F64(7.5)]);
+//! ```
+//!
+//! The same with [`counted_loop`](FunctionBuilder::counted_loop), `sumsq(x) = x[0]^2 + ...`:
 //!
 //! ```
 //! use gradlift_ir::{FunctionBuilder, Module, Signature, Type, Elem};
 //!
-//! // f(x) = sum_i x[i]^2
 //! let mut module = Module::new();
 //! let id = module.declare("sumsq", Signature::new([Type::slice(Elem::F64)], [Type::F64])).unwrap();
 //! let mut b = FunctionBuilder::new(&module, id);
@@ -37,6 +105,7 @@ use crate::entities::{Block, FuncId, Inst, Value};
 use crate::function::{Function, Terminator};
 use crate::module::{Module, Signature};
 use crate::ops::{self, CmpPred, Imm, Opcode};
+use crate::ssa::{SsaBuilder, Variable, describe_block};
 use crate::types::{Elem, Scalar, Type};
 
 /// A mistake made while building, reported by [`FunctionBuilder::finish`].
@@ -62,6 +131,7 @@ pub struct FunctionBuilder<'m> {
     id: FuncId,
     func: Function,
     current: Block,
+    ssa: SsaBuilder,
     error: Option<String>,
 }
 
@@ -96,6 +166,7 @@ impl<'m> FunctionBuilder<'m> {
             id,
             func,
             current: entry,
+            ssa: SsaBuilder::new(entry),
             error: None,
         }
     }
@@ -128,9 +199,12 @@ impl<'m> FunctionBuilder<'m> {
         b
     }
 
-    /// Makes `block` the one instructions are appended to.
+    /// Makes `block` the one instructions are appended to. A block that is not one of
+    /// this function's records an error, and the current block stays.
     pub fn switch_to(&mut self, block: Block) {
-        self.current = block;
+        if self.check_block(block) {
+            self.current = block;
+        }
     }
 
     /// The block instructions are appended to.
@@ -180,6 +254,116 @@ impl<'m> FunctionBuilder<'m> {
         if !self.func.add_phi_incoming(phi, pred, value) {
             self.fail(format!("{phi} is not a phi"));
         }
+    }
+
+    /// A new variable of type `ty` (any type, slices included), for
+    /// [`def_var`](Self::def_var) and [`use_var`](Self::use_var). See the
+    /// [module docs](self).
+    pub fn declare_var(&mut self, ty: Type) -> Variable {
+        self.ssa.declare_var(ty, None)
+    }
+
+    /// A new variable of type `ty` whose phis print as `%name` (made unique by the
+    /// printer), and which error messages call by its name.
+    pub fn declare_named_var(&mut self, name: &str, ty: Type) -> Variable {
+        self.ssa.declare_var(ty, Some(name))
+    }
+
+    /// The type of `var` (`None` if it is not a variable of this builder).
+    pub fn var_type(&self, var: Variable) -> Option<Type> {
+        self.ssa.var_type(var)
+    }
+
+    /// Sets `var` to `value` from here to the end of the current block (or the next
+    /// definition). Records an error, and changes nothing, if `var` was not declared,
+    /// `value` is not a value of this function or not of exactly the variable's type,
+    /// or the current block already has its terminator (a definition after it could
+    /// not reach the successors).
+    pub fn def_var(&mut self, var: Variable, value: Value) {
+        let Some(ty) = self.ssa.var_type(var) else {
+            self.fail(format!("{var} is not a declared variable"));
+            return;
+        };
+        let Some(vty) = self.func.values.get(value).map(|d| d.ty) else {
+            self.fail(format!("{value} is not a value of this function"));
+            return;
+        };
+        if vty != ty {
+            let var = self.ssa.describe_var(var);
+            self.fail(format!(
+                "{var} has type {ty}, but is defined with {value} of type {vty}"
+            ));
+            return;
+        }
+        let block = self.current;
+        if self.func.blocks[block].term.is_some() {
+            let var = self.ssa.describe_var(var);
+            let block = describe_block(&self.func, block);
+            self.fail(format!("{var} is defined in {block} after its terminator"));
+            return;
+        }
+        self.ssa.def_var(var, block, value);
+    }
+
+    /// The value `var` holds here, in the current block: the last definition in this
+    /// block, or else the value that reaches the block, through phis that the builder
+    /// places (and removes again when they turn out trivial). A variable not defined on
+    /// every path to here makes [`finish`](Self::finish) fail with an error naming it;
+    /// an undeclared variable records an error. Either way a placeholder comes back.
+    ///
+    /// The value may be a phi that is later found trivial; it is still fine to use:
+    /// `finish` replaces every use of a removed phi.
+    pub fn use_var(&mut self, var: Variable) -> Value {
+        if self.ssa.var_type(var).is_none() {
+            self.fail(format!("{var} is not a declared variable"));
+            return self.func.make_const(Scalar::F64(0.0));
+        }
+        self.ssa
+            .use_var(&mut self.func, var, self.current, &mut self.error)
+    }
+
+    /// Declares that every predecessor of `block` is known: every jump and branch to it
+    /// has been appended. Phis of variables read in `block` before get their edges now
+    /// (or are removed, if trivial), and later reads place no phi in a block with a
+    /// single predecessor. Jumping to a sealed block, or sealing one twice, records an
+    /// error. The entry block is sealed from the start (sealing it does nothing, for
+    /// frontends written for Cranelift, which requires it); [`finish`](Self::finish)
+    /// seals every block still open, so sealing early saves work but is never required.
+    pub fn seal_block(&mut self, block: Block) {
+        if !self.check_block(block) || self.func.entry() == Some(block) {
+            return;
+        }
+        if self.ssa.is_sealed(block) {
+            let block = describe_block(&self.func, block);
+            self.fail(format!("{block} is sealed twice"));
+            return;
+        }
+        self.ssa.seal_block(&mut self.func, block, &mut self.error);
+    }
+
+    /// Seals every block not sealed yet (see [`seal_block`](Self::seal_block)).
+    pub fn seal_all_blocks(&mut self) {
+        self.ssa.seal_all_blocks(&mut self.func, &mut self.error);
+    }
+
+    /// Whether `block` is sealed: all its predecessors are declared.
+    pub fn is_sealed(&self, block: Block) -> bool {
+        self.ssa.is_sealed(block)
+    }
+
+    /// Whether `block` is filled: it has its terminator, so it is a predecessor of
+    /// the blocks it jumps to.
+    pub fn is_filled(&self, block: Block) -> bool {
+        self.func
+            .blocks
+            .get(block)
+            .is_some_and(|d| d.term.is_some())
+    }
+
+    /// The predecessors of `block` declared so far (by the terminators appended),
+    /// each once, in the order of their terminators.
+    pub fn preds(&self, block: Block) -> &[Block] {
+        self.ssa.preds(block)
     }
 
     /// Appends an instruction with the given op, immediate and operands; its result
@@ -376,11 +560,28 @@ impl<'m> FunctionBuilder<'m> {
     }
 
     fn terminate(&mut self, term: Terminator) {
-        if self.func.blocks[self.current].term.is_some() {
-            let b = self.current;
-            self.fail(format!("{b} is terminated twice"));
+        let from = self.current;
+        if self.func.blocks[from].term.is_some() {
+            self.fail(format!("{from} is terminated twice"));
         }
-        self.func.set_terminator(self.current, term);
+        // Each successor once: `br %c, b, b` is one predecessor of `b`.
+        let mut succs = term.successors();
+        succs.dedup();
+        for to in succs {
+            if self.check_block(to) {
+                self.ssa.declare_edge(&self.func, from, to, &mut self.error);
+            }
+        }
+        self.func.set_terminator(from, term);
+    }
+
+    /// Whether `block` is a block of this function; records an error if not.
+    fn check_block(&mut self, block: Block) -> bool {
+        let ok = self.func.blocks.is_valid(block);
+        if !ok {
+            self.fail(format!("{block} is not a block of this function"));
+        }
+        ok
     }
 
     /// A counted loop `for i in start..end`, with `carried` values threaded through
@@ -391,6 +592,10 @@ impl<'m> FunctionBuilder<'m> {
     /// appends the iteration and returns the next carried values, and leaves the
     /// builder at the start of a new `exit` block. The body may create blocks of its
     /// own; the back edge leaves from whatever block it ends in.
+    ///
+    /// Variables work across the loop: `counted_loop` seals the blocks it makes as
+    /// soon as their predecessors are known (`body` before calling `body`, `head` and
+    /// `exit` after the back edge), so the body must not jump to them itself.
     pub fn counted_loop(
         &mut self,
         start: Value,
@@ -415,6 +620,8 @@ impl<'m> FunctionBuilder<'m> {
             .collect();
         let more = self.icmp(CmpPred::Lt, i, end);
         self.br(more, body_block, exit);
+        self.ssa
+            .seal_block(&mut self.func, body_block, &mut self.error);
 
         self.switch_to(body_block);
         let next = body(self, i, &phis);
@@ -433,13 +640,19 @@ impl<'m> FunctionBuilder<'m> {
             self.add_incoming(phi, latch, v);
         }
         self.jump(head);
+        self.ssa.seal_block(&mut self.func, head, &mut self.error);
+        self.ssa.seal_block(&mut self.func, exit, &mut self.error);
 
         self.switch_to(exit);
         phis
     }
 
     /// The finished body, or the first mistake made while building it.
-    pub fn finish(self) -> Result<Function, BuildError> {
+    ///
+    /// Seals every block still open, then replaces every use of a phi found trivial
+    /// and takes those phis out of their blocks (see [`crate::ssa`]).
+    pub fn finish(mut self) -> Result<Function, BuildError> {
+        self.ssa.finish(&mut self.func, &mut self.error);
         match self.error {
             Some(message) => Err(BuildError {
                 func: self.module.funcs[self.id].name.clone(),

@@ -6,7 +6,8 @@
 //! remove statements without renumbering anything. The crate has:
 //!
 //! - the data model ([`Module`], [`Function`], [`ops`] — the op table, [`types`]);
-//! - a [`builder`] for making functions from Rust;
+//! - a [`builder`] for making functions from Rust, with mutable variables turned
+//!   into SSA as it goes ([`ssa`]);
 //! - the text format: a [parser](parse()) and a printer (`Display` on [`Module`]),
 //!   with `print(parse(text))` a fixed point;
 //! - a [verifier](verify()) that reports every error it finds, never panicking;
@@ -41,6 +42,7 @@ pub mod interp;
 pub mod module;
 pub mod ops;
 pub mod parser;
+pub mod ssa;
 pub mod types;
 pub mod verify;
 pub mod write;
@@ -53,5 +55,6 @@ pub use function::{
 pub use module::{Body, Decl, FuncDecl, Module, ModuleError, Signature};
 pub use ops::{CmpPred, Imm, Opcode};
 pub use parser::{ParseError, ParseErrors, parse};
+pub use ssa::Variable;
 pub use types::{Elem, Scalar, Type};
 pub use verify::{VerifierError, VerifierErrors, verify};
