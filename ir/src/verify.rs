@@ -58,7 +58,9 @@
 //! - `ret` returns as many values as the signature has results, each fitting its
 //!   result type ([`Type::fits`]: a `mut [T]` may be returned as a `[T]`). A `br`
 //!   condition is a `bool`.
-//! - Phis: each phi has exactly one incoming value per predecessor of its block: none
+//! - Phis: a phi has at least one incoming value (the text cannot write `phi T []`, so
+//!   a block without predecessors has no phis). Each phi has exactly one incoming
+//!   value per predecessor of its block: none
 //!   missing, none for a block that is not a predecessor, none twice. Predecessors are
 //!   those of [`ControlFlowGraph`]: a block that ends in `br %c, b, b` is *one*
 //!   predecessor of `b`, so `b`'s phis have one edge for it (an edge is named by its
@@ -681,6 +683,17 @@ impl<'a> FuncVerifier<'a> {
                 Some(data.ty)
             }
         };
+        if phi.incoming.is_empty() && preds.is_empty() {
+            // The grammar has no way to write `phi T []`: a phi needs an edge, and a
+            // block without predecessors (unreachable) has no use for a phi.
+            let (name, block) = (self.value_ref(v), self.block_ref(b));
+            self.report(
+                at,
+                format!(
+                    "phi {name} has no incoming values ({block} has no predecessors): remove the phi"
+                ),
+            );
+        }
         let mut seen: HashSet<Block> = HashSet::new();
         for &(p, x) in &phi.incoming {
             let edge_error = if !func.blocks.is_valid(p) {

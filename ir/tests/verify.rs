@@ -2153,3 +2153,31 @@ fn literals_typed_by_the_parser_verify() {
     let module = gradlift_ir::parse(text).unwrap();
     gradlift_ir::verify(&module).unwrap();
 }
+
+/// A phi with no edges (in a block nothing jumps to) cannot be written in the text
+/// format, so it does not verify: whatever verifies must print and parse back.
+#[test]
+fn a_phi_without_edges_is_rejected() {
+    let mut module = Module::new();
+    let id = module
+        .declare("f", Signature::new([Type::F64], [Type::F64]))
+        .unwrap();
+    let mut b = FunctionBuilder::new(&module, id);
+    let x = b.param(0);
+    b.ret(&[x]);
+    let dead = b.create_block("dead");
+    b.switch_to(dead);
+    let p = b.phi(Type::F64, &[]);
+    b.ret(&[p]);
+    let func = b.finish().unwrap();
+    module.define(id, func).unwrap();
+    let errs = verify(&module).unwrap_err().0;
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].message.contains("has no incoming values"),
+        "{}",
+        errs[0]
+    );
+    // And the text it would print indeed does not parse.
+    assert!(gradlift_ir::parse(&module.to_string()).is_err());
+}
