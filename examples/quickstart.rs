@@ -16,38 +16,13 @@ entry:
     %r = fadd %xx, %y3
     ret %r
 }
-
-; f(x) = sum_{i<n-1} 100 (x[i+1] - x[i]^2)^2 + (1 - x[i])^2
-func @rosenbrock(%x: [f64]) -> f64 {
-entry:
-    %n = len %x
-    %m = isub %n, 1
-    jump head
-head:
-    %i = phi i64 [entry: 0, body: %i1]
-    %acc = phi f64 [entry: 0.0, body: %acc1]
-    %more = icmp lt %i, %m
-    br %more, body, exit
-body:
-    %a = load %x[%i]
-    %i1 = iadd %i, 1
-    %b = load %x[%i1]
-    %a2 = fmul %a, %a
-    %d = fsub %b, %a2
-    %d2 = fmul %d, %d
-    %t1 = fmul 100.0, %d2
-    %e = fsub 1.0, %a
-    %t2 = fmul %e, %e
-    %t = fadd %t1, %t2
-    %acc1 = fadd %acc, %t
-    jump head
-exit:
-    ret %acc
-}
 ";
 
+/// The suite's Rosenbrock program, as the tests check it against a closed form.
+const ROSENBROCK: &str = include_str!("ir/rosenbrock.ir");
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let module = parse(SOURCE)?;
+    let module = parse(&format!("{SOURCE}\n{ROSENBROCK}"))?;
     verify(&module)?;
     let mut interp = Interpreter::new(&module);
 
@@ -60,7 +35,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin())
         .collect();
     let value = interp.call(rosenbrock, &mut [Val::F64s(x.clone())])?;
-    println!("rosenbrock({x:.4?}) = {value:?}");
+    let closed_form: f64 = x
+        .windows(2)
+        .map(|w| 100.0 * (w[1] - w[0] * w[0]).powi(2) + (1.0 - w[0]).powi(2))
+        .sum();
+    println!("rosenbrock({x:.4?}) = {value:?}   (closed form in Rust: {closed_form})");
 
     println!("gradients: not yet (reverse mode is the next step of the roadmap)");
     println!("\nthe IR, as gradlift prints it:\n");
