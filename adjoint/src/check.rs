@@ -211,6 +211,19 @@ pub fn check_rule(
     opts: &CheckOptions,
 ) -> Result<CheckReport, CheckError> {
     let rule = build_rrule(module, func, config).map_err(CheckError::Build)?;
+    check_derived(module, &rule, args, opts)
+}
+
+/// Checks `rule`, derived from a function of `module`, at `args`, as [`check_rule`]
+/// does; for checking one rule at several points without deriving it each time.
+pub fn check_derived(
+    module: &Module,
+    rule: &Rule,
+    args: &[Val],
+    opts: &CheckOptions,
+) -> Result<CheckReport, CheckError> {
+    let func = rule.layout.primal;
+    let config = &rule.layout.config;
     let sig = module.sig(func).clone();
     if args.len() != sig.params.len() || args.iter().zip(&sig.params).any(|(a, &t)| !a.fits(t)) {
         return Err(CheckError::BadArguments(format!(
@@ -234,7 +247,7 @@ pub fn check_rule(
 
     // 1 and 4: the primal, the tape, the arguments.
     let ones: Vec<f64> = seeded.iter().map(|_| 1.0).collect();
-    let (found, gradient) = run_rule(&rule, &mut engine, args, &ones, &sig)?;
+    let (found, gradient) = run_rule(rule, &mut engine, args, &ones, &sig)?;
     if config.needs_primal && !same_vals(&found, &primal) {
         return Err(CheckError::Primal {
             expected: primal,
@@ -290,7 +303,7 @@ pub fn check_rule(
     for trial in 0..opts.trials {
         let v: Vec<f64> = active.iter().map(|_| rng.uniform()).collect();
         let w: Vec<f64> = seeded.iter().map(|_| rng.uniform()).collect();
-        let (_, jtw) = run_rule(&rule, &mut engine, args, &w, &sig)?;
+        let (_, jtw) = run_rule(rule, &mut engine, args, &w, &sig)?;
         if seeded.is_empty() || active.is_empty() {
             dot.push((0.0, 0.0));
             continue;

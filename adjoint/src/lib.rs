@@ -64,7 +64,7 @@ pub mod rrule;
 pub mod rules;
 pub mod stmt;
 
-pub use check::{CheckError, CheckOptions, CheckReport, check_rule};
+pub use check::{CheckError, CheckOptions, CheckReport, check_derived, check_rule};
 pub use config::{Activity, RetActivity, RuleConfig};
 pub use error::AdError;
 pub use rrule::{Rule, RuleLayout, build_rrule};
