@@ -36,6 +36,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub use gradlift_adjoint as adjoint;
 pub use gradlift_ir as ir;
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.

@@ -534,6 +534,16 @@ impl<'m> FunctionBuilder<'m> {
         self.ins1(Opcode::Alloc, Imm::Type(elem.ty()), &[n])
     }
 
+    /// `push v`: saves the scalar `v` on the tape (see [`ops`](crate::ops#the-tape)).
+    pub fn push(&mut self, v: Value) {
+        self.ins(Opcode::Push, Imm::None, &[v]);
+    }
+
+    /// `pop ty`: the most recent scalar saved on the tape, which must be a `ty`.
+    pub fn pop(&mut self, ty: Type) -> Value {
+        self.ins1(Opcode::Pop, Imm::Type(ty), &[])
+    }
+
     /// `call @f(args)`: returns the results.
     pub fn call(&mut self, f: FuncId, args: &[Value]) -> SmallVec<[Value; 2]> {
         let inst = self.ins(Opcode::Call, Imm::Func(f), args);

@@ -1,0 +1,138 @@
+//! Why a rule could not be derived: [`AdError`].
+//!
+//! Errors in the request (an activity that does not fit its parameter, a function
+//! that does not verify) and features this version does not derive yet are the
+//! caller's to fix or wait for; [`AdError::Internal`] is a bug in gradlift (derived
+//! code that fails to verify), as Cranelift documents `CodegenError::Verifier` on its
+//! own output.
+
+use core::fmt;
+
+use gradlift_ir::{Type, VerifierErrors};
+
+use crate::config::Activity;
+
+/// Why [`build_rrule`](crate::build_rrule()) could not derive a rule.
+#[derive(Clone, Debug)]
+pub enum AdError {
+    /// The function ID names no function of the module.
+    NoSuchFunction(String),
+    /// The function has no IR body (`extern`, or declared and not defined).
+    NotDefined {
+        /// The function.
+        func: String,
+    },
+    /// The function does not verify; derivation reads only verified IR.
+    Invalid {
+        /// The function.
+        func: String,
+        /// What the verifier found.
+        errors: VerifierErrors,
+    },
+    /// The configuration has a different number of activities than the function has
+    /// parameters.
+    ActivityCount {
+        /// The function.
+        func: String,
+        /// Its parameters.
+        expected: usize,
+        /// The activities given.
+        found: usize,
+    },
+    /// An activity that does not fit its parameter's type (`active` on an `i64`,
+    /// `dup` on a scalar, ...).
+    BadActivity {
+        /// The function.
+        func: String,
+        /// The parameter's index, from 0.
+        param: usize,
+        /// The parameter's name as printed (without `%`).
+        name: String,
+        /// Its type.
+        ty: Type,
+        /// The activity asked for.
+        activity: Activity,
+    },
+    /// Something this version of the derivation does not handle yet.
+    Unsupported {
+        /// The function.
+        func: String,
+        /// What, and when it arrives.
+        what: String,
+    },
+    /// A bug in gradlift: the derived code is broken.
+    Internal {
+        /// The function being derived.
+        func: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl fmt::Display for AdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdError::NoSuchFunction(id) => write!(f, "the module has no function {id}"),
+            AdError::NotDefined { func } => write!(
+                f,
+                "@{func} has no IR body (extern or not defined): nothing to differentiate"
+            ),
+            AdError::Invalid { func, errors } => {
+                write!(
+                    f,
+                    "@{func} does not verify, so it cannot be differentiated:\n{errors}"
+                )
+            }
+            AdError::ActivityCount {
+                func,
+                expected,
+                found,
+            } => write!(
+                f,
+                "@{func} has {expected} parameter{}, but {found} activit{} given",
+                if *expected == 1 { "" } else { "s" },
+                if *found == 1 { "y was" } else { "ies were" }
+            ),
+            AdError::BadActivity {
+                func,
+                param,
+                name,
+                ty,
+                activity,
+            } => {
+                let why = match activity {
+                    Activity::Active if ty.is_slice() => {
+                        "`active` is for float scalars; a float slice is `dup` or `dupnoneed`"
+                    }
+                    Activity::Active => {
+                        "`active` is for float scalars; integers and bools are `const`"
+                    }
+                    Activity::Dup | Activity::DupNoNeed if ty.is_slice() => {
+                        "`dup` and `dupnoneed` are for float slices; an i64 slice is `const`"
+                    }
+                    Activity::Dup | Activity::DupNoNeed if ty.is_float() => {
+                        "`dup` and `dupnoneed` are for float slices; a float scalar is `active` or `const`"
+                    }
+                    Activity::Dup | Activity::DupNoNeed => {
+                        "`dup` and `dupnoneed` are for float slices; integers and bools are `const`"
+                    }
+                    Activity::Const => "`const` fits every type",
+                };
+                write!(
+                    f,
+                    "parameter {} (%{name}: {ty}) of @{func} cannot be `{activity}`: {why}",
+                    param + 1
+                )
+            }
+            AdError::Unsupported { func, what } => {
+                write!(f, "cannot differentiate @{func} yet: {what}")
+            }
+            AdError::Internal { func, message } => write!(
+                f,
+                "internal error (a bug in gradlift) while differentiating @{func}: {message}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AdError {}

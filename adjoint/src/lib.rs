@@ -1,0 +1,70 @@
+//! gradlift's reverse mode: derives, from an IR function, a forward pass and a
+//! pullback, both ordinary IR functions (Mooncake.jl's design, Enzyme's activities).
+//!
+//! [`build_rrule`] takes a module, a function `@f` and a [`RuleConfig`] (one
+//! [`Activity`] per parameter, the return's [`RetActivity`]) and returns a [`Rule`]: the
+//! module with `@f.fwd` and `@f.rvs` added. Run the forward pass with the primal
+//! arguments, then the pullback with the result cotangents, on one
+//! [`Interpreter`](gradlift_ir::interp::Interpreter): the forward pass leaves on the
+//! tape what the pullback needs (which predecessor each merge point was entered from,
+//! and the values each block's reverse reads), and the pullback takes it back.
+//!
+//! ```
+//! use gradlift_adjoint::{RuleConfig, build_rrule};
+//! use gradlift_ir::interp::{Interpreter, Val};
+//! use gradlift_ir::parse;
+//!
+//! let module = parse("
+//!     func @f(%x: f64, %y: f64) -> f64 {
+//!     entry:
+//!         %xx = fmul %x, %x
+//!         %y3 = fmul 3.0, %y
+//!         %r = fadd %xx, %y3
+//!         ret %r
+//!     }
+//! ")?;
+//! let f = module.func_by_name("f").unwrap();
+//! let rule = build_rrule(&module, f, &RuleConfig::default_for(module.sig(f)))?;
+//!
+//! let mut engine = Interpreter::new(&rule.module);
+//! let y = engine.call(rule.forward, &mut [Val::F64(2.0), Val::F64(1.0)])?;
+//! assert_eq!(y, [Val::F64(7.0)]);
+//! let grad = engine.call(rule.pullback, &mut [Val::F64(1.0)])?;
+//! assert_eq!(grad, [Val::F64(4.0), Val::F64(3.0)]); // (2x, 3)
+//! assert_eq!(engine.tape().scalars, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The derived functions print, parse back and verify like any others; the design,
+//! with the signatures and the tape protocol, is in the module docs of [`forward`],
+//! [`pullback`] and [`plan`]. [`check::check_rule`] tests a rule against finite
+//! differences and the dot-product test.
+//!
+//! This version derives functions of scalars (`f64`, `f32`, `i64`, `bool`) with any
+//! control flow. Slices, calls, and `overlay`/`vjp`/`nodiff` declarations arrive
+//! later, and are refused with [`AdError::Unsupported`] until then. Debug mode
+//! ([`RuleConfig::debug`]) is accepted and ignored for now.
+//!
+//! The crate reads and writes IR and never runs user code, except [`check`], which
+//! runs the interpreter.
+//!
+//! Modules, in pipeline order: [`config`] (the request), [`activity`] (which values
+//! get derivatives), [`rules`] (the rule table), [`stmt`] (each statement's forward
+//! and reverse pieces), [`plan`] (block stack, saved values), [`forward`] and
+//! [`pullback`] (assembly), [`rrule`] (the pipeline), [`check`].
+
+pub mod activity;
+pub mod check;
+pub mod config;
+pub mod error;
+pub mod forward;
+pub mod plan;
+pub mod pullback;
+pub mod rrule;
+pub mod rules;
+pub mod stmt;
+
+pub use check::{CheckError, CheckOptions, CheckReport, check_derived, check_rule};
+pub use config::{Activity, RetActivity, RuleConfig};
+pub use error::AdError;
+pub use rrule::{Rule, RuleLayout, build_rrule};

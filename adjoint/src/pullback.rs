@@ -1,0 +1,444 @@
+//! Pullback assembly (Mooncake's `pullback_ir`): the reverse of every live block, in
+//! reverse layout order, behind an entry that dispatches on the returning block.
+//!
+//! `@f.rvs(dy...) -> (dx...)` takes one cotangent per float result (an active return)
+//! and returns one per `active` parameter. It is written with the builder, and its
+//! cotangents are builder variables (the private `Cotangents`), so the builder places the phis
+//! where reverse control flow merges.
+//!
+//! - The entry defines every cotangent as 0, then goes to the reverse of the block
+//!   that returned: popping its number when there are several (a chain of
+//!   `icmp eq` and `br`).
+//! - The reverse `C'` of a block `C`: the seeds, if `C` ends in `ret` (the cotangent
+//!   of each active returned value gets the pullback's parameter for that result);
+//!   the pops of `C`'s saved values, last pushed first; the reverse of `C`'s
+//!   instructions, last first, from the [rule table](crate::rules), each resetting
+//!   the result's cotangent to 0 after adding its contributions; the cotangents of
+//!   `C`'s active phis, read together and reset. Then, with one predecessor, it adds
+//!   each phi's cotangent into the incoming value of that edge and jumps to the
+//!   predecessor's reverse; with several, it pops the `%from` number and branches to
+//!   an edge block per predecessor that does the same; with none (the entry), it
+//!   returns the cotangents of the active parameters.
+//!
+//! A cotangent known to be zero is never used (symbolic zeros): an instruction
+//! whose result's cotangent is the zero constant emits nothing, and adding into a
+//! zero cotangent is a definition, not an `fadd`.
+
+use cranelift_entity::SecondaryMap;
+use gradlift_ir::write::Names;
+use gradlift_ir::{
+    Block, CmpPred, FuncId, Function, FunctionBuilder, Module, Scalar, Terminator, Type, Value,
+    ValueDef, Variable,
+};
+use hashbrown::HashMap;
+use smallvec::SmallVec;
+
+use crate::plan::Plan;
+use crate::rules::{ArgVal, RevCtx};
+
+/// The cotangent of every active value, as a builder variable.
+///
+/// Each variable is defined as 0 in the pullback's entry. The reverse of a value's
+/// definition adds the value's cotangent into its operands' and then defines the
+/// value's variable as 0 again, so that in a loop each iteration's instance of the
+/// value starts from zero: instances never mix their cotangents.
+struct Cotangents {
+    vars: SecondaryMap<Value, Option<Variable>>,
+    zero_f64: Value,
+    zero_f32: Option<Value>,
+}
+
+impl Cotangents {
+    /// The zero of a float type, as the pullback writes it: the literal `0.0` for
+    /// `f64`; for `f32`, a `const f32 0.0` instruction in the entry (an `f32`
+    /// literal next to another literal would parse back as `f64`).
+    fn zero(&self, ty: Type) -> Value {
+        match ty {
+            Type::F32 => self.zero_f32.unwrap_or(self.zero_f64),
+            _ => self.zero_f64,
+        }
+    }
+
+    /// `ct[v] += c`, or `ct[v] = c` while `ct[v]` is the zero.
+    fn add(&self, b: &mut FunctionBuilder<'_>, primal: &Function, v: Value, c: Value) {
+        let Some(var) = self.vars[v] else {
+            return;
+        };
+        let cur = b.use_var(var);
+        let zero = self.zero(primal.value_type(v));
+        let sum = if cur == zero { c } else { b.fadd(cur, c) };
+        b.def_var(var, sum);
+    }
+
+    /// The cotangent of `v` here, and resets it to zero.
+    fn take(&self, b: &mut FunctionBuilder<'_>, primal: &Function, v: Value) -> Option<Value> {
+        let var = self.vars[v]?;
+        let g = b.use_var(var);
+        let zero = self.zero(primal.value_type(v));
+        b.def_var(var, zero);
+        Some(g)
+    }
+}
+
+/// Seals each block of the pullback as soon as every jump to it is written, so that
+/// reading a cotangent there finds its value at once instead of placing a phi to be
+/// removed later (and so that a zero cotangent is seen to be zero).
+///
+/// The predecessors of a reverse block `C'` are known before any code is written:
+/// one block for each live successor of `C` (its reverse, an edge block, or a
+/// dispatch block of it), plus the entry's dispatch if `C` ends in `ret`. Edge and
+/// dispatch blocks have one predecessor.
+struct Sealer {
+    expected: SecondaryMap<Block, usize>,
+}
+
+impl Sealer {
+    /// Seals each of `targets` whose predecessors are all filled.
+    fn check(&self, b: &mut FunctionBuilder<'_>, targets: &[Block]) {
+        for &t in targets {
+            if !b.is_sealed(t) && b.preds(t).len() == self.expected[t] {
+                b.seal_block(t);
+            }
+        }
+    }
+}
+
+/// Builds the pullback of `primal` as the body of `id`, declared in `module` with
+/// its signature. `names` are the primal's print names (the pullback's values are
+/// named after them); `active` are the indices of the active parameters, in order.
+pub fn pullback_ir(
+    module: &Module,
+    id: FuncId,
+    primal: &Function,
+    names: &Names,
+    plan: &Plan,
+    active: &[usize],
+) -> Result<Function, String> {
+    let mut b = FunctionBuilder::new(module, id);
+    let n_seeds = module.sig(id).params.len();
+    for j in 0..n_seeds {
+        let p = b.param(j);
+        let name = if n_seeds == 1 {
+            "dy".to_string()
+        } else {
+            format!("dy{j}")
+        };
+        b.named(&name, p);
+    }
+
+    let needs_f32 = primal
+        .values
+        .iter()
+        .any(|(v, d)| d.ty == Type::F32 && plan.activity.is_active(v))
+        || active
+            .iter()
+            .any(|&i| primal.value_type(primal.params[i]) == Type::F32);
+    let mut cts = Cotangents {
+        vars: SecondaryMap::new(),
+        zero_f64: b.fconst(0.0),
+        zero_f32: None,
+    };
+    if needs_f32 {
+        let z = b.const_inst(Scalar::F32(0.0));
+        cts.zero_f32 = Some(b.named("zero", z));
+    }
+    let param_cts = |b: &mut FunctionBuilder<'_>, cts: &Cotangents| -> Vec<Value> {
+        active
+            .iter()
+            .map(|&i| {
+                let p = primal.params[i];
+                match cts.vars[p] {
+                    Some(var) => b.use_var(var),
+                    None => cts.zero(primal.value_type(p)),
+                }
+            })
+            .collect()
+    };
+    if plan.trivial || plan.stack.rets().is_empty() {
+        let vals = param_cts(&mut b, &cts);
+        b.ret(&vals);
+        return b.finish().map_err(|e| e.to_string());
+    }
+
+    for (v, d) in primal.values.iter() {
+        if plan.activity.is_active(v) && d.ty.is_float() {
+            let var = b.declare_named_var(&format!("d{}", names.value(v)), d.ty);
+            b.def_var(var, cts.zero(d.ty));
+            cts.vars[v] = Some(var);
+        }
+    }
+
+    // The reverse of each live block, in reverse layout order; auxiliary blocks (the
+    // dispatch chain, edge blocks) are placed after their owner at the end.
+    let live: Vec<Block> = primal
+        .layout
+        .iter()
+        .copied()
+        .filter(|&blk| plan.live.contains(blk))
+        .collect();
+    let mut rev: SecondaryMap<Block, Option<Block>> = SecondaryMap::new();
+    let mut owned: Vec<(Block, Vec<Block>)> = Vec::new();
+    let mut sealer = Sealer {
+        expected: SecondaryMap::new(),
+    };
+    for &c in live.iter().rev() {
+        let rb = b.create_block(&format!("rev_{}", names.block(c)));
+        rev[c] = Some(rb);
+        owned.push((rb, Vec::new()));
+    }
+    for &s in &live {
+        for &p in plan.stack.preds(s) {
+            if let Some(rp) = rev[p] {
+                sealer.expected[rp] += 1;
+            }
+        }
+    }
+    for &r in plan.stack.rets() {
+        if let Some(rr) = rev[r] {
+            sealer.expected[rr] += 1;
+        }
+    }
+    let rev_of = |c: Block| rev[c].expect("live blocks have a reverse");
+    let entry = b.current_block();
+    let mut entry_aux = Vec::new();
+
+    // Entry: dispatch on the returning block.
+    let targets: Vec<Block> = plan.stack.rets().iter().map(|&r| rev_of(r)).collect();
+    if plan.stack.records_ret() {
+        let n = b.pop(Type::I64);
+        let n = b.named("ret_block", n);
+        dispatch(&mut b, &mut sealer, n, &targets, "rev_ret", &mut entry_aux);
+    } else {
+        b.jump(targets[0]);
+        sealer.check(&mut b, &targets);
+    }
+
+    for (idx, &c) in live.iter().rev().enumerate() {
+        let rb = rev_of(c);
+        b.switch_to(rb);
+        for &(v, s) in &plan.seeds[c] {
+            let dy = b.param(s);
+            cts.add(&mut b, primal, v, dy);
+        }
+        let mut saved: HashMap<Value, Value> = HashMap::new();
+        for &v in plan.saved.of(c).iter().rev() {
+            let p = b.pop(primal.value_type(v));
+            let p = b.named(names.value(v), p);
+            saved.insert(v, p);
+        }
+        for r in plan.insts[c].iter().rev() {
+            let d = &primal.insts[r.inst];
+            let y = d.results[0];
+            let ty = primal.value_type(y);
+            let Some(g) = cts.take(&mut b, primal, y) else {
+                continue;
+            };
+            if g == cts.zero(ty) {
+                continue;
+            }
+            let args: SmallVec<[ArgVal; 3]> = d
+                .args
+                .iter()
+                .map(|&a| match primal.value_def(a) {
+                    ValueDef::Const(k) => ArgVal::Const(k),
+                    _ => saved.get(&a).map_or(ArgVal::Missing, |&s| ArgVal::Saved(s)),
+                })
+                .collect();
+            let arg_types: SmallVec<[Type; 3]> =
+                d.args.iter().map(|&a| primal.value_type(a)).collect();
+            for &k in &r.operands {
+                let mut ctx = RevCtx::new(
+                    &mut b,
+                    &args,
+                    &arg_types,
+                    saved.get(&y).copied(),
+                    ty,
+                    d.imm,
+                    g,
+                );
+                let contribution = r.rule.emit(&mut ctx, k);
+                if let Some(m) = ctx.missing {
+                    return Err(format!(
+                        "the rule of `{}` read something not saved: {m}",
+                        d.opcode
+                    ));
+                }
+                if let Some(c) = contribution {
+                    cts.add(&mut b, primal, d.args[k], c);
+                }
+            }
+        }
+        let phis: Vec<(usize, Value)> = plan.phis[c]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| Some((i, cts.take(&mut b, primal, p.phi)?)))
+            .collect();
+        let phis: Vec<(usize, Value)> = phis
+            .into_iter()
+            .filter(|&(i, g)| g != cts.zero(primal.value_type(plan.phis[c][i].phi)))
+            .collect();
+        // Adds each phi's cotangent into the incoming value of edge `e`.
+        let edge_adds = |b: &mut FunctionBuilder<'_>, e: usize| {
+            for &(i, g) in &phis {
+                if let Some(v) = plan.phis[c][i].edges[e] {
+                    cts.add(b, primal, v, g);
+                }
+            }
+        };
+        let has_adds = |e: usize| {
+            phis.iter()
+                .any(|&(i, _)| plan.phis[c][i].edges[e].is_some())
+        };
+        let preds = plan.stack.preds(c);
+        match preds {
+            [] => {
+                let vals = param_cts(&mut b, &cts);
+                b.ret(&vals);
+            }
+            [p] => {
+                edge_adds(&mut b, 0);
+                b.jump(rev_of(*p));
+                sealer.check(&mut b, &[rev_of(*p)]);
+            }
+            _ => {
+                let aux = &mut owned[idx].1;
+                let name = format!("rev_{}", names.block(c));
+                let mut targets = Vec::with_capacity(preds.len());
+                let mut edges = Vec::new();
+                for (e, &p) in preds.iter().enumerate() {
+                    if has_adds(e) {
+                        let eb = b.create_block(&format!("{name}.from_{}", names.block(p)));
+                        sealer.expected[eb] = 1;
+                        aux.push(eb);
+                        edges.push((e, eb, p));
+                        targets.push(eb);
+                    } else {
+                        targets.push(rev_of(p));
+                    }
+                }
+                let from = b.pop(Type::I64);
+                let from = b.named("from", from);
+                dispatch(&mut b, &mut sealer, from, &targets, &name, aux);
+                for (e, eb, p) in edges {
+                    b.switch_to(eb);
+                    edge_adds(&mut b, e);
+                    b.jump(rev_of(p));
+                    sealer.check(&mut b, &[rev_of(p)]);
+                }
+            }
+        }
+    }
+
+    let mut func = b.finish().map_err(|e| e.to_string())?;
+    let zeros: SmallVec<[Value; 2]> = cts.zero_f32.into_iter().chain([cts.zero_f64]).collect();
+    drop_zero_adds(&mut func, &zeros);
+    // Layout: the entry and its dispatch chain, then each reverse block followed by
+    // the blocks it owns.
+    let mut layout = vec![entry];
+    layout.extend(entry_aux);
+    for (rb, aux) in owned {
+        layout.push(rb);
+        layout.extend(aux);
+    }
+    if layout.len() == func.layout.len() {
+        func.layout = layout;
+    }
+    Ok(func)
+}
+
+/// Branches on `n` (1, 2, ...) to `targets[n - 1]`: a chain of `icmp eq` and `br`,
+/// the last target taken without a test. New chain blocks are named after `name`
+/// and recorded in `aux`; blocks whose jumps are all written are sealed.
+fn dispatch(
+    b: &mut FunctionBuilder<'_>,
+    sealer: &mut Sealer,
+    n: Value,
+    targets: &[Block],
+    name: &str,
+    aux: &mut Vec<Block>,
+) {
+    let Some(last) = targets.len().checked_sub(1) else {
+        return;
+    };
+    if last == 0 {
+        b.jump(targets[0]);
+        sealer.check(b, targets);
+        return;
+    }
+    for (i, &t) in targets[..last].iter().enumerate() {
+        let k = b.iconst(i as i64 + 1);
+        let is = b.icmp(CmpPred::Eq, n, k);
+        if i + 1 == last {
+            b.br(is, t, targets[last]);
+            sealer.check(b, &[t, targets[last]]);
+        } else {
+            let next = b.create_block(&format!("{name}.not{}", i + 1));
+            aux.push(next);
+            sealer.expected[next] = 1;
+            b.br(is, t, next);
+            sealer.check(b, &[t, next]);
+            b.switch_to(next);
+        }
+    }
+}
+
+/// Removes `fadd 0, x` and `fadd x, 0`, using `x` instead.
+///
+/// A cotangent read in a block that was not sealed yet is a phi that the builder may
+/// later find trivial and replace by the zero; the addition into it is then an
+/// addition of zero. (`0.0 + -0.0` is `0.0`, so the sign of a zero cotangent may
+/// differ; nothing else does.)
+fn drop_zero_adds(func: &mut Function, zeros: &[Value]) {
+    let mut alias: HashMap<Value, Value> = HashMap::new();
+    let resolve = |alias: &HashMap<Value, Value>, mut v: Value| {
+        while let Some(&w) = alias.get(&v) {
+            v = w;
+        }
+        v
+    };
+    let mut dead = Vec::new();
+    for (blk, inst) in func.placed_insts().collect::<Vec<_>>() {
+        let d = &func.insts[inst];
+        if d.opcode != gradlift_ir::Opcode::Fadd {
+            continue;
+        }
+        let (a, c) = (resolve(&alias, d.args[0]), resolve(&alias, d.args[1]));
+        let keep = if zeros.contains(&a) {
+            c
+        } else if zeros.contains(&c) {
+            a
+        } else {
+            continue;
+        };
+        alias.insert(d.results[0], keep);
+        dead.push((blk, inst));
+    }
+    if alias.is_empty() {
+        return;
+    }
+    for (blk, inst) in dead {
+        func.remove_inst(blk, inst);
+    }
+    for &blk in &func.layout.clone() {
+        let data = &mut func.blocks[blk];
+        for phi in &mut data.phis {
+            for (_, v) in phi.incoming.iter_mut() {
+                *v = resolve(&alias, *v);
+            }
+        }
+        for &inst in &data.insts {
+            for a in func.insts[inst].args.iter_mut() {
+                *a = resolve(&alias, *a);
+            }
+        }
+        match &mut data.term {
+            Some(Terminator::Br { cond, .. }) => *cond = resolve(&alias, *cond),
+            Some(Terminator::Ret(vals)) => {
+                for v in vals.iter_mut() {
+                    *v = resolve(&alias, *v);
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! The rule table: for every op, how its reverse adds `∂y/∂a · ct[y]` into the
+//! cotangent of each operand `a`, and what that reads.
+//!
+//! [`op_rule`] maps each [`Opcode`] to an [`OpRule`], JAX's `primitive_transposes` in
+//! one `match`, so the compiler proves the table total and a test walks
+//! [`Opcode::ALL`] to check that every op that can carry a derivative has a rule. An
+//! op is one of three kinds:
+//!
+//! - [`OpRule::Zero`]: its result has zero derivative, or is not a float (integer and
+//!   boolean ops, comparisons, `floor`, `ceil`, `bitcast`, `const`). The derivation
+//!   emits nothing for it, and nothing varies through it.
+//! - [`OpRule::Float`]: a [`FloatRule`] says, for each operand, whether a derivative
+//!   flows to it and which values its contribution reads (operands, the result); the
+//!   forward pass saves exactly those, per block, and the rule's `emit` function
+//!   writes the contribution into the pullback. It is called only for operands that
+//!   are active, and only when the result's cotangent is not the symbolic zero.
+//! - [`OpRule::Unsupported`]: slice, call and tape ops, which this version does not
+//!   derive yet; the derivation reports them by name.
+//!
+//! Conventions, where the derivative does not exist or needs a choice (each is
+//! written again next to its rule): `fabs` at 0 gives 0; `fmin`/`fmax` at ties give
+//! the cotangent to the first operand; `floor`, `ceil`, integer ops, comparisons,
+//! `cast` to or from an integer and `bitcast` have zero derivative; `pow x, y` gives
+//! `∂/∂x = y x^(y-1)` (0 where `y = 0`) and `∂/∂y = x^y log x` (0 where `x = 0`);
+//! `powi x, n` gives `n x^(n-1)` (0 where `n = 0`); `select c, a, b` routes the
+//! cotangent to the chosen arm; `cast` between `f32` and `f64` converts the cotangent.
+//! Every rule here is needed for correctness: none exists for speed only.
+
+use gradlift_ir::{CmpPred, FunctionBuilder, Imm, Opcode, Scalar, Type, Value};
+
+/// What the reverse of an op does. See the [module docs](self).
+#[derive(Copy, Clone, Debug)]
+pub enum OpRule {
+    /// No derivative flows through the op; the string says why.
+    Zero(&'static str),
+    /// A float op with a derivative.
+    Float(FloatRule),
+    /// Not derived in this version; the string says what it is and when it arrives.
+    Unsupported(&'static str),
+}
+
+/// The reverse of a float op: per operand, what its contribution reads, and how to
+/// emit it.
+#[derive(Copy, Clone, Debug)]
+pub struct FloatRule {
+    /// One entry per operand: `None` if no derivative flows to it (the condition of
+    /// `select`, the exponent of `powi`), else what its contribution reads.
+    pub operands: &'static [Option<Reads>],
+    /// How the contribution is written.
+    pub emit: Emit,
+}
+
+impl FloatRule {
+    /// Emits the contribution `∂y/∂a_k · ct[y]` to operand `k` into the pullback, or
+    /// returns `None` when it is known to be zero. Reads only what `operands[k]`
+    /// lists.
+    pub fn emit(&self, r: &mut RevCtx<'_, '_>, k: usize) -> Option<Value> {
+        match self.emit {
+            Emit::Custom(f) => f(r, k),
+            Emit::OfArg(d) => {
+                let x = r.arg(0);
+                let d = d(r, x);
+                Some(r.ct_times(d))
+            }
+            Emit::OfResult(d) => {
+                let y = r.result();
+                let d = d(r, y);
+                Some(r.ct_times(d))
+            }
+        }
+    }
+}
+
+/// The shapes of [`FloatRule`]s (JAX's `deflinear`, `defjvp`): the helpers that
+/// make them keep the table short.
+#[derive(Copy, Clone, Debug)]
+pub enum Emit {
+    /// Any rule: the contribution to operand `k`, or `None` when it is zero.
+    Custom(fn(&mut RevCtx<'_, '_>, usize) -> Option<Value>),
+    /// A unary op with derivative `d(x)`: the contribution is `ct · d(x)`.
+    OfArg(fn(&mut RevCtx<'_, '_>, Value) -> Value),
+    /// A unary op with derivative `d(y)` of its result: the contribution is
+    /// `ct · d(y)`.
+    OfResult(fn(&mut RevCtx<'_, '_>, Value) -> Value),
+}
+
+/// The values a contribution reads, beyond the result's cotangent: the forward pass
+/// saves them (constants need no saving).
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub struct Reads {
+    /// Operands, by index.
+    pub args: &'static [usize],
+    /// The result.
+    pub result: bool,
+}
+
+const NOTHING: Reads = Reads {
+    args: &[],
+    result: false,
+};
+const ARG0: Reads = Reads {
+    args: &[0],
+    result: false,
+};
+const ARG1: Reads = Reads {
+    args: &[1],
+    result: false,
+};
+const ARGS01: Reads = Reads {
+    args: &[0, 1],
+    result: false,
+};
+const RESULT: Reads = Reads {
+    args: &[],
+    result: true,
+};
+
+/// An operand as the pullback has it.
+#[derive(Copy, Clone, Debug)]
+pub enum ArgVal {
+    /// Saved by the forward pass and popped: this pullback value.
+    Saved(Value),
+    /// A constant of the primal.
+    Const(Scalar),
+    /// Not available (not saved): a rule that reads it is a bug.
+    Missing,
+}
+
+/// What a rule's `emit` function gets: the builder of the pullback, the operands and
+/// result as the pullback has them, and the result's cotangent.
+pub struct RevCtx<'a, 'm> {
+    /// The pullback's builder, positioned where the contribution goes.
+    pub b: &'a mut FunctionBuilder<'m>,
+    args: &'a [ArgVal],
+    arg_types: &'a [Type],
+    result: Option<Value>,
+    ty: Type,
+    imm: Imm,
+    ct: Value,
+    /// Set when the rule read something that was not saved (a bug in the table).
+    pub(crate) missing: Option<String>,
+}
+
+impl<'a, 'm> RevCtx<'a, 'm> {
+    /// A context for one instruction's reverse. `args` and `arg_types` have one entry
+    /// per operand; `result` is the saved result, if the rule reads it; `ty` the
+    /// result type; `ct` the result's cotangent.
+    pub(crate) fn new(
+        b: &'a mut FunctionBuilder<'m>,
+        args: &'a [ArgVal],
+        arg_types: &'a [Type],
+        result: Option<Value>,
+        ty: Type,
+        imm: Imm,
+        ct: Value,
+    ) -> RevCtx<'a, 'm> {
+        RevCtx {
+            b,
+            args,
+            arg_types,
+            result,
+            ty,
+            imm,
+            ct,
+            missing: None,
+        }
+    }
+
+    /// Operand `k` in the pullback. An `f32` constant becomes a `const f32`
+    /// instruction, so that no op ever has two `f32` literals (which would parse back
+    /// as `f64`).
+    pub fn arg(&mut self, k: usize) -> Value {
+        match self.args.get(k) {
+            Some(ArgVal::Saved(v)) => *v,
+            Some(ArgVal::Const(c @ Scalar::F32(_))) => self.b.const_inst(*c),
+            Some(ArgVal::Const(c)) => self.b.constant(*c),
+            _ => {
+                self.missing
+                    .get_or_insert_with(|| format!("operand {} was not saved", k + 1));
+                self.ct
+            }
+        }
+    }
+
+    /// Operand `k` if it is a constant of the primal.
+    pub fn arg_const(&self, k: usize) -> Option<Scalar> {
+        match self.args.get(k) {
+            Some(ArgVal::Const(c)) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// The type of operand `k`.
+    pub fn arg_type(&self, k: usize) -> Type {
+        self.arg_types.get(k).copied().unwrap_or(self.ty)
+    }
+
+    /// The result in the pullback (saved by the forward pass).
+    pub fn result(&mut self) -> Value {
+        match self.result {
+            Some(v) => v,
+            None => {
+                self.missing
+                    .get_or_insert_with(|| "the result was not saved".to_string());
+                self.ct
+            }
+        }
+    }
+
+    /// The result's cotangent.
+    pub fn ct(&self) -> Value {
+        self.ct
+    }
+
+    /// The result's type.
+    pub fn ty(&self) -> Type {
+        self.ty
+    }
+
+    /// The instruction's immediate.
+    pub fn imm(&self) -> Imm {
+        self.imm
+    }
+
+    /// A float literal of the result's type. Rules combine it only with values that
+    /// are not constants.
+    pub fn lit(&mut self, x: f64) -> Value {
+        match self.ty {
+            Type::F32 => self.b.f32const(x as f32),
+            _ => self.b.fconst(x),
+        }
+    }
+
+    /// The zero of the result's type.
+    fn zero(&mut self) -> Value {
+        self.lit(0.0)
+    }
+
+    /// `select c, ct, 0`: the cotangent where `c` holds, zero elsewhere.
+    fn ct_if(&mut self, c: Value) -> Value {
+        let (g, z) = (self.ct, self.zero());
+        self.b.select(c, g, z)
+    }
+
+    /// `select c, 0, ct`: the cotangent where `c` fails, zero elsewhere.
+    fn ct_unless(&mut self, c: Value) -> Value {
+        let (g, z) = (self.ct, self.zero());
+        self.b.select(c, z, g)
+    }
+
+    /// `ct * d`.
+    fn ct_times(&mut self, d: Value) -> Value {
+        let g = self.ct;
+        self.b.fmul(g, d)
+    }
+}
+
+/// A float op with its own emit function.
+fn float(
+    operands: &'static [Option<Reads>],
+    emit: fn(&mut RevCtx<'_, '_>, usize) -> Option<Value>,
+) -> OpRule {
+    OpRule::Float(FloatRule {
+        operands,
+        emit: Emit::Custom(emit),
+    })
+}
+
+/// A unary op whose derivative is a function of its operand `x`:
+/// `ct[x] += ct · d(x)`.
+fn unary_of_arg(d: fn(&mut RevCtx<'_, '_>, Value) -> Value) -> OpRule {
+    OpRule::Float(FloatRule {
+        operands: &[Some(ARG0)],
+        emit: Emit::OfArg(d),
+    })
+}
+
+/// A unary op whose derivative is a function of its result `y` (saved instead of
+/// recomputed): `ct[x] += ct · d(y)`.
+fn unary_of_result(d: fn(&mut RevCtx<'_, '_>, Value) -> Value) -> OpRule {
+    OpRule::Float(FloatRule {
+        operands: &[Some(RESULT)],
+        emit: Emit::OfResult(d),
+    })
+}
+
+/// The rule of `op`. See the [module docs](self).
+pub fn op_rule(op: Opcode) -> OpRule {
+    use Opcode::*;
+    const INTS: &str = "integers carry no derivative";
+    const BOOLS: &str = "booleans carry no derivative";
+    match op {
+        Fadd => float(&[Some(NOTHING), Some(NOTHING)], |r, _| Some(r.ct())),
+        Fsub => float(&[Some(NOTHING), Some(NOTHING)], |r, k| {
+            let g = r.ct();
+            Some(if k == 0 { g } else { r.b.fneg(g) })
+        }),
+        Fmul => float(&[Some(ARG1), Some(ARG0)], |r, k| {
+            let other = r.arg(1 - k);
+            Some(r.ct_times(other))
+        }),
+        // ∂/∂x = 1/y; ∂/∂y = -x/y², written -(ct x / y) / y so that y² cannot overflow.
+        Fdiv => float(&[Some(ARG1), Some(ARGS01)], |r, k| {
+            let (g, y) = (r.ct(), r.arg(1));
+            if k == 0 {
+                return Some(r.b.fdiv(g, y));
+            }
+            let x = r.arg(0);
+            let gx = r.b.fmul(g, x);
+            let q = r.b.fdiv(gx, y);
+            let q = r.b.fdiv(q, y);
+            Some(r.b.fneg(q))
+        }),
+        // Ties (x = y) give the cotangent to the first operand: x <= y picks x.
+        Fmin => float(&[Some(ARGS01), Some(ARGS01)], |r, k| {
+            let (x, y) = (r.arg(0), r.arg(1));
+            let first = r.b.fcmp(CmpPred::Le, x, y);
+            Some(if k == 0 {
+                r.ct_if(first)
+            } else {
+                r.ct_unless(first)
+            })
+        }),
+        // Ties (x = y) give the cotangent to the first operand: x >= y picks x.
+        Fmax => float(&[Some(ARGS01), Some(ARGS01)], |r, k| {
+            let (x, y) = (r.arg(0), r.arg(1));
+            let first = r.b.fcmp(CmpPred::Ge, x, y);
+            Some(if k == 0 {
+                r.ct_if(first)
+            } else {
+                r.ct_unless(first)
+            })
+        }),
+        // ∂/∂x = y x^(y-1), 0 where y = 0 (x^0 is constant; the formula would give
+        // 0 · inf at x = 0); ∂/∂y = x^y log x, 0 where x = 0 (the limit from above;
+        // log 0 = -inf).
+        Pow => float(&[Some(ARGS01), Some(ARGS01)], |r, k| {
+            let (x, y) = (r.arg(0), r.arg(1));
+            let zero = r.zero();
+            if k == 0 {
+                if r.arg_const(1).and_then(Scalar::as_f64) == Some(0.0) {
+                    return None;
+                }
+                let one = r.lit(1.0);
+                let ym1 = r.b.fsub(y, one);
+                let p = r.b.pow(x, ym1);
+                let d = r.b.fmul(y, p);
+                let c = r.ct_times(d);
+                let y0 = r.b.fcmp(CmpPred::Eq, y, zero);
+                Some(r.b.select(y0, zero, c))
+            } else {
+                if r.arg_const(0).and_then(Scalar::as_f64) == Some(0.0) {
+                    return None;
+                }
+                let p = r.b.pow(x, y);
+                let l = r.b.log(x);
+                let d = r.b.fmul(p, l);
+                let c = r.ct_times(d);
+                let x0 = r.b.fcmp(CmpPred::Eq, x, zero);
+                Some(r.b.select(x0, zero, c))
+            }
+        }),
+        Fneg => float(&[Some(NOTHING)], |r, _| {
+            let g = r.ct();
+            Some(r.b.fneg(g))
+        }),
+        // sign(x) · ct, with sign(0) = 0: fabs'(0) = 0.
+        Fabs => float(&[Some(ARG0)], |r, _| {
+            let (x, g, zero) = (r.arg(0), r.ct(), r.zero());
+            let pos = r.b.fcmp(CmpPred::Gt, x, zero);
+            let neg = r.b.fcmp(CmpPred::Lt, x, zero);
+            let minus = r.b.fneg(g);
+            let off = r.b.select(neg, minus, zero);
+            Some(r.b.select(pos, g, off))
+        }),
+        // 0.5 / sqrt(x), with sqrt(x) the saved result.
+        Sqrt => unary_of_result(|r, y| {
+            let half = r.lit(0.5);
+            r.b.fdiv(half, y)
+        }),
+        // exp(x): the saved result.
+        Exp => unary_of_result(|_, y| y),
+        // 1 / x, written ct / x.
+        Log => float(&[Some(ARG0)], |r, _| {
+            let (g, x) = (r.ct(), r.arg(0));
+            Some(r.b.fdiv(g, x))
+        }),
+        // cos(x).
+        Sin => unary_of_arg(|r, x| r.b.cos(x)),
+        // -sin(x).
+        Cos => unary_of_arg(|r, x| {
+            let s = r.b.sin(x);
+            r.b.fneg(s)
+        }),
+        // 1 + tan²(x), with tan(x) the saved result.
+        Tan => unary_of_result(|r, y| {
+            let (one, yy) = (r.lit(1.0), r.b.fmul(y, y));
+            r.b.fadd(one, yy)
+        }),
+        // 1 - tanh²(x), with tanh(x) the saved result.
+        Tanh => unary_of_result(|r, y| {
+            let (one, yy) = (r.lit(1.0), r.b.fmul(y, y));
+            r.b.fsub(one, yy)
+        }),
+        Floor | Ceil => OpRule::Zero("piecewise constant: zero wherever the derivative exists"),
+        // n x^(n-1), 0 where n = 0 (x^0 is constant); no derivative flows to n.
+        Powi => float(&[Some(ARGS01), None], |r, _| {
+            let x = r.arg(0);
+            let ty = r.ty();
+            let (nf, nm1) = match r.arg_const(1).and_then(Scalar::as_i64) {
+                Some(0) => return None,
+                Some(n) => (r.lit(n as f64), r.b.iconst(n.wrapping_sub(1))),
+                None => {
+                    let n = r.arg(1);
+                    let one = r.b.iconst(1);
+                    (r.b.cast(ty, n), r.b.isub(n, one))
+                }
+            };
+            let p = r.b.powi(x, nm1);
+            let d = r.b.fmul(nf, p);
+            let c = r.ct_times(d);
+            match r.arg_const(1) {
+                Some(_) => Some(c),
+                None => {
+                    let (n, izero, zero) = (r.arg(1), r.b.iconst(0), r.zero());
+                    let n0 = r.b.icmp(CmpPred::Eq, n, izero);
+                    Some(r.b.select(n0, zero, c))
+                }
+            }
+        }),
+        Iadd | Isub | Imul | Idiv | Irem | Ishl | Ishr | Iand | Ior | Ixor | Ineg => {
+            OpRule::Zero(INTS)
+        }
+        Fcmp | Icmp => OpRule::Zero("a comparison's result is a bool"),
+        And | Or | Xor | Not => OpRule::Zero(BOOLS),
+        // The cotangent goes to the arm chosen; none to the condition.
+        Select => float(&[None, Some(ARG0), Some(ARG0)], |r, k| {
+            let c = r.arg(0);
+            Some(if k == 1 { r.ct_if(c) } else { r.ct_unless(c) })
+        }),
+        // Between floats, the cotangent converts back to the operand's type; to or
+        // from an integer or bool there is no derivative (the rule is never reached
+        // then: an integer is never active).
+        Cast => float(&[Some(NOTHING)], |r, _| {
+            let (g, from) = (r.ct(), r.arg_type(0));
+            Some(if from == r.ty() { g } else { r.b.cast(from, g) })
+        }),
+        Bitcast => OpRule::Zero("f64 to i64 or back: one side is an integer"),
+        Const => OpRule::Zero("a constant has no operands"),
+        Len => OpRule::Unsupported("`len` (slices arrive in the next step)"),
+        Load => OpRule::Unsupported("`load` (slices arrive in the next step)"),
+        Store => OpRule::Unsupported("`store` (slices arrive in the next step)"),
+        Alloc => OpRule::Unsupported("`alloc` (slices arrive in the next step)"),
+        Call => OpRule::Unsupported("`call` (calls arrive with lazily derived callee rules)"),
+        Push | Pop | TapeAlloc | TapeView => OpRule::Unsupported(
+            "tape ops in the input (differentiating derived code arrives later)",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gradlift_ir::ops::Shape;
+
+    /// Every op has a rule of the kind its shape calls for: a float rule for every op
+    /// whose result is a float computed from floats (bar the piecewise-constant
+    /// ones), zero for integer, bool and comparison ops, unsupported exactly for the
+    /// slice, call and tape ops. Float rules list one entry per operand, and read
+    /// only operands that exist.
+    #[test]
+    fn the_table_covers_every_op() {
+        let piecewise_constant = [Opcode::Floor, Opcode::Ceil];
+        for &op in Opcode::ALL {
+            let rule = op_rule(op);
+            match op.shape() {
+                Shape::FloatBinary
+                | Shape::FloatUnary
+                | Shape::Powi
+                | Shape::Select
+                | Shape::Cast => match rule {
+                    OpRule::Float(r) => {
+                        assert_eq!(Some(r.operands.len()), op.arity(), "{op}");
+                        for reads in r.operands.iter().flatten() {
+                            assert!(reads.args.iter().all(|&k| k < r.operands.len()), "{op}");
+                        }
+                    }
+                    OpRule::Zero(_) => assert!(piecewise_constant.contains(&op), "{op}"),
+                    OpRule::Unsupported(w) => panic!("{op} has no rule: {w}"),
+                },
+                Shape::IntBinary
+                | Shape::IntUnary
+                | Shape::FloatCmp
+                | Shape::IntCmp
+                | Shape::BoolBinary
+                | Shape::BoolUnary
+                | Shape::Bitcast
+                | Shape::Const => assert!(matches!(rule, OpRule::Zero(_)), "{op}"),
+                Shape::Len
+                | Shape::Load
+                | Shape::Store
+                | Shape::Alloc
+                | Shape::Call
+                | Shape::Push
+                | Shape::Pop
+                | Shape::TapeAlloc
+                | Shape::TapeView => match rule {
+                    OpRule::Unsupported(what) => assert!(
+                        what.contains(op.name()) || what.contains("tape"),
+                        "{op}: {what}"
+                    ),
+                    _ => panic!("{op} should be unsupported in this step"),
+                },
+            }
+        }
+    }
+
+    #[test]
+    fn conditions_and_exponents_get_no_derivative() {
+        let OpRule::Float(select) = op_rule(Opcode::Select) else {
+            panic!()
+        };
+        assert!(select.operands[0].is_none());
+        let OpRule::Float(powi) = op_rule(Opcode::Powi) else {
+            panic!()
+        };
+        assert!(powi.operands[1].is_none());
+    }
+}

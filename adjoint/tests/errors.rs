@@ -1,0 +1,201 @@
+//! Requests `build_rrule` refuses, each with a message that names the function, the
+//! parameter or the op, and never a panic.
+
+use gradlift_adjoint::{Activity, AdError, RuleConfig, build_rrule};
+use gradlift_ir::{FuncId, Module, parse};
+
+fn module(text: &str) -> (Module, FuncId) {
+    let m = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let id = m.func_by_name("f").unwrap();
+    (m, id)
+}
+
+#[track_caller]
+fn refused(text: &str, config: Option<Vec<Activity>>, expected: &[&str]) -> AdError {
+    let (m, id) = module(text);
+    let mut c = RuleConfig::default_for(m.sig(id));
+    if let Some(p) = config {
+        c.params = p;
+    }
+    let e = build_rrule(&m, id, &c).expect_err("should be refused");
+    let msg = e.to_string();
+    for s in expected {
+        assert!(msg.contains(s), "{msg:?} should contain {s:?}");
+    }
+    e
+}
+
+const MIXED: &str = "
+func @f(%x: f64, %n: i64) -> f64 {
+entry:
+    %nf = cast f64 %n
+    %r = fmul %x, %nf
+    ret %r
+}";
+
+#[test]
+fn active_on_an_integer() {
+    let e = refused(
+        MIXED,
+        Some(vec![Activity::Active, Activity::Active]),
+        &["parameter 2", "%n: i64", "@f", "`active`"],
+    );
+    assert!(matches!(e, AdError::BadActivity { param: 1, .. }));
+}
+
+#[test]
+fn dup_on_scalars() {
+    let e = refused(
+        MIXED,
+        Some(vec![Activity::Dup, Activity::Const]),
+        &["parameter 1", "%x: f64", "`dup`", "float slices"],
+    );
+    assert!(matches!(e, AdError::BadActivity { param: 0, .. }));
+    refused(
+        MIXED,
+        Some(vec![Activity::Const, Activity::DupNoNeed]),
+        &["parameter 2", "%n: i64", "`dupnoneed`"],
+    );
+}
+
+#[test]
+fn active_on_a_slice() {
+    refused(
+        "func @f(%x: [f64]) -> f64 {
+         entry:
+             %a = load %x[0]
+             ret %a
+         }",
+        Some(vec![Activity::Active]),
+        &["parameter 1", "%x: [f64]", "`active`", "`dup`"],
+    );
+}
+
+#[test]
+fn wrong_number_of_activities() {
+    let e = refused(
+        MIXED,
+        Some(vec![Activity::Active]),
+        &["@f has 2 parameters", "1 activity was given"],
+    );
+    assert!(matches!(
+        e,
+        AdError::ActivityCount {
+            expected: 2,
+            found: 1,
+            ..
+        }
+    ));
+    refused(MIXED, Some(vec![]), &["0 activities were given"]);
+}
+
+#[test]
+fn slices_are_not_supported_yet() {
+    let e = refused(
+        "func @f(%x: [f64]) -> f64 {
+         entry:
+             %a = load %x[0]
+             ret %a
+         }",
+        None,
+        &[
+            "cannot differentiate @f yet",
+            "%x: [f64]",
+            "slice",
+            "next step",
+        ],
+    );
+    assert!(matches!(e, AdError::Unsupported { .. }));
+    // A const slice parameter too, and a local buffer.
+    refused(
+        "func @f(%x: f64, %s: [i64]) -> f64 {
+         entry:
+             ret %x
+         }",
+        None,
+        &["%s: [i64]", "slice"],
+    );
+    refused(
+        "func @f(%x: f64) -> f64 {
+         entry:
+             %b = alloc f64, 2
+             store %b[0], %x
+             %y = load %b[0]
+             ret %y
+         }",
+        None,
+        &["`alloc`", "alloc f64, 2", "next step"],
+    );
+}
+
+#[test]
+fn calls_are_not_supported_yet() {
+    let e = refused(
+        "func @f(%x: f64) -> f64 {
+         entry:
+             %y = call @g(%x)
+             ret %y
+         }
+         func @g(%x: f64) -> f64 {
+         entry:
+             ret %x
+         }",
+        None,
+        &["@f", "`call`", "call @g(%x)", "callee rules"],
+    );
+    assert!(matches!(e, AdError::Unsupported { .. }));
+}
+
+#[test]
+fn declarations_and_tape_ops_are_not_supported_yet() {
+    refused(
+        "func @f(%x: f64) -> f64 {
+         entry:
+             ret %x
+         }
+         func @r(%x: f64, %d: f64) -> f64 {
+         entry:
+             ret %d
+         }
+         vjp @f = @r",
+        None,
+        &["vjp @f = @r"],
+    );
+    refused(
+        "func @f(%x: f64) -> f64 {
+         entry:
+             push %x
+             %y = pop f64
+             ret %y
+         }",
+        None,
+        &["tape ops", "push %x"],
+    );
+}
+
+#[test]
+fn functions_without_a_body_or_that_do_not_verify() {
+    let mut m = parse(
+        "extern @e(f64) -> f64
+         func @f(%x: f64) -> f64 {
+         entry:
+             ret %x
+         }",
+    )
+    .unwrap();
+    let e = m.func_by_name("e").unwrap();
+    let err = build_rrule(&m, e, &RuleConfig::default_for(m.sig(e))).unwrap_err();
+    assert!(matches!(err, AdError::NotDefined { .. }), "{err}");
+    assert!(err.to_string().contains("@e"), "{err}");
+
+    // Break @f by hand: a function without blocks does not verify.
+    let f = m.func_by_name("f").unwrap();
+    m.function_mut(f).unwrap().layout.clear();
+    let err = build_rrule(&m, f, &RuleConfig::default_for(m.sig(f))).unwrap_err();
+    assert!(matches!(err, AdError::Invalid { .. }), "{err}");
+    assert!(err.to_string().contains("@f does not verify"), "{err}");
+
+    let bogus = FuncId::from_u32(99);
+    let err = build_rrule(&m, bogus, &RuleConfig::default_for(m.sig(f))).unwrap_err();
+    assert!(matches!(err, AdError::NoSuchFunction(_)), "{err}");
+}
