@@ -1,9 +1,11 @@
 //! The README's main job: parse two functions, verify them, run them on the reference
-//! interpreter, and print their values and IR.
+//! interpreter, derive the rule (forward pass and pullback) of `f(x, y) = x*x + 3*y`,
+//! and print values, gradient and IR.
 //!
-//! Run with `cargo run --example quickstart`. Gradients join this demo when reverse
-//! mode lands (the `adjoint` crate), and native code when the JIT does.
+//! Run with `cargo run --example quickstart`. Rosenbrock's gradient joins when reverse
+//! mode handles slices, and native code when the JIT lands.
 
+use gradlift::adjoint::{RuleConfig, build_rrule};
 use gradlift::ir::interp::{Interpreter, Val};
 use gradlift::ir::{parse, verify};
 
@@ -41,8 +43,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .sum();
     println!("rosenbrock({x:.4?}) = {value:?}   (closed form in Rust: {closed_form})");
 
-    println!("gradients: not yet (reverse mode is the next step of the roadmap)");
-    println!("\nthe IR, as gradlift prints it:\n");
-    print!("{module}");
+    // The rule of f: a forward pass that saves what the pullback needs on the tape,
+    // and a pullback from the result's cotangent to the parameters' cotangents.
+    let rule = build_rrule(&module, f, &RuleConfig::default_for(module.sig(f)))?;
+    let mut engine = Interpreter::new(&rule.module);
+    let value = engine.call(rule.forward, &mut [Val::F64(2.0), Val::F64(1.0)])?;
+    let gradient = engine.call(rule.pullback, &mut [Val::F64(1.0)])?;
+    println!("f(2, 1) = {value:?}, gradient {gradient:?}   (expected (2x, 3) = (4, 3))");
+
+    println!("\nthe IR, as gradlift prints it (primal, forward pass, pullback):\n");
+    print!("{}", rule.module);
     Ok(())
 }
