@@ -94,6 +94,7 @@ fn inputs() -> Vec<(&'static str, Vec<Vec<Val>>)> {
             "f32_poly",
             vec![vec![s(0.7), s(1.3)], vec![s(-0.4), s(0.9)]],
         ),
+        ("f32_ops", vec![vec![s(0.7), s(1.3)], vec![s(1.6), s(0.4)]]),
         ("casts", vec![vec![s(0.7), f(2.3)], vec![s(-1.5), f(-0.6)]]),
         ("multiple_results", two([0.7, 2.5], [-1.0, 0.3])),
         ("diamond", two([1.5, 0.5], [-1.5, 0.5])),
