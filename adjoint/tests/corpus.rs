@@ -519,13 +519,18 @@ fn edge_signatures_derive_and_round_trip() {
          entry:
              %n = cast i64 %x
              ret %n
+         }
+         func @7(%x: f64) -> f64 {
+         entry:
+             %y = fmul %x, 3.0
+             ret %y
          }",
     )
     .unwrap();
     verify(&m).unwrap();
     // (function, arguments, seeds, expected cotangents)
     type Case = (&'static str, Vec<Val>, Vec<Val>, Vec<Val>);
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
         ("nothing", vec![], vec![], vec![]),
         ("constant", vec![], vec![f(1.0)], vec![]),
         ("ints", vec![i(3), Val::Bool(true)], vec![], vec![]),
@@ -536,11 +541,13 @@ fn edge_signatures_derive_and_round_trip() {
             vec![f(0.0), f(4.0)],
         ),
         ("counts", vec![f(2.7)], vec![], vec![f(0.0)]),
+        ("7", vec![f(2.0)], vec![f(1.0)], vec![f(3.0)]),
     ];
     for (name, args, seeds, want) in cases {
         let rule = rule_of(&m, name, None);
         let text = rule.module.to_string();
         assert_eq!(parse(&text).unwrap().to_string(), text, "@{name}");
+        assert!(!text.contains("<invalid"), "{text}");
         let (_, dx) = run(&rule, &args, &seeds);
         assert_eq!(dx, want, "@{name}");
     }
