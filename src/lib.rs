@@ -1,9 +1,10 @@
 //! gradlift: reverse-mode automatic differentiation for Rust, by program transformation.
 //!
-//! Programs are built, traced or parsed into gradlift's SSA IR ([`ir`]); later stages
-//! derive forward passes and pullbacks from that IR and compile them with Cranelift.
-//! Today the IR, its text format, verifier and reference interpreter are in place;
-//! the `gradlift` binary (`check`, `run`) is their command-line face.
+//! Programs are built, traced or parsed into gradlift's SSA IR ([`ir`]); [`adjoint`]
+//! derives forward passes and pullbacks from that IR (today for functions of scalars,
+//! with any control flow); later stages compile them with Cranelift. The IR, its text
+//! format, verifier and reference interpreter are in place; the `gradlift` binary
+//! (`check`, `run`) is their command-line face.
 //!
 //! ```
 //! use gradlift::ir::{parse, verify, interp::{Interpreter, Val}};

@@ -50,7 +50,8 @@
 //!
 //! Modules, in pipeline order: [`config`] (the request), [`activity`] (which values
 //! get derivatives), [`rules`] (the rule table), [`stmt`] (each statement's forward
-//! and reverse pieces), [`plan`] (block stack, saved values), [`forward`] and
+//! and reverse pieces), [`plan`] (block stack, saved values), [`liveness`] (where
+//! cotangents are known zero), [`forward`] and
 //! [`pullback`] (assembly), [`rrule`] (the pipeline), [`check`].
 
 pub mod activity;
@@ -58,6 +59,7 @@ pub mod check;
 pub mod config;
 pub mod error;
 pub mod forward;
+pub mod liveness;
 pub mod plan;
 pub mod pullback;
 pub mod rrule;

@@ -16,7 +16,8 @@ use hashbrown::HashSet;
 use smallvec::SmallVec;
 
 use crate::activity::ActivityInfo;
-use crate::config::{RetActivity, RuleConfig};
+use crate::config::{Activity, RetActivity, RuleConfig};
+use crate::liveness::{CotangentLiveness, Inputs};
 use crate::stmt::{RevInst, RevPhi, inst_stmt, phi_stmt, ret_stmt};
 
 /// Where control came from, recorded by the forward pass and replayed backwards by
@@ -111,6 +112,8 @@ pub struct Plan {
     /// No value is active: the forward pass saves nothing and the pullback returns
     /// zeros.
     pub trivial: bool,
+    /// Where each block's reverse may reset cotangents to zero on entry.
+    pub liveness: CotangentLiveness,
 }
 
 impl Plan {
@@ -173,6 +176,28 @@ impl Plan {
                 seeds[b] = ret_stmt(&activity, vals, &seeded);
             }
         }
+        let live_order: Vec<Block> = func
+            .layout
+            .iter()
+            .copied()
+            .filter(|&b| live.contains(b))
+            .collect();
+        let params: Vec<Value> = func
+            .params
+            .iter()
+            .zip(&config.params)
+            .filter(|&(&p, &a)| a == Activity::Active && activity.is_active(p))
+            .map(|(&p, _)| p)
+            .collect();
+        let liveness = CotangentLiveness::new(&Inputs {
+            func,
+            live: &live_order,
+            stack: &stack,
+            insts: &insts,
+            phis: &phis,
+            seeds: &seeds,
+            params: &params,
+        });
         Plan {
             reachable,
             live,
@@ -184,6 +209,7 @@ impl Plan {
             seeds,
             seeded,
             trivial,
+            liveness,
         }
     }
 }

@@ -216,6 +216,13 @@ pub fn pullback_ir(
     for (idx, &c) in live.iter().rev().enumerate() {
         let rb = rev_of(c);
         b.switch_to(rb);
+        // Cotangents dead at the end of `c` are zero here (see `liveness`): saying so
+        // keeps every lookup within its value's live range.
+        for &v in plan.liveness.zero_on_entry(c) {
+            if let Some(var) = cts.vars[v] {
+                b.def_var(var, cts.zero(primal.value_type(v)));
+            }
+        }
         for &(v, s) in &plan.seeds[c] {
             let dy = b.param(s);
             cts.add(&mut b, primal, v, dy);

@@ -221,7 +221,8 @@ fn check_request(
 /// The names of the derived functions: `f.fwd` and `f.rvs` for the default
 /// configuration, `f.fwd.PATTERN` and `f.rvs.PATTERN` otherwise (one letter per
 /// parameter, `_`, the return's letter), with `.noprimal` when the forward pass does
-/// not return the primal. A name the module already has gets `.2`, `.3`, ... .
+/// not return the primal. A name the module already has gets `.2`, `.3`, ... ; a
+/// primal named by digits only gets a `_` in front (`_7.fwd`).
 fn derived_names(
     module: &Module,
     fname: &str,
@@ -237,10 +238,13 @@ fn derived_names(
     if !config.needs_primal {
         suffix.push_str(".noprimal");
     }
-    let base = (
-        format!("{fname}.fwd{suffix}"),
-        format!("{fname}.rvs{suffix}"),
-    );
+    // A name of digits only (`@7`) takes no `.suffix`; `_7.fwd` is a name.
+    let stem = if fname.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("_{fname}")
+    } else {
+        fname.to_string()
+    };
+    let base = (format!("{stem}.fwd{suffix}"), format!("{stem}.rvs{suffix}"));
     let free = |(f, r): &(String, String)| {
         module.func_by_name(f).is_none() && module.func_by_name(r).is_none()
     };

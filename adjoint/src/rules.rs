@@ -337,28 +337,31 @@ pub fn op_rule(op: Opcode) -> OpRule {
         Pow => float(&[Some(ARGS01), Some(ARGS01)], |r, k| {
             let (x, y) = (r.arg(0), r.arg(1));
             let zero = r.zero();
-            if k == 0 {
-                if r.arg_const(1).and_then(Scalar::as_f64) == Some(0.0) {
-                    return None;
-                }
+            // The operand whose zero is guarded against: y for ∂/∂x, x for ∂/∂y. A
+            // constant needs no run-time guard.
+            let guard = 1 - k;
+            let constant = r.arg_const(guard).and_then(Scalar::as_f64);
+            if constant == Some(0.0) {
+                return None;
+            }
+            let c = if k == 0 {
                 let one = r.lit(1.0);
                 let ym1 = r.b.fsub(y, one);
                 let p = r.b.pow(x, ym1);
                 let d = r.b.fmul(y, p);
-                let c = r.ct_times(d);
-                let y0 = r.b.fcmp(CmpPred::Eq, y, zero);
-                Some(r.b.select(y0, zero, c))
+                r.ct_times(d)
             } else {
-                if r.arg_const(0).and_then(Scalar::as_f64) == Some(0.0) {
-                    return None;
-                }
                 let p = r.b.pow(x, y);
                 let l = r.b.log(x);
                 let d = r.b.fmul(p, l);
-                let c = r.ct_times(d);
-                let x0 = r.b.fcmp(CmpPred::Eq, x, zero);
-                Some(r.b.select(x0, zero, c))
+                r.ct_times(d)
+            };
+            if constant.is_some() {
+                return Some(c);
             }
+            let g = if k == 0 { y } else { x };
+            let is0 = r.b.fcmp(CmpPred::Eq, g, zero);
+            Some(r.b.select(is0, zero, c))
         }),
         Fneg => float(&[Some(NOTHING)], |r, _| {
             let g = r.ct();

@@ -12,7 +12,9 @@ use gradlift_adjoint::{
     Activity, CheckOptions, RetActivity, Rule, RuleConfig, build_rrule, check_derived,
 };
 use gradlift_ir::interp::{Interpreter, Val};
-use gradlift_ir::{FuncId, Module, parse, verify};
+use gradlift_ir::{FuncId, Module, Opcode, Type, parse, verify};
+
+mod support;
 
 const CORPUS: &str = include_str!("corpus/scalars.ir");
 
@@ -94,6 +96,7 @@ fn inputs() -> Vec<(&'static str, Vec<Vec<Val>>)> {
             "f32_poly",
             vec![vec![s(0.7), s(1.3)], vec![s(-0.4), s(0.9)]],
         ),
+        ("f32_ops", vec![vec![s(0.7), s(1.3)], vec![s(1.6), s(0.4)]]),
         ("casts", vec![vec![s(0.7), f(2.3)], vec![s(-1.5), f(-0.6)]]),
         ("multiple_results", two([0.7, 2.5], [-1.0, 0.3])),
         ("diamond", two([1.5, 0.5], [-1.5, 0.5])),
@@ -146,6 +149,11 @@ fn inputs() -> Vec<(&'static str, Vec<Vec<Val>>)> {
             ],
         ),
         ("identity2", two([0.3, 0.4], [-1.0, 2.0])),
+        (
+            "irreducible",
+            vec![vec![f(0.8), i(5)], vec![f(-0.6), i(4)], vec![f(0.3), i(1)]],
+        ),
+        ("self_loop", vec![vec![f(1.3), i(4)], vec![f(-0.9), i(1)]]),
     ]
 }
 
@@ -245,6 +253,18 @@ fn poly_has_gradient_2x_3() {
         let config = RuleConfig::default_for(m.sig(m.func_by_name("poly").unwrap()))
             .with_params([Activity::Const, Activity::Active]);
         close(&grad(&m, "poly", Some(config), &[f(x), f(y)]), &[3.0]);
+    }
+}
+
+#[test]
+fn self_loop_has_gradient_n_x_to_the_n_minus_1() {
+    // n >= 1 iterations of v = v x from 1: x^n.
+    let m = corpus();
+    for (x, n) in [(1.3f64, 4i64), (-0.9, 1), (0.5, 7)] {
+        close(
+            &grad(&m, "self_loop", None, &[f(x), i(n)]),
+            &[n as f64 * x.powi(n as i32 - 1)],
+        );
     }
 }
 
@@ -469,4 +489,115 @@ fn same_behaviour(rule: &Rule, back: &Module, primal: FuncId) {
     let y = engine.call(fwd, &mut args.clone()).unwrap();
     let dx = engine.call(rvs, &mut seeds.clone()).unwrap();
     assert_eq!((y, dx), a);
+}
+
+/// Signatures at the edges: no parameters, no results, integer parameters only,
+/// integer and bool results only, an active parameter that reaches no result.
+#[test]
+fn edge_signatures_derive_and_round_trip() {
+    let m = parse(
+        "func @nothing() {
+         entry:
+             ret
+         }
+         func @constant() -> f64 {
+         entry:
+             ret 2.5
+         }
+         func @ints(%n: i64, %b: bool) -> (i64, bool) {
+         entry:
+             %m = imul %n, 2
+             %c = not %b
+             ret %m, %c
+         }
+         func @ignores_x(%x: f64, %y: f64) -> f64 {
+         entry:
+             %z = fmul %y, %y
+             ret %z
+         }
+         func @counts(%x: f64) -> i64 {
+         entry:
+             %n = cast i64 %x
+             ret %n
+         }
+         func @7(%x: f64) -> f64 {
+         entry:
+             %y = fmul %x, 3.0
+             ret %y
+         }",
+    )
+    .unwrap();
+    verify(&m).unwrap();
+    // (function, arguments, seeds, expected cotangents)
+    type Case = (&'static str, Vec<Val>, Vec<Val>, Vec<Val>);
+    let cases: [Case; 6] = [
+        ("nothing", vec![], vec![], vec![]),
+        ("constant", vec![], vec![f(1.0)], vec![]),
+        ("ints", vec![i(3), Val::Bool(true)], vec![], vec![]),
+        (
+            "ignores_x",
+            vec![f(1.5), f(2.0)],
+            vec![f(1.0)],
+            vec![f(0.0), f(4.0)],
+        ),
+        ("counts", vec![f(2.7)], vec![], vec![f(0.0)]),
+        ("7", vec![f(2.0)], vec![f(1.0)], vec![f(3.0)]),
+    ];
+    for (name, args, seeds, want) in cases {
+        let rule = rule_of(&m, name, None);
+        let text = rule.module.to_string();
+        assert_eq!(parse(&text).unwrap().to_string(), text, "@{name}");
+        assert!(!text.contains("<invalid"), "{text}");
+        let (_, dx) = run(&rule, &args, &seeds);
+        assert_eq!(dx, want, "@{name}");
+    }
+}
+
+/// The pullback against forward mode (`support::jvp`, dual numbers) on every `f64`
+/// function of the corpus, at its inputs: for each active parameter `i`,
+/// `(Jᵀ 1)_i = Σ_j (J e_i)_j` over the float results.
+#[test]
+fn f64_functions_of_the_corpus_match_forward_mode() {
+    let m = corpus();
+    let mut compared = 0;
+    for (name, points) in inputs() {
+        let id = m.func_by_name(name).unwrap();
+        let sig = m.sig(id);
+        let body = m.function(id).unwrap();
+        let plain = sig
+            .params
+            .iter()
+            .chain(&sig.results)
+            .all(|&t| t != Type::F32)
+            && body
+                .placed_insts()
+                .all(|(_, i)| body.insts[i].opcode != Opcode::Bitcast);
+        if !plain {
+            continue;
+        }
+        let rule = rule_of(&m, name, None);
+        for args in &points {
+            let seeds: Vec<Val> = rule.layout.seeded_results.iter().map(|_| f(1.0)).collect();
+            let (_, dx) = run(&rule, args, &seeds);
+            for (slot, &p) in rule.layout.active_params.iter().enumerate() {
+                let tangents: Vec<support::Tan> = args
+                    .iter()
+                    .enumerate()
+                    .map(|(j, a)| support::Tan {
+                        val: a.scalar().unwrap(),
+                        dot: if j == p { 1.0 } else { 0.0 },
+                    })
+                    .collect();
+                let out = support::jvp(&m, id, &tangents);
+                let fwd: f64 = rule.layout.seeded_results.iter().map(|&j| out[j].dot).sum();
+                let Val::F64(rev) = dx[slot] else { panic!() };
+                assert!(
+                    (rev - fwd).abs() <= 1e-12 * (1.0 + rev.abs().max(fwd.abs())),
+                    "@{name} at {args:?}: d/d{p} is {rev} by the pullback, {fwd} by forward mode"
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 80, "{compared}");
 }
