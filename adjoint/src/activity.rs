@@ -17,7 +17,7 @@
 //! worklists, linear in the size of the function, with no recursion.
 
 use cranelift_entity::{EntitySet, SecondaryMap};
-use gradlift_ir::{Function, Terminator, Value, ValueDef};
+use gradlift_ir::{Block, Function, Terminator, Value, ValueDef};
 use smallvec::SmallVec;
 
 use crate::config::{Activity, RetActivity, RuleConfig};
@@ -46,7 +46,7 @@ impl ActivityInfo {
     /// on float scalars).
     pub fn analyse(
         func: &Function,
-        reachable: &EntitySet<gradlift_ir::Block>,
+        reachable: &EntitySet<Block>,
         config: &RuleConfig,
     ) -> ActivityInfo {
         let mut info = ActivityInfo::default();
@@ -75,12 +75,7 @@ impl ActivityInfo {
         func.values.keys().all(|v| !self.is_active(v))
     }
 
-    fn find_varied(
-        &mut self,
-        func: &Function,
-        reachable: &EntitySet<gradlift_ir::Block>,
-        config: &RuleConfig,
-    ) {
+    fn find_varied(&mut self, func: &Function, reachable: &EntitySet<Block>, config: &RuleConfig) {
         let mut users: SecondaryMap<Value, SmallVec<[Use; 2]>> = SecondaryMap::new();
         for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
             let data = &func.blocks[b];
@@ -131,12 +126,7 @@ impl ActivityInfo {
         }
     }
 
-    fn find_useful(
-        &mut self,
-        func: &Function,
-        reachable: &EntitySet<gradlift_ir::Block>,
-        config: &RuleConfig,
-    ) {
+    fn find_useful(&mut self, func: &Function, reachable: &EntitySet<Block>, config: &RuleConfig) {
         if config.ret != RetActivity::Active {
             return;
         }

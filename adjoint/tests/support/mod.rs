@@ -43,6 +43,11 @@ fn nodot(val: Scalar) -> Tan {
 /// with their tangents (`J v` for tangents `v`). Only `f64`, `i64` and `bool` code,
 /// without slices or calls. Panics past `fuel` statements.
 pub fn jvp(module: &Module, func: FuncId, args: &[Tan]) -> Vec<Tan> {
+    jvp_finite(module, func, args).0
+}
+
+/// [`jvp`], and whether every float value computed on the way was finite.
+pub fn jvp_finite(module: &Module, func: FuncId, args: &[Tan]) -> (Vec<Tan>, bool) {
     let body = module.function(func).expect("defined");
     let mut env: SecondaryMap<Value, Option<Tan>> = SecondaryMap::new();
     for (&p, &a) in body.params.iter().zip(args) {
@@ -54,6 +59,7 @@ pub fn jvp(module: &Module, func: FuncId, args: &[Tan]) -> Vec<Tan> {
             _ => env[v].expect("defined before use"),
         }
     };
+    let mut finite = true;
     let mut prev: Option<Block> = None;
     let mut block = body.layout[0];
     let mut fuel = 10_000_000u64;
@@ -79,6 +85,7 @@ pub fn jvp(module: &Module, func: FuncId, args: &[Tan]) -> Vec<Tan> {
             let d = &body.insts[inst];
             let a: Vec<Tan> = d.args.iter().map(|&v| get(&env, v)).collect();
             let r = step(d.opcode, d.imm, &a);
+            finite &= r.val.as_f64().is_none_or(f64::is_finite);
             env[d.results[0]] = Some(r);
         }
         match data.term.as_ref().unwrap() {
@@ -98,7 +105,9 @@ pub fn jvp(module: &Module, func: FuncId, args: &[Tan]) -> Vec<Tan> {
                     *else_dest
                 };
             }
-            Terminator::Ret(vals) => return vals.iter().map(|&v| get(&env, v)).collect(),
+            Terminator::Ret(vals) => {
+                return (vals.iter().map(|&v| get(&env, v)).collect(), finite);
+            }
         }
         assert!(fuel > 0, "out of fuel");
     }
