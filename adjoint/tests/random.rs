@@ -57,6 +57,27 @@ struct Gen<'a> {
 }
 
 impl Gen<'_> {
+    /// A generator over the parameters `(x0, x1, n, flag)`, with the three `f64`
+    /// variables every program starts from: `a = x0`, `b = x1`, `c = x0 * x1`.
+    fn start(b: &mut FunctionBuilder, seed: u64, budget: i32, params: [Value; 4]) -> Self {
+        let [x0, x1, n, flag] = params;
+        let mut g = Gen {
+            rng: Rng(seed),
+            vars: Vec::new(),
+            n,
+            flag,
+            budget,
+            _m: core::marker::PhantomData,
+        };
+        let xy = b.fmul(x0, x1);
+        for (name, init) in [("a", x0), ("b", x1), ("c", xy)] {
+            let v = b.declare_named_var(name, Type::F64);
+            b.def_var(v, init);
+            g.vars.push(v);
+        }
+        g
+    }
+
     fn var(&mut self) -> Variable {
         self.vars[self.rng.below(self.vars.len() as u64) as usize]
     }
@@ -268,20 +289,7 @@ fn program(seed: u64) -> Module {
         let p = b.param(k);
         b.named(name, p);
     }
-    let mut g = Gen {
-        rng: Rng(seed),
-        vars: Vec::new(),
-        n,
-        flag,
-        budget: 24,
-        _m: core::marker::PhantomData,
-    };
-    let xy = b.fmul(x0, x1);
-    for (name, init) in [("a", x0), ("b", x1), ("c", xy)] {
-        let v = b.declare_named_var(name, Type::F64);
-        b.def_var(v, init);
-        g.vars.push(v);
-    }
+    let mut g = Gen::start(&mut b, seed, 24, [x0, x1, n, flag]);
     g.block(&mut b, 0, true);
     let e = g.expr(&mut b);
     b.ret(&[e]);
@@ -300,20 +308,7 @@ fn unstructured(seed: u64, blocks: usize) -> Module {
     let id = m.declare("f", sig).unwrap();
     let mut b = FunctionBuilder::new(&m, id);
     let (x0, x1, n, flag) = (b.param(0), b.param(1), b.param(2), b.param(3));
-    let mut g = Gen {
-        rng: Rng(seed),
-        vars: Vec::new(),
-        n,
-        flag,
-        budget: 0,
-        _m: core::marker::PhantomData,
-    };
-    let xy = b.fmul(x0, x1);
-    for (name, init) in [("a", x0), ("b", x1), ("c", xy)] {
-        let v = b.declare_named_var(name, Type::F64);
-        b.def_var(v, init);
-        g.vars.push(v);
-    }
+    let mut g = Gen::start(&mut b, seed, 0, [x0, x1, n, flag]);
     let k = b.declare_named_var("k", Type::I64);
     let fuel = b.iconst(6 + g.rng.below(10) as i64);
     let k0 = b.iadd(fuel, n);
