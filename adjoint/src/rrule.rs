@@ -49,8 +49,14 @@ pub struct RuleLayout {
     /// Result `i` of the pullback is the cotangent of primal parameter
     /// `active_params[i]` (the `active` ones, in order).
     pub active_params: Vec<usize>,
-    /// Parameter `j` of the pullback is the cotangent of primal result
-    /// `seeded_results[j]` (the float results, when the return is active).
+    /// The pullback's first parameters are the primal's slice parameters
+    /// `slice_params` (all of them, in order)...
+    pub slice_params: Vec<usize>,
+    /// ... then one shadow (`mut [T]`) per parameter of `shadow_params` (the `dup`
+    /// and `dupnoneed` ones, in order) ...
+    pub shadow_params: Vec<usize>,
+    /// ... then the cotangents of the primal results `seeded_results` (the float
+    /// results, when the return is active).
     pub seeded_results: Vec<usize>,
 }
 
@@ -96,11 +102,24 @@ pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result
             Vec::new()
         },
     );
+    let slice_params: Vec<usize> = (0..sig.params.len())
+        .filter(|&i| sig.params[i].is_slice())
+        .collect();
+    let shadow_params: Vec<usize> = (0..sig.params.len())
+        .filter(|&i| matches!(config.params[i], Activity::Dup | Activity::DupNoNeed))
+        .collect();
+    let rvs_params: Vec<Type> = slice_params
+        .iter()
+        .map(|&i| sig.params[i])
+        .chain(
+            shadow_params
+                .iter()
+                .filter_map(|&i| sig.params[i].elem().map(Type::slice_mut)),
+        )
+        .chain(seeded_results.iter().map(|&j| sig.results[j]))
+        .collect();
     let rvs_sig = Signature::new(
-        seeded_results
-            .iter()
-            .map(|&j| sig.results[j])
-            .collect::<Vec<Type>>(),
+        rvs_params,
         active_params
             .iter()
             .map(|&i| sig.params[i])
@@ -144,6 +163,8 @@ pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result
             primal: func,
             config: config.clone(),
             active_params,
+            slice_params,
+            shadow_params,
             seeded_results,
         },
     })
