@@ -1,35 +1,54 @@
 //! Activity analysis: which values of a function get derivative code.
 //!
 //! Two passes over the data flow, before any code is emitted (Enzyme's activity
-//! analysis, for scalars):
+//! analysis, with memory and calls):
 //!
-//! - *varied*: the value depends on an `active` parameter. Forward from those
-//!   parameters, through every operand a derivative flows to (the [rule
-//!   table](crate::rules) says which: not the condition of `select`, not through
-//!   `floor` or a comparison) and through phis.
-//! - *useful*: the value reaches an active float result. Backward from the values the
-//!   `ret`s return (when the return is `active`), through the same operands and phis.
+//! - *varied*: the value depends on an active input. The inputs are the `active`
+//!   float parameters and the contents of `dup`/`dupnoneed` slices. Forward through
+//!   every operand a derivative flows to (the [rule table](crate::rules) says which:
+//!   not the condition of `select`, not through `floor` or a comparison), through
+//!   phis, from a slice to what is loaded from it, from a stored value to the buffer
+//!   it is stored into, and through calls: a call with a varied argument has varied
+//!   float results and may write varied values into its `mut` float slice arguments
+//!   (a `nodiff` callee varies nothing; a `vjp` callee's results vary with its float
+//!   arguments).
+//! - *useful*: the value reaches an active output: a float result (when the return
+//!   is `active`) or the final contents of a `dup` slice. Backward from those,
+//!   through the same operands and phis, from a load to its slice, from a useful
+//!   slice to the values stored into it, and through calls: a call with a useful
+//!   float result or a useful slice argument makes all its float arguments useful.
 //!
-//! A value is *active* when it is both, and a float: only active values get a
-//! cotangent variable and reverse code. Every other cotangent is statically zero and
-//! never materialised (JAX's symbolic zero). `const` parameters, integers and bools are
-//! never active. Only blocks reachable from the entry are looked at; both passes are
-//! worklists, linear in the size of the function, with no recursion.
+//! A float scalar is *active* when it is both: only active values get a cotangent
+//! variable and reverse code. A float slice that is both has a *shadow*: `dup`
+//! parameters always, an `alloc` buffer when varied values are stored into it and
+//! what is loaded from it is useful. Every other cotangent is statically zero and
+//! never materialised (JAX's symbolic zero). `const` parameters, integers and bools
+//! are never active.
+//!
+//! A `const` slice parameter into which varied values may be stored is recorded
+//! ([`ActivityInfo::const_writes`]): the derivative of what is stored there is lost,
+//! and the derivation refuses the request if the slice is read back.
+//!
+//! Only blocks reachable from the entry are looked at. Both passes are worklists over
+//! use lists, linear in the size of the function, with no recursion. The analysis
+//! assumes float slices come only from parameters and `alloc` (the derivation
+//! refuses float slices chosen by a phi or a `select`).
 
 use cranelift_entity::{EntitySet, SecondaryMap};
-use gradlift_ir::{Block, Function, Terminator, Value, ValueDef};
+use gradlift_ir::{Block, Function, Inst, Module, Opcode, Terminator, Value, ValueDef};
 use smallvec::SmallVec;
 
+use crate::callee::Callee;
 use crate::config::{Activity, RetActivity, RuleConfig};
 use crate::rules::{OpRule, op_rule};
 
-/// A place where a value is used, for the forward pass of the analysis.
+/// A place where a value is used.
 #[derive(Copy, Clone, Debug)]
 enum Use {
     /// As an incoming value of the phi defining this value.
     Phi(Value),
-    /// As operand `.1` of the instruction whose first result is `.0`.
-    Operand(Value, usize),
+    /// As operand `.1` of this instruction.
+    Operand(Inst, usize),
 }
 
 /// The result of the analysis: the varied and the useful values of one function
@@ -38,44 +57,19 @@ enum Use {
 pub struct ActivityInfo {
     varied: EntitySet<Value>,
     useful: EntitySet<Value>,
+    const_writes: Vec<(Value, Inst)>,
 }
 
 impl ActivityInfo {
-    /// Analyses `func` under `config`, looking only at the blocks `reachable` holds.
-    /// The configuration must have been checked against the signature (`active` only
-    /// on float scalars).
+    /// Analyses `func` of `module` under `config`, looking only at the blocks
+    /// `reachable` holds. The configuration must have been checked against the
+    /// signature (`active` only on float scalars, `dup` only on float slices).
     pub fn analyse(
+        module: &Module,
         func: &Function,
         reachable: &EntitySet<Block>,
         config: &RuleConfig,
     ) -> ActivityInfo {
-        let mut info = ActivityInfo::default();
-        info.find_varied(func, reachable, config);
-        info.find_useful(func, reachable, config);
-        info
-    }
-
-    /// Whether `v` depends on an active parameter.
-    pub fn is_varied(&self, v: Value) -> bool {
-        self.varied.contains(v)
-    }
-
-    /// Whether `v` reaches an active result.
-    pub fn is_useful(&self, v: Value) -> bool {
-        self.useful.contains(v)
-    }
-
-    /// Whether `v` gets a cotangent: varied, useful, and a float.
-    pub fn is_active(&self, v: Value) -> bool {
-        self.varied.contains(v) && self.useful.contains(v)
-    }
-
-    /// Whether no value at all is active: the pullback returns zeros.
-    pub fn is_empty(&self, func: &Function) -> bool {
-        func.values.keys().all(|v| !self.is_active(v))
-    }
-
-    fn find_varied(&mut self, func: &Function, reachable: &EntitySet<Block>, config: &RuleConfig) {
         let mut users: SecondaryMap<Value, SmallVec<[Use; 2]>> = SecondaryMap::new();
         for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
             let data = &func.blocks[b];
@@ -87,87 +81,243 @@ impl ActivityInfo {
                 }
             }
             for &inst in &data.insts {
-                let d = &func.insts[inst];
-                if let Some(&r) = d.results.first() {
-                    for (k, &a) in d.args.iter().enumerate() {
-                        users[a].push(Use::Operand(r, k));
-                    }
+                for (k, &a) in func.insts[inst].args.iter().enumerate() {
+                    users[a].push(Use::Operand(inst, k));
                 }
             }
         }
-        let mut work: Vec<Value> = Vec::new();
-        for (&p, &a) in func.params.iter().zip(&config.params) {
-            if a == Activity::Active && func.value_type(p).is_float() && self.varied.insert(p) {
-                work.push(p);
+        let mut info = ActivityInfo::default();
+        let mut a = Analysis {
+            module,
+            func,
+            config,
+            users: &users,
+            info: &mut info,
+            work: Vec::new(),
+        };
+        a.find_varied();
+        a.find_useful(reachable);
+        info
+    }
+
+    /// Whether `v` depends on an active input (for a slice: its contents may).
+    pub fn is_varied(&self, v: Value) -> bool {
+        self.varied.contains(v)
+    }
+
+    /// Whether `v` reaches an active output (for a slice: what is read from it may).
+    pub fn is_useful(&self, v: Value) -> bool {
+        self.useful.contains(v)
+    }
+
+    /// Whether `v` is a float scalar that gets a cotangent: varied and useful.
+    pub fn is_active(&self, v: Value, func: &Function) -> bool {
+        func.value_type(v).is_float() && self.varied.contains(v) && self.useful.contains(v)
+    }
+
+    /// Whether `s` is a float slice with a shadow: varied and useful.
+    pub fn has_shadow(&self, s: Value, func: &Function) -> bool {
+        let ty = func.value_type(s);
+        ty.is_slice()
+            && ty.is_differentiable()
+            && self.varied.contains(s)
+            && self.useful.contains(s)
+    }
+
+    /// The `const` slice parameters into which varied values may be stored, with
+    /// the instruction that stores them (a `store` or a `call`).
+    pub fn const_writes(&self) -> &[(Value, Inst)] {
+        &self.const_writes
+    }
+}
+
+/// The state of one analysis.
+struct Analysis<'a> {
+    module: &'a Module,
+    func: &'a Function,
+    config: &'a RuleConfig,
+    users: &'a SecondaryMap<Value, SmallVec<[Use; 2]>>,
+    info: &'a mut ActivityInfo,
+    work: Vec<Value>,
+}
+
+impl Analysis<'_> {
+    /// Whether `v` can carry a derivative: a float scalar or float slice, not a
+    /// constant.
+    fn carries(&self, v: Value) -> bool {
+        let d = &self.func.values[v];
+        d.ty.is_differentiable() && !matches!(d.def, ValueDef::Const(_))
+    }
+
+    /// Whether `s` is a `const` slice parameter.
+    fn is_const_param(&self, s: Value) -> bool {
+        match self.func.value_def(s) {
+            ValueDef::Param(i) => self.config.params.get(i as usize) == Some(&Activity::Const),
+            _ => false,
+        }
+    }
+
+    fn vary(&mut self, v: Value) {
+        if self.carries(v) && self.info.varied.insert(v) {
+            self.work.push(v);
+        }
+    }
+
+    /// Varied values may be written into the slice `s` by `inst`.
+    fn vary_memory(&mut self, s: Value, inst: Inst) {
+        if !self.carries(s) {
+            return;
+        }
+        if self.is_const_param(s) {
+            if !self.info.const_writes.iter().any(|&(c, _)| c == s) {
+                self.info.const_writes.push((s, inst));
+            }
+            return;
+        }
+        self.vary(s);
+    }
+
+    fn find_varied(&mut self) {
+        let func = self.func;
+        for (&p, &a) in func.params.iter().zip(&self.config.params) {
+            match a {
+                Activity::Active | Activity::Dup | Activity::DupNoNeed => self.vary(p),
+                Activity::Const => {}
             }
         }
-        while let Some(v) = work.pop() {
-            for &u in users[v].iter() {
-                let r = match u {
-                    Use::Phi(p) => p,
-                    Use::Operand(r, k) => {
-                        let ValueDef::Result(inst, _) = func.value_def(r) else {
-                            continue;
-                        };
-                        match op_rule(func.insts[inst].opcode) {
-                            OpRule::Float(rule)
-                                if rule.operands.get(k).is_some_and(|o| o.is_some()) =>
-                            {
-                                r
-                            }
-                            _ => continue,
-                        }
-                    }
-                };
-                if func.value_type(r).is_float() && self.varied.insert(r) {
-                    work.push(r);
+        while let Some(v) = self.work.pop() {
+            for &u in self.users[v].iter() {
+                match u {
+                    Use::Phi(p) => self.vary(p),
+                    Use::Operand(inst, k) => self.vary_use(inst, k),
                 }
             }
         }
     }
 
-    fn find_useful(&mut self, func: &Function, reachable: &EntitySet<Block>, config: &RuleConfig) {
-        if config.ret != RetActivity::Active {
-            return;
-        }
-        let mut work: Vec<Value> = Vec::new();
-        let mark = |useful: &mut EntitySet<Value>, work: &mut Vec<Value>, v: Value| {
-            let d = &func.values[v];
-            if d.ty.is_float() && !matches!(d.def, ValueDef::Const(_)) && useful.insert(v) {
-                work.push(v);
-            }
-        };
-        for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
-            if let Some(Terminator::Ret(vals)) = &func.blocks[b].term {
-                for &v in vals {
-                    mark(&mut self.useful, &mut work, v);
-                }
-            }
-        }
-        while let Some(v) = work.pop() {
-            match func.value_def(v) {
-                ValueDef::Phi(b) => {
-                    let Some(phi) = func.blocks[b].phis.iter().find(|p| p.value == v) else {
-                        continue;
-                    };
-                    for &(pred, a) in &phi.incoming {
-                        if reachable.contains(pred) {
-                            mark(&mut self.useful, &mut work, a);
+    /// Operand `k` of `inst` became varied.
+    fn vary_use(&mut self, inst: Inst, k: usize) {
+        let d = &self.func.insts[inst];
+        match d.opcode {
+            Opcode::Load if k == 0 => self.vary(d.results[0]),
+            Opcode::Store if k == 2 => self.vary_memory(d.args[0], inst),
+            Opcode::Call => {
+                let gradlift_ir::Imm::Func(g) = d.imm else {
+                    return;
+                };
+                match Callee::of(self.module, g) {
+                    Callee::Nodiff => {}
+                    Callee::Vjp(_) => {
+                        for &r in &d.results {
+                            self.vary(r);
                         }
                     }
-                }
-                ValueDef::Result(inst, _) => {
-                    let d = &func.insts[inst];
-                    if let OpRule::Float(rule) = op_rule(d.opcode) {
-                        for (k, &a) in d.args.iter().enumerate() {
-                            if rule.operands.get(k).is_some_and(|o| o.is_some()) {
-                                mark(&mut self.useful, &mut work, a);
+                    Callee::Body(_) | Callee::Overlay(..) | Callee::Extern => {
+                        for &r in &d.results {
+                            self.vary(r);
+                        }
+                        for &a in &d.args {
+                            if self.func.value_type(a).is_mut_slice() {
+                                self.vary_memory(a, inst);
                             }
                         }
                     }
                 }
+            }
+            op => {
+                if let OpRule::Float(rule) = op_rule(op)
+                    && rule.operands.get(k).is_some_and(|o| o.is_some())
+                    && let Some(&r) = d.results.first()
+                {
+                    self.vary(r);
+                }
+            }
+        }
+    }
+
+    fn use_(&mut self, v: Value) {
+        if self.carries(v) && self.info.useful.insert(v) {
+            self.work.push(v);
+        }
+    }
+
+    fn find_useful(&mut self, reachable: &EntitySet<Block>) {
+        let func = self.func;
+        for (&p, &a) in func.params.iter().zip(&self.config.params) {
+            if matches!(a, Activity::Dup | Activity::DupNoNeed) {
+                self.use_(p);
+            }
+        }
+        if self.config.ret == RetActivity::Active {
+            for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
+                if let Some(Terminator::Ret(vals)) = &func.blocks[b].term {
+                    for &v in vals {
+                        if func.value_type(v).is_float() {
+                            self.use_(v);
+                        }
+                    }
+                }
+            }
+        }
+        while let Some(v) = self.work.pop() {
+            match func.value_def(v) {
+                ValueDef::Phi(b) => {
+                    if let Some(phi) = func.blocks[b].phis.iter().find(|p| p.value == v) {
+                        for &(pred, a) in &phi.incoming {
+                            if reachable.contains(pred) {
+                                self.use_(a);
+                            }
+                        }
+                    }
+                }
+                ValueDef::Result(inst, _) => self.use_def(inst),
                 ValueDef::Param(_) | ValueDef::Const(_) => {}
             }
+            if func.value_type(v).is_slice() {
+                // What is read from the slice is useful: so is what is written into it.
+                for &u in self.users[v].iter() {
+                    let Use::Operand(inst, k) = u else { continue };
+                    let d = &func.insts[inst];
+                    match d.opcode {
+                        Opcode::Store if k == 0 => self.use_(d.args[2]),
+                        Opcode::Call => self.use_call_args(inst),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// A result of `inst` became useful.
+    fn use_def(&mut self, inst: Inst) {
+        let d = &self.func.insts[inst];
+        match d.opcode {
+            Opcode::Load => self.use_(d.args[0]),
+            Opcode::Call => self.use_call_args(inst),
+            op => {
+                if let OpRule::Float(rule) = op_rule(op) {
+                    for (k, &a) in d.args.iter().enumerate() {
+                        if rule.operands.get(k).is_some_and(|o| o.is_some()) {
+                            self.use_(a);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A call's output (a result or a slice argument) became useful: its float
+    /// arguments are.
+    fn use_call_args(&mut self, inst: Inst) {
+        let d = &self.func.insts[inst];
+        let gradlift_ir::Imm::Func(g) = d.imm else {
+            return;
+        };
+        if matches!(Callee::of(self.module, g), Callee::Nodiff) {
+            return;
+        }
+        for &a in &d.args {
+            self.use_(a);
         }
     }
 }

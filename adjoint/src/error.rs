@@ -17,7 +17,8 @@ use crate::config::Activity;
 pub enum AdError {
     /// The function ID names no function of the module.
     NoSuchFunction(String),
-    /// The function has no IR body (`extern`, or declared and not defined).
+    /// The function has no IR body (`extern`, or declared and not defined) and no
+    /// declaration (`vjp`, `nodiff`, `overlay`) that says how to differentiate it.
     NotDefined {
         /// The function.
         func: String,
@@ -60,6 +61,26 @@ pub enum AdError {
         /// What, and when it arrives.
         what: String,
     },
+    /// A call whose derivative is needed, to a function without one: an `extern`
+    /// (or a declared function) with no `vjp` or `nodiff` declaration.
+    NoDerivative {
+        /// The function being derived.
+        func: String,
+        /// The callee.
+        callee: String,
+        /// The call, as printed, and where it stands.
+        at: String,
+    },
+    /// Values that depend on active inputs are stored into a `const` slice that is
+    /// read back: the derivative through it would be lost.
+    ConstWrite {
+        /// The function being derived.
+        func: String,
+        /// The slice parameter's name (without `%`).
+        slice: String,
+        /// The store (or call) that writes into it, and where it stands.
+        at: String,
+    },
     /// A bug in gradlift: the derived code is broken.
     Internal {
         /// The function being derived.
@@ -73,9 +94,17 @@ impl fmt::Display for AdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AdError::NoSuchFunction(id) => write!(f, "the module has no function {id}"),
+            AdError::NoDerivative { func, callee, at } => write!(
+                f,
+                "@{func}: {at} needs the derivative of @{callee}, which has none: declare `vjp @{callee} = @RULE` with a rule function (which may itself be an extern the host supplies), or `nodiff @{callee}` if its results are constants"
+            ),
+            AdError::ConstWrite { func, slice, at } => write!(
+                f,
+                "@{func}: {at} stores values that depend on active inputs into %{slice}, which is `const`, and %{slice} is read back: the derivative through it would be lost; make %{slice} `dup`"
+            ),
             AdError::NotDefined { func } => write!(
                 f,
-                "@{func} has no IR body (extern or not defined): nothing to differentiate"
+                "@{func} has no IR body (extern or not defined) and no `vjp` or `nodiff` declaration: nothing to differentiate"
             ),
             AdError::Invalid { func, errors } => {
                 write!(

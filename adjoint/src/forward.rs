@@ -11,7 +11,15 @@
 //! - at the end of each live block, before its terminator, a `push` of every value
 //!   the block's reverse reads ([`SavedValues`](crate::plan::SavedValues));
 //! - when several live blocks end in `ret`, `push N` of the returning block's number
-//!   before its `ret`.
+//!   before its `ret`;
+//! - an `alloc` with a shadow is followed by `%dh = tape_alloc T, %n`, the shadow's
+//!   handle; an `alloc` whose buffer the pullback needs (to pass it to a callee's
+//!   pullback) becomes `%h = tape_alloc T, %n` and `%a = tape_view T, %h`;
+//! - a differentiated call `call @g(args)` becomes `call @g.fwd.K(args)` (same
+//!   arguments and results: the callee's forward pass leaves its own tape entries);
+//!   for an `overlay @g = @h`, `call @g(args)` stays, for the value, followed by
+//!   `call @h.fwd.K(args)` for the tape, whose results are dropped. Calls to `vjp`
+//!   and `nodiff` functions, and calls nothing varies through, stay as they are.
 //!
 //! It writes the [`Function`] directly rather than through the builder: it is a copy
 //! with additions, and needs no variables.
@@ -24,6 +32,7 @@ use gradlift_ir::{
 use smallvec::SmallVec;
 
 use crate::plan::Plan;
+use crate::stmt::{CallRule, SaveItem};
 
 /// Maps the primal's values to the forward pass's.
 struct ValueMap {
@@ -45,7 +54,14 @@ impl ValueMap {
 
 /// Builds the forward pass of `primal` with signature `sig` (the primal's
 /// parameters; its results, or none when `needs_primal` is false).
-pub fn forward_ir(primal: &Function, sig: &Signature, plan: &Plan, needs_primal: bool) -> Function {
+///
+/// An error is a bug in the plan (it saves a buffer handle that was never made).
+pub fn forward_ir(
+    primal: &Function,
+    sig: &Signature,
+    plan: &Plan,
+    needs_primal: bool,
+) -> Result<Function, String> {
     let mut fwd = Function::new(sig);
     let mut vmap = ValueMap {
         map: SecondaryMap::new(),
@@ -95,6 +111,9 @@ pub fn forward_ir(primal: &Function, sig: &Signature, plan: &Plan, needs_primal:
     }
 
     // Instructions in reverse postorder, so that operands exist before their uses.
+    // The handles of local buffers kept on the tape, and of shadow buffers.
+    let mut buf_handle: SecondaryMap<Value, Option<Value>> = SecondaryMap::new();
+    let mut shadow_handle: SecondaryMap<Value, Option<Value>> = SecondaryMap::new();
     let cfg = ControlFlowGraph::new(primal);
     for &b in cfg.reverse_postorder() {
         let nb = block(b);
@@ -108,12 +127,50 @@ pub fn forward_ir(primal: &Function, sig: &Signature, plan: &Plan, needs_primal:
                 .collect();
             let types: SmallVec<[Type; 1]> =
                 d.results.iter().map(|&r| primal.value_type(r)).collect();
-            let ni = fwd.make_inst(d.opcode, d.imm, &args, &types);
+            let name = |v: Value| primal.values[v].name.clone();
+            if d.opcode == Opcode::Alloc && tape {
+                let a = d.results[0];
+                if plan.tape_bufs.contains(a) {
+                    let h = append(&mut fwd, nb, Opcode::TapeAlloc, d.imm, &args, Type::I64);
+                    let view = append(&mut fwd, nb, Opcode::TapeView, d.imm, &[h], types[0]);
+                    fwd.values[view].name = name(a);
+                    fwd.values[h].name = name(a).map(|n| format!("{n}.buf").into());
+                    vmap.map[a] = Some(view);
+                    buf_handle[a] = Some(h);
+                } else {
+                    let v = append(&mut fwd, nb, d.opcode, d.imm, &args, types[0]);
+                    fwd.values[v].name = name(a);
+                    vmap.map[a] = Some(v);
+                }
+                if plan.shadow_bufs.contains(a) {
+                    let h = append(&mut fwd, nb, Opcode::TapeAlloc, d.imm, &args, Type::I64);
+                    fwd.values[h].name = name(a).map(|n| format!("d{n}.buf").into());
+                    shadow_handle[a] = Some(h);
+                }
+                continue;
+            }
+            let (imm, overlay) = match plan.calls.get(&inst) {
+                Some(CallRule::Derived {
+                    fwd: f, overlay, ..
+                }) if tape => {
+                    if *overlay {
+                        (d.imm, Some(*f))
+                    } else {
+                        (Imm::Func(*f), None)
+                    }
+                }
+                _ => (d.imm, None),
+            };
+            let ni = fwd.make_inst(d.opcode, imm, &args, &types);
             for (&r, &nr) in d.results.iter().zip(&fwd.insts[ni].results.clone()) {
-                fwd.values[nr].name = primal.values[r].name.clone();
+                fwd.values[nr].name = name(r);
                 vmap.map[r] = Some(nr);
             }
             fwd.append_inst(nb, ni);
+            if let Some(f) = overlay {
+                let ni = fwd.make_inst(Opcode::Call, Imm::Func(f), &args, &types);
+                fwd.append_inst(nb, ni);
+            }
         }
     }
 
@@ -122,8 +179,13 @@ pub fn forward_ir(primal: &Function, sig: &Signature, plan: &Plan, needs_primal:
         let nb = block(b);
         let data = &primal.blocks[b];
         if tape && plan.live.contains(b) {
-            for &v in plan.saved.of(b) {
-                let nv = vmap.get(primal, &mut fwd, v);
+            for &item in plan.saved.of(b) {
+                let nv = match item {
+                    SaveItem::Value(v) => Some(vmap.get(primal, &mut fwd, v)),
+                    SaveItem::Buf(a) => buf_handle[a],
+                    SaveItem::Shadow(a) => shadow_handle[a],
+                };
+                let nv = nv.ok_or_else(|| format!("the plan saves {item:?}, never made"))?;
                 push(&mut fwd, nb, nv);
             }
         }
@@ -169,7 +231,21 @@ pub fn forward_ir(primal: &Function, sig: &Signature, plan: &Plan, needs_primal:
             }
         }
     }
-    fwd
+    Ok(fwd)
+}
+
+/// Appends an instruction with one result to `block`; returns the result.
+fn append(
+    fwd: &mut Function,
+    block: Block,
+    op: Opcode,
+    imm: Imm,
+    args: &[Value],
+    ty: Type,
+) -> Value {
+    let inst = fwd.make_inst(op, imm, args, &[ty]);
+    fwd.append_inst(block, inst);
+    fwd.insts[inst].results[0]
 }
 
 /// Appends `push v` to `block`.

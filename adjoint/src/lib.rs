@@ -55,6 +55,7 @@
 //! [`pullback`] (assembly), [`rrule`] (the pipeline), [`check`].
 
 pub mod activity;
+pub mod callee;
 pub mod check;
 pub mod config;
 pub mod error;

@@ -14,7 +14,8 @@
 //! no-op that bounds every walk by the live range of its value.
 //!
 //! The uses that count are those that send a cotangent back: an active operand of an
-//! instruction whose result is active, an active incoming value of an active phi (a
+//! instruction whose result is active (or of a differentiated call, or the value of a
+//! `store` into a slice with a shadow), an active incoming value of an active phi (a
 //! use at the end of the predecessor), and an active returned value (its seed).
 //! Liveness is computed per use by walking predecessors up to the definition
 //! (path exploration), so its cost is the total size of the live ranges.
@@ -23,8 +24,9 @@ use cranelift_entity::SecondaryMap;
 use gradlift_ir::{Block, Function, Value};
 use hashbrown::HashSet;
 
+use crate::activity::ActivityInfo;
 use crate::plan::BlockStack;
-use crate::stmt::{RevInst, RevPhi};
+use crate::stmt::{RevPhi, RevStmt};
 
 /// For each live block, the active values whose cotangents the block's reverse sets
 /// to zero on entry. See the [module docs](self).
@@ -37,12 +39,14 @@ pub struct CotangentLiveness {
 pub struct Inputs<'a> {
     /// The primal.
     pub func: &'a Function,
+    /// Its activity.
+    pub activity: &'a ActivityInfo,
     /// The live blocks, in layout order.
     pub live: &'a [Block],
     /// Predecessors of the live blocks.
     pub stack: &'a BlockStack,
-    /// Per block, the reverse of each instruction with an active result.
-    pub insts: &'a SecondaryMap<Block, Vec<RevInst>>,
+    /// Per block, the reverse of each statement that has one.
+    pub insts: &'a SecondaryMap<Block, Vec<RevStmt>>,
     /// Per block, the reverse of each active phi.
     pub phis: &'a SecondaryMap<Block, Vec<RevPhi>>,
     /// Per `ret` block, the seeded values.
@@ -85,10 +89,8 @@ impl CotangentLiveness {
         let mut touched: SecondaryMap<Block, Vec<Value>> = SecondaryMap::new();
         for &c in inp.live {
             for r in &inp.insts[c] {
-                let d = &func.insts[r.inst];
-                touched[c].push(d.results[0]);
-                for &k in &r.operands {
-                    let v = d.args[k];
+                touched[c].extend(r.taken(func, inp.activity));
+                for v in r.added(func, inp.activity) {
                     touched[c].push(v);
                     walk.use_in(v, c);
                 }

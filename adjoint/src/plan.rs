@@ -11,14 +11,20 @@
 
 use cranelift_entity::{EntitySet, SecondaryMap};
 use gradlift_ir::flowgraph::ControlFlowGraph;
-use gradlift_ir::{Block, Function, Terminator, Type, Value};
-use hashbrown::HashSet;
+use gradlift_ir::function::Pos;
+use gradlift_ir::write::{self, Names};
+use gradlift_ir::{
+    Block, FuncId, Function, Imm, Inst, Module, Opcode, Terminator, Type, Value, ValueDef,
+};
+use hashbrown::{HashMap, HashSet};
 use smallvec::SmallVec;
 
 use crate::activity::ActivityInfo;
+use crate::callee::Callee;
 use crate::config::{Activity, RetActivity, RuleConfig};
+use crate::error::AdError;
 use crate::liveness::{CotangentLiveness, Inputs};
-use crate::stmt::{RevInst, RevPhi, inst_stmt, phi_stmt, ret_stmt};
+use crate::stmt::{CallRule, InstInfo, RevPhi, RevStmt, SaveItem, inst_stmt, phi_stmt, ret_stmt};
 
 /// Where control came from, recorded by the forward pass and replayed backwards by
 /// the pullback (Mooncake's block stack, `__push_blk_stack!` and
@@ -70,21 +76,26 @@ impl BlockStack {
 /// channels, `create_comms_insts!`).
 ///
 /// At the end of a live block `C`, before its terminator, the forward pass pushes
-/// every value that the reverse of `C`'s instructions reads, wherever it is defined,
+/// everything the reverse of `C`'s statements reads ([`SaveItem`]s: scalar values,
+/// wherever they are defined, and the handles of local buffers kept on the tape),
 /// each once, in this order; the reverse block pops them first, last first.
 /// Constants are never saved: the pullback writes them itself. Everything the
 /// reverse reads is saved; nothing is recomputed (for now).
 #[derive(Clone, Debug, Default)]
 pub struct SavedValues {
-    per_block: SecondaryMap<Block, Vec<Value>>,
+    per_block: SecondaryMap<Block, Vec<SaveItem>>,
 }
 
 impl SavedValues {
-    /// The values `b` saves, in push order.
-    pub fn of(&self, b: Block) -> &[Value] {
+    /// What `b` saves, in push order.
+    pub fn of(&self, b: Block) -> &[SaveItem] {
         &self.per_block[b]
     }
 }
+
+/// Derives (or finds) the rule of a callee for an activity pattern: the forward
+/// pass and the pullback, declared in the output module.
+pub type Requester<'r> = dyn FnMut(FuncId, RuleConfig) -> Result<(FuncId, FuncId), AdError> + 'r;
 
 /// Everything decided about a rule before code is written.
 #[derive(Clone, Debug)]
@@ -99,9 +110,8 @@ pub struct Plan {
     pub saved: SavedValues,
     /// Which values are active.
     pub activity: ActivityInfo,
-    /// Per block, the reverse of each instruction with an active result, in block
-    /// order.
-    pub insts: SecondaryMap<Block, Vec<RevInst>>,
+    /// Per block, the reverse of each statement that has one, in block order.
+    pub insts: SecondaryMap<Block, Vec<RevStmt>>,
     /// Per block, the reverse of each active phi.
     pub phis: SecondaryMap<Block, Vec<RevPhi>>,
     /// Per `ret` block, the seeds: (returned value, pullback parameter).
@@ -109,7 +119,14 @@ pub struct Plan {
     /// For each result of the primal, the pullback parameter carrying its cotangent
     /// (float results of an active return).
     pub seeded: Vec<Option<usize>>,
-    /// No value is active: the forward pass saves nothing and the pullback returns
+    /// The calls whose derivative is taken, and how.
+    pub calls: HashMap<Inst, CallRule>,
+    /// `alloc`s whose buffer the forward pass keeps on the tape (`tape_alloc` and
+    /// `tape_view`), because the pullback needs it.
+    pub tape_bufs: EntitySet<Value>,
+    /// `alloc`s with a shadow buffer (a `tape_alloc` of the same length).
+    pub shadow_bufs: EntitySet<Value>,
+    /// No derivative flows: the forward pass saves nothing and the pullback returns
     /// zeros.
     pub trivial: bool,
     /// Where each block's reverse may reset cotangents to zero on entry.
@@ -117,17 +134,25 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Plans the rule of `func` under `config` (already checked against the
-    /// signature, whose result types are `results`).
-    pub fn new(func: &Function, results: &[Type], config: &RuleConfig) -> Plan {
+    /// Plans the rule of `func` (named `fname` in `module`) under `config`, already
+    /// checked against the signature, whose result types are `results`. Callees'
+    /// rules come from `request`.
+    pub fn new(
+        module: &Module,
+        fname: &str,
+        func: &Function,
+        results: &[Type],
+        config: &RuleConfig,
+        request: &mut Requester<'_>,
+    ) -> Result<Plan, AdError> {
         let cfg = ControlFlowGraph::new(func);
         let mut reachable = EntitySet::new();
         for &b in cfg.reverse_postorder() {
             reachable.insert(b);
         }
         let live = co_reachable(func, &cfg, &reachable);
-        let activity = ActivityInfo::analyse(func, &reachable, config);
-        let trivial = activity.is_empty(func);
+        let activity = ActivityInfo::analyse(module, func, &reachable, config);
+        check_const_writes(module, fname, func, &reachable, &activity)?;
 
         let mut seeded = Vec::with_capacity(results.len());
         let mut n = 0;
@@ -142,10 +167,21 @@ impl Plan {
 
         let mut stack = BlockStack::default();
         let mut saved = SavedValues::default();
-        let mut insts: SecondaryMap<Block, Vec<RevInst>> = SecondaryMap::new();
+        let mut insts: SecondaryMap<Block, Vec<RevStmt>> = SecondaryMap::new();
         let mut phis: SecondaryMap<Block, Vec<RevPhi>> = SecondaryMap::new();
         let mut seeds: SecondaryMap<Block, Vec<(Value, usize)>> = SecondaryMap::new();
-        for &b in func.layout.iter().filter(|&&b| live.contains(b)) {
+        let mut calls = HashMap::new();
+        let mut tape_bufs = EntitySet::new();
+        let mut shadow_bufs = EntitySet::new();
+        for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
+            for &inst in &func.blocks[b].insts {
+                let d = &func.insts[inst];
+                if d.opcode == Opcode::Alloc && activity.has_shadow(d.results[0], func) {
+                    shadow_bufs.insert(d.results[0]);
+                }
+            }
+        }
+        for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
             let preds: SmallVec<[Block; 2]> = cfg
                 .preds(b)
                 .iter()
@@ -153,27 +189,46 @@ impl Plan {
                 .filter(|&p| reachable.contains(p))
                 .collect();
             let data = &func.blocks[b];
-            for phi in &data.phis {
-                if let Some(rev) = phi_stmt(func, &activity, b, phi.value, &preds) {
-                    phis[b].push(rev);
+            let is_live = live.contains(b);
+            if is_live {
+                for phi in &data.phis {
+                    if let Some(rev) = phi_stmt(func, &activity, b, phi.value, &preds) {
+                        phis[b].push(rev);
+                    }
                 }
             }
             stack.preds[b] = preds;
             let mut block_saves = Vec::new();
             let mut seen = HashSet::new();
             for &inst in &data.insts {
-                let info = inst_stmt(func, &activity, inst);
-                for v in info.saves {
-                    if seen.insert(v) {
-                        block_saves.push(v);
+                let info = if !is_live {
+                    // A block that never returns is followed by no pullback: its
+                    // calls stay plain calls.
+                    continue;
+                } else if func.insts[inst].opcode == Opcode::Call {
+                    let (info, rule) =
+                        call_stmt(module, fname, func, &activity, inst, config, request)?;
+                    if let Some(rule) = rule {
+                        calls.insert(inst, rule);
+                    }
+                    info
+                } else {
+                    inst_stmt(func, &activity, inst)
+                };
+                for item in info.saves {
+                    if let SaveItem::Buf(a) = item {
+                        tape_bufs.insert(a);
+                    }
+                    if seen.insert(item) {
+                        block_saves.push(item);
                     }
                 }
                 insts[b].extend(info.reverse);
             }
             saved.per_block[b] = block_saves;
-            if let Some(Terminator::Ret(vals)) = &data.term {
+            if is_live && let Some(Terminator::Ret(vals)) = &data.term {
                 stack.rets.push(b);
-                seeds[b] = ret_stmt(&activity, vals, &seeded);
+                seeds[b] = ret_stmt(func, &activity, vals, &seeded);
             }
         }
         let live_order: Vec<Block> = func
@@ -186,11 +241,15 @@ impl Plan {
             .params
             .iter()
             .zip(&config.params)
-            .filter(|&(&p, &a)| a == Activity::Active && activity.is_active(p))
+            .filter(|&(&p, &a)| a == Activity::Active && activity.is_active(p, func))
             .map(|(&p, _)| p)
             .collect();
+        let trivial = live_order
+            .iter()
+            .all(|&b| insts[b].is_empty() && phis[b].is_empty() && seeds[b].is_empty());
         let liveness = CotangentLiveness::new(&Inputs {
             func,
+            activity: &activity,
             live: &live_order,
             stack: &stack,
             insts: &insts,
@@ -198,7 +257,7 @@ impl Plan {
             seeds: &seeds,
             params: &params,
         });
-        Plan {
+        Ok(Plan {
             reachable,
             live,
             stack,
@@ -208,10 +267,163 @@ impl Plan {
             phis,
             seeds,
             seeded,
+            calls,
+            tape_bufs,
+            shadow_bufs,
             trivial,
             liveness,
+        })
+    }
+}
+
+/// `` `%y = call @g(%x)` (3:5) ``: an instruction as an error message shows it.
+pub fn describe_inst(module: &Module, func: &Function, inst: Inst) -> String {
+    let names = Names::new(func);
+    let line = write::inst_line(module, func, &names, inst);
+    let pos = func.srcmap.insts.get(inst).copied().unwrap_or(Pos::NONE);
+    if pos.is_known() {
+        format!("`{}` at {pos}", line.trim())
+    } else {
+        format!("`{}`", line.trim())
+    }
+}
+
+/// Refuses a `const` slice parameter into which varied values are written and that
+/// is read back (a `load` from it, or a call it is passed to): the derivative
+/// through it would be silently lost.
+fn check_const_writes(
+    module: &Module,
+    fname: &str,
+    func: &Function,
+    reachable: &EntitySet<Block>,
+    activity: &ActivityInfo,
+) -> Result<(), AdError> {
+    for &(s, inst) in activity.const_writes() {
+        let read_back = func
+            .layout
+            .iter()
+            .filter(|&&b| reachable.contains(b))
+            .flat_map(|&b| func.blocks[b].insts.iter())
+            .any(|&i| {
+                let d = &func.insts[i];
+                match d.opcode {
+                    Opcode::Load => d.args[0] == s,
+                    Opcode::Call => i != inst && d.args.contains(&s),
+                    _ => false,
+                }
+            });
+        if read_back {
+            let names = Names::new(func);
+            return Err(AdError::ConstWrite {
+                func: fname.to_string(),
+                slice: names.value(s).to_string(),
+                at: describe_inst(module, func, inst),
+            });
         }
     }
+    Ok(())
+}
+
+/// A call: whether its derivative is taken and how, what it saves, its reverse.
+fn call_stmt(
+    module: &Module,
+    fname: &str,
+    func: &Function,
+    act: &ActivityInfo,
+    inst: Inst,
+    config: &RuleConfig,
+    request: &mut Requester<'_>,
+) -> Result<(InstInfo, Option<CallRule>), AdError> {
+    let d = &func.insts[inst];
+    let Imm::Func(g) = d.imm else {
+        return Ok((InstInfo::default(), None));
+    };
+    let params: Vec<Activity> = d
+        .args
+        .iter()
+        .map(|&a| {
+            if act.is_active(a, func) {
+                Activity::Active
+            } else if act.has_shadow(a, func) {
+                Activity::Dup
+            } else {
+                Activity::Const
+            }
+        })
+        .collect();
+    let ret = if d.results.iter().any(|&r| act.is_active(r, func)) {
+        RetActivity::Active
+    } else {
+        RetActivity::Const
+    };
+    let any_active = params.contains(&Activity::Active);
+    let any_dup = params.contains(&Activity::Dup);
+    if !(any_dup || (any_active && ret == RetActivity::Active)) {
+        return Ok((InstInfo::default(), None));
+    }
+    let callee = Callee::of(module, g);
+    let mut info = InstInfo::default();
+    let rule = match callee {
+        Callee::Nodiff => return Ok((InstInfo::default(), None)),
+        Callee::Vjp(rule) => {
+            if ret == RetActivity::Const {
+                return Ok((InstInfo::default(), None));
+            }
+            for &a in &d.args {
+                if !matches!(func.value_def(a), ValueDef::Const(_)) {
+                    let item = SaveItem::Value(a);
+                    if !info.saves.contains(&item) {
+                        info.saves.push(item);
+                    }
+                }
+            }
+            CallRule::Vjp { rule }
+        }
+        Callee::Body(target) | Callee::Overlay(target) => {
+            let overlay = matches!(callee, Callee::Overlay(_));
+            if overlay && module.sig(g).params.iter().any(|t| t.is_mut_slice()) {
+                return Err(AdError::Unsupported {
+                    func: fname.to_string(),
+                    what: format!(
+                        "{}: the derivative of @{} is overlaid, and it writes into a slice, so it cannot be called twice (once for the value, once for the derivative)",
+                        describe_inst(module, func, inst),
+                        module.name(g)
+                    ),
+                });
+            }
+            let callee_config = RuleConfig {
+                params: params.clone(),
+                ret,
+                needs_primal: true,
+                debug: config.debug,
+            };
+            let (fwd, rvs) = request(target, callee_config.clone())?;
+            for (&a, &p) in d.args.iter().zip(&params) {
+                if p == Activity::Dup && matches!(func.value_def(a), ValueDef::Result(..)) {
+                    info.saves.push(SaveItem::Buf(a));
+                    info.saves.push(SaveItem::Shadow(a));
+                }
+            }
+            CallRule::Derived {
+                fwd,
+                rvs,
+                config: callee_config,
+                overlay,
+            }
+        }
+        Callee::Extern => {
+            return Err(AdError::NoDerivative {
+                func: fname.to_string(),
+                callee: module.name(g).to_string(),
+                at: describe_inst(module, func, inst),
+            });
+        }
+    };
+    info.reverse = Some(RevStmt::Call {
+        inst,
+        call: rule.clone(),
+    });
+    Ok((info, Some(rule)))
 }
 
 /// The reachable blocks from which a `ret` is reachable.

@@ -27,14 +27,16 @@
 use cranelift_entity::SecondaryMap;
 use gradlift_ir::write::Names;
 use gradlift_ir::{
-    Block, CmpPred, FuncId, Function, FunctionBuilder, Module, Scalar, Terminator, Type, Value,
-    ValueDef, Variable,
+    Block, CmpPred, Elem, FuncId, Function, FunctionBuilder, Imm, Inst, Module, Opcode, Scalar,
+    Terminator, Type, Value, ValueDef, Variable,
 };
 use hashbrown::HashMap;
 use smallvec::SmallVec;
 
+use crate::config::{Activity, RetActivity};
 use crate::plan::Plan;
 use crate::rules::{ArgVal, RevCtx};
+use crate::stmt::{CallRule, RevInst, RevStmt, SaveItem};
 
 /// The cotangent of every active value, as a builder variable.
 ///
@@ -103,9 +105,17 @@ impl Sealer {
     }
 }
 
+/// The pullback's parameters for the primal's `dup` slices: the slice and its
+/// shadow, by primal parameter value.
+struct SliceParams {
+    slice: HashMap<Value, Value>,
+    shadow: HashMap<Value, Value>,
+}
+
 /// Builds the pullback of `primal` as the body of `id`, declared in `module` with
 /// its signature. `names` are the primal's print names (the pullback's values are
-/// named after them); `active` are the indices of the active parameters, in order.
+/// named after them); `active` are the indices of the active parameters and `dup`
+/// those of the `dup`/`dupnoneed` ones, in order.
 pub fn pullback_ir(
     module: &Module,
     id: FuncId,
@@ -113,11 +123,26 @@ pub fn pullback_ir(
     names: &Names,
     plan: &Plan,
     active: &[usize],
+    dup: &[usize],
 ) -> Result<Function, String> {
     let mut b = FunctionBuilder::new(module, id);
-    let n_seeds = module.sig(id).params.len();
+    let mut params = SliceParams {
+        slice: HashMap::new(),
+        shadow: HashMap::new(),
+    };
+    for (k, &i) in dup.iter().enumerate() {
+        let p = primal.params[i];
+        let s = b.param(k);
+        let s = b.named(names.value(p), s);
+        let ds = b.param(dup.len() + k);
+        let ds = b.named(&format!("d{}", names.value(p)), ds);
+        params.slice.insert(p, s);
+        params.shadow.insert(p, ds);
+    }
+    let seed_base = 2 * dup.len();
+    let n_seeds = module.sig(id).params.len() - seed_base;
     for j in 0..n_seeds {
-        let p = b.param(j);
+        let p = b.param(seed_base + j);
         let name = if n_seeds == 1 {
             "dy".to_string()
         } else {
@@ -128,11 +153,8 @@ pub fn pullback_ir(
 
     let needs_f32 = primal
         .values
-        .iter()
-        .any(|(v, d)| d.ty == Type::F32 && plan.activity.is_active(v))
-        || active
-            .iter()
-            .any(|&i| primal.value_type(primal.params[i]) == Type::F32);
+        .values()
+        .any(|d| d.ty.elem() == Some(Elem::F32) || d.ty == Type::F32);
     let mut cts = Cotangents {
         vars: SecondaryMap::new(),
         zero_f64: b.fconst(0.0),
@@ -161,7 +183,7 @@ pub fn pullback_ir(
     }
 
     for (v, d) in primal.values.iter() {
-        if plan.activity.is_active(v) && d.ty.is_float() {
+        if plan.activity.is_active(v, primal) {
             let var = b.declare_named_var(&format!("d{}", names.value(v)), d.ty);
             b.def_var(var, cts.zero(d.ty));
             cts.vars[v] = Some(var);
@@ -224,55 +246,35 @@ pub fn pullback_ir(
             }
         }
         for &(v, s) in &plan.seeds[c] {
-            let dy = b.param(s);
+            let dy = b.param(seed_base + s);
             cts.add(&mut b, primal, v, dy);
         }
-        let mut saved: HashMap<Value, Value> = HashMap::new();
-        for &v in plan.saved.of(c).iter().rev() {
-            let p = b.pop(primal.value_type(v));
-            let p = b.named(names.value(v), p);
-            saved.insert(v, p);
-        }
-        for r in plan.insts[c].iter().rev() {
-            let d = &primal.insts[r.inst];
-            let y = d.results[0];
-            let ty = primal.value_type(y);
-            let Some(g) = cts.take(&mut b, primal, y) else {
-                continue;
+        let mut saved: HashMap<SaveItem, Value> = HashMap::new();
+        for &item in plan.saved.of(c).iter().rev() {
+            let (ty, name) = match item {
+                SaveItem::Value(v) => (primal.value_type(v), names.value(v).to_string()),
+                SaveItem::Buf(a) => (Type::I64, format!("{}.buf", names.value(a))),
+                SaveItem::Shadow(a) => (Type::I64, format!("d{}.buf", names.value(a))),
             };
-            if g == cts.zero(ty) {
-                continue;
-            }
-            let args: SmallVec<[ArgVal; 3]> = d
-                .args
-                .iter()
-                .map(|&a| match primal.value_def(a) {
-                    ValueDef::Const(k) => ArgVal::Const(k),
-                    _ => saved.get(&a).map_or(ArgVal::Missing, |&s| ArgVal::Saved(s)),
-                })
-                .collect();
-            let arg_types: SmallVec<[Type; 3]> =
-                d.args.iter().map(|&a| primal.value_type(a)).collect();
-            for &k in &r.operands {
-                let mut ctx = RevCtx::new(
-                    &mut b,
-                    &args,
-                    &arg_types,
-                    saved.get(&y).copied(),
-                    ty,
-                    d.imm,
-                    g,
-                );
-                let contribution = r.rule.emit(&mut ctx, k);
-                if let Some(m) = ctx.missing {
-                    return Err(format!(
-                        "the rule of `{}` read something not saved: {m}",
-                        d.opcode
-                    ));
-                }
-                if let Some(c) = contribution {
-                    cts.add(&mut b, primal, d.args[k], c);
-                }
+            let p = b.pop(ty);
+            let p = b.named(&name, p);
+            saved.insert(item, p);
+        }
+        let mut rev = RevBlock {
+            module,
+            primal,
+            names,
+            cts: &cts,
+            params: &params,
+            saved,
+            views: HashMap::new(),
+        };
+        for r in plan.insts[c].iter().rev() {
+            match r {
+                RevStmt::Float(r) => rev.float(&mut b, r)?,
+                RevStmt::Load { inst } => rev.load(&mut b, *inst)?,
+                RevStmt::Store { inst, value_active } => rev.store(&mut b, *inst, *value_active)?,
+                RevStmt::Call { inst, call } => rev.call(&mut b, *inst, call)?,
             }
         }
         let phis: Vec<(usize, Value)> = plan.phis[c]
@@ -351,6 +353,256 @@ pub fn pullback_ir(
         func.layout = layout;
     }
     Ok(func)
+}
+
+/// What the reverse of one block works with: the values it popped, and the views of
+/// tape buffers it made from their handles.
+struct RevBlock<'a> {
+    module: &'a Module,
+    primal: &'a Function,
+    names: &'a Names,
+    cts: &'a Cotangents,
+    params: &'a SliceParams,
+    saved: HashMap<SaveItem, Value>,
+    views: HashMap<SaveItem, Value>,
+}
+
+impl RevBlock<'_> {
+    /// The primal `v` as the pullback has it: a constant, or a saved value.
+    fn scalar(&self, b: &mut FunctionBuilder<'_>, v: Value) -> Result<Value, String> {
+        match self.primal.value_def(v) {
+            ValueDef::Const(k) => Ok(constant(b, k)),
+            _ => self
+                .saved
+                .get(&SaveItem::Value(v))
+                .copied()
+                .ok_or_else(|| format!("%{} is read but was not saved", self.names.value(v))),
+        }
+    }
+
+    /// The view of the tape buffer whose handle `item` was saved (made once per
+    /// block).
+    fn view(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        item: SaveItem,
+        a: Value,
+    ) -> Result<Value, String> {
+        if let Some(&v) = self.views.get(&item) {
+            return Ok(v);
+        }
+        let h = *self
+            .saved
+            .get(&item)
+            .ok_or_else(|| format!("the handle {item:?} was not saved"))?;
+        let elem = self
+            .primal
+            .value_type(a)
+            .elem()
+            .ok_or_else(|| format!("%{} is not a slice", self.names.value(a)))?;
+        let inst = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
+        let v = b
+            .results(inst)
+            .first()
+            .copied()
+            .ok_or_else(|| "`tape_view` made no result".to_string())?;
+        let name = match item {
+            SaveItem::Shadow(_) => format!("d{}", self.names.value(a)),
+            _ => self.names.value(a).to_string(),
+        };
+        let v = b.named(&name, v);
+        self.views.insert(item, v);
+        Ok(v)
+    }
+
+    /// The shadow of the float slice `s` (a `dup` parameter or a local buffer).
+    fn shadow(&mut self, b: &mut FunctionBuilder<'_>, s: Value) -> Result<Value, String> {
+        match self.params.shadow.get(&s) {
+            Some(&v) => Ok(v),
+            None => self.view(b, SaveItem::Shadow(s), s),
+        }
+    }
+
+    /// The primal slice `s` (a `dup` parameter or a local buffer kept on the tape).
+    fn slice(&mut self, b: &mut FunctionBuilder<'_>, s: Value) -> Result<Value, String> {
+        match self.params.slice.get(&s) {
+            Some(&v) => Ok(v),
+            None => self.view(b, SaveItem::Buf(s), s),
+        }
+    }
+
+    /// The zero of `ty`'s float type (the element type, for a slice).
+    fn zero(&self, ty: Type) -> Value {
+        match ty.elem() {
+            Some(Elem::F32) => self.cts.zero(Type::F32),
+            Some(_) => self.cts.zero(Type::F64),
+            None => self.cts.zero(ty),
+        }
+    }
+
+    /// The reverse of a float op.
+    fn float(&mut self, b: &mut FunctionBuilder<'_>, r: &RevInst) -> Result<(), String> {
+        let primal = self.primal;
+        let d = &primal.insts[r.inst];
+        let y = d.results[0];
+        let ty = primal.value_type(y);
+        let Some(g) = self.cts.take(b, primal, y) else {
+            return Ok(());
+        };
+        if g == self.cts.zero(ty) {
+            return Ok(());
+        }
+        let saved = |v: Value| self.saved.get(&SaveItem::Value(v)).copied();
+        let args: SmallVec<[ArgVal; 3]> = d
+            .args
+            .iter()
+            .map(|&a| match primal.value_def(a) {
+                ValueDef::Const(k) => ArgVal::Const(k),
+                _ => saved(a).map_or(ArgVal::Missing, ArgVal::Saved),
+            })
+            .collect();
+        let arg_types: SmallVec<[Type; 3]> = d.args.iter().map(|&a| primal.value_type(a)).collect();
+        for &k in &r.operands {
+            let mut ctx = RevCtx::new(b, &args, &arg_types, saved(y), ty, d.imm, g);
+            let contribution = r.rule.emit(&mut ctx, k);
+            if let Some(m) = ctx.missing {
+                return Err(format!(
+                    "the rule of `{}` read something not saved: {m}",
+                    d.opcode
+                ));
+            }
+            if let Some(c) = contribution {
+                self.cts.add(b, primal, d.args[k], c);
+            }
+        }
+        Ok(())
+    }
+
+    /// `%y = load %s[%i]`: `ds[i] += ct[y]`.
+    fn load(&mut self, b: &mut FunctionBuilder<'_>, inst: Inst) -> Result<(), String> {
+        let primal = self.primal;
+        let d = &primal.insts[inst];
+        let y = d.results[0];
+        let Some(g) = self.cts.take(b, primal, y) else {
+            return Ok(());
+        };
+        if g == self.cts.zero(primal.value_type(y)) {
+            return Ok(());
+        }
+        let ds = self.shadow(b, d.args[0])?;
+        let i = self.scalar(b, d.args[1])?;
+        let old = b.load(ds, i);
+        let new = b.fadd(old, g);
+        b.store(ds, i, new);
+        Ok(())
+    }
+
+    /// `store %s[%i], %v`: `ct[v] += ds[i]; ds[i] = 0`.
+    fn store(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        inst: Inst,
+        value_active: bool,
+    ) -> Result<(), String> {
+        let primal = self.primal;
+        let d = &primal.insts[inst];
+        let ds = self.shadow(b, d.args[0])?;
+        let i = self.scalar(b, d.args[1])?;
+        if value_active {
+            let g = b.load(ds, i);
+            self.cts.add(b, primal, d.args[2], g);
+        }
+        let zero = self.zero(primal.value_type(d.args[0]));
+        b.store(ds, i, zero);
+        Ok(())
+    }
+
+    /// A call: the callee's pullback (or the `vjp` rule), its cotangents added into
+    /// the arguments'.
+    fn call(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        inst: Inst,
+        call: &CallRule,
+    ) -> Result<(), String> {
+        let primal = self.primal;
+        let d = &primal.insts[inst];
+        let Imm::Func(g) = d.imm else {
+            return Err("a call without a callee".to_string());
+        };
+        let gsig = self.module.sig(g).clone();
+        // The cotangent of each float result (zero where it is not active).
+        let mut seeds: SmallVec<[Value; 2]> = SmallVec::new();
+        for &r in &d.results {
+            let ty = primal.value_type(r);
+            if ty.is_float() {
+                let ct = self.cts.take(b, primal, r).unwrap_or(self.cts.zero(ty));
+                seeds.push(ct);
+            }
+        }
+        match call {
+            CallRule::Derived { rvs, config, .. } => {
+                let mut args: SmallVec<[Value; 6]> = SmallVec::new();
+                let dups: SmallVec<[Value; 2]> = d
+                    .args
+                    .iter()
+                    .zip(&config.params)
+                    .filter(|&(_, &a)| matches!(a, Activity::Dup | Activity::DupNoNeed))
+                    .map(|(&v, _)| v)
+                    .collect();
+                for &s in &dups {
+                    args.push(self.slice(b, s)?);
+                }
+                for &s in &dups {
+                    args.push(self.shadow(b, s)?);
+                }
+                if config.ret == RetActivity::Active {
+                    args.extend(seeds);
+                }
+                let outs = b.call(*rvs, &args);
+                let active = d
+                    .args
+                    .iter()
+                    .zip(&config.params)
+                    .filter(|&(_, &a)| a == Activity::Active)
+                    .map(|(&v, _)| v);
+                for (v, ct) in active.zip(outs) {
+                    self.cts.add(b, primal, v, ct);
+                }
+            }
+            CallRule::Vjp { rule } => {
+                let mut args: SmallVec<[Value; 6]> = SmallVec::new();
+                for &a in &d.args {
+                    args.push(self.scalar(b, a)?);
+                }
+                args.extend(seeds);
+                let outs = b.call(*rule, &args);
+                let floats = d
+                    .args
+                    .iter()
+                    .zip(&gsig.params)
+                    .filter(|&(_, t)| t.is_float())
+                    .map(|(&v, _)| v);
+                for (v, ct) in floats.zip(outs) {
+                    if self.cts.vars[v].is_some() {
+                        self.cts.add(b, primal, v, ct);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A constant as the pullback writes it: a literal for `f64` and `i64`, a `const`
+/// instruction otherwise (an `f32` or `bool` literal would not always read back as
+/// itself).
+fn constant(b: &mut FunctionBuilder<'_>, k: Scalar) -> Value {
+    match k {
+        Scalar::F64(x) => b.fconst(x),
+        Scalar::I64(x) => b.iconst(x),
+        other => b.const_inst(other),
+    }
 }
 
 /// Branches on `n` (1, 2, ...) to `targets[n - 1]`: a chain of `icmp eq` and `br`,

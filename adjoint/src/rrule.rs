@@ -7,14 +7,20 @@
 //! functions; assemble the forward pass ([`forward_ir`]) and the pullback
 //! ([`pullback_ir`]); verify both (a failure there is a bug in gradlift).
 
-use gradlift_ir::verify::verify_function;
-use gradlift_ir::write::{self, Names};
-use gradlift_ir::{FuncId, Function, Module, Signature, Type, VerifierErrors};
+use std::collections::VecDeque;
+
+use gradlift_ir::verify::{verify_decls, verify_function};
+use gradlift_ir::write::Names;
+use gradlift_ir::{
+    FuncId, Function, Imm, Module, Opcode, Signature, Terminator, Type, Value, VerifierErrors,
+};
+use hashbrown::HashMap;
+use smallvec::SmallVec;
 
 use crate::config::{Activity, RetActivity, RuleConfig};
 use crate::error::AdError;
 use crate::forward::forward_ir;
-use crate::plan::Plan;
+use crate::plan::{Plan, describe_inst};
 use crate::pullback::pullback_ir;
 use crate::rules::{OpRule, op_rule};
 
@@ -62,126 +68,278 @@ pub struct RuleLayout {
 
 /// Derives the forward pass and the pullback of `func` under `config`.
 ///
-/// Supported in this version: defined functions whose parameters and results are
-/// scalars (`f64`, `f32`, `i64`, `bool`), with any control flow (branches, loops,
-/// early returns, unreachable blocks), and every scalar op. Slices, calls, tape ops
-/// in the input and `overlay`/`vjp`/`nodiff` declarations about `func` are refused
-/// with [`AdError::Unsupported`]. `config.debug` is accepted and ignored.
+/// Supported: defined functions of scalars (`f64`, `f32`, `i64`, `bool`) and slices,
+/// with any control flow (branches, loops, early returns, unreachable blocks), every
+/// op, loads and stores, local buffers, and calls (to defined functions, whose rules
+/// are derived too and added to the rule's module; recursion and mutual recursion
+/// included; and to functions declared `vjp`, `nodiff` or `overlay`). A function
+/// with such a declaration, or an `extern` with one, gets the rule the declaration
+/// says. Refused with an [`AdError`]: activities that do not fit, functions that do
+/// not verify, slice results, float slices chosen by a phi or `select`, tape ops in
+/// the input, calls to functions without a derivative. `config.debug` is accepted
+/// and ignored.
 pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result<Rule, AdError> {
     let decl = module
         .funcs
         .get(func)
         .ok_or_else(|| AdError::NoSuchFunction(func.to_string()))?;
     let fname = decl.name.clone();
-    let primal = decl.function().ok_or_else(|| AdError::NotDefined {
-        func: fname.clone(),
-    })?;
-    let errors = verify_function(module, func);
+    let errors = verify_decls(module);
     if !errors.is_empty() {
         return Err(AdError::Invalid {
             func: fname,
             errors: VerifierErrors(errors),
         });
     }
-    let names = Names::new(primal);
-    check_request(module, func, primal, &names, config)?;
-
-    let sig = &decl.sig;
-    let plan = Plan::new(primal, &sig.results, config);
-    let active_params: Vec<usize> = (0..sig.params.len())
-        .filter(|&i| config.params[i] == Activity::Active)
-        .collect();
-    let seeded_results: Vec<usize> = (0..sig.results.len())
-        .filter(|&j| plan.seeded[j].is_some())
-        .collect();
-    let fwd_sig = Signature::new(
-        sig.params.clone(),
-        if config.needs_primal {
-            sig.results.clone()
-        } else {
-            Vec::new()
-        },
-    );
-    let slice_params: Vec<usize> = (0..sig.params.len())
-        .filter(|&i| sig.params[i].is_slice())
-        .collect();
-    let shadow_params: Vec<usize> = (0..sig.params.len())
-        .filter(|&i| matches!(config.params[i], Activity::Dup | Activity::DupNoNeed))
-        .collect();
-    let rvs_params: Vec<Type> = slice_params
-        .iter()
-        .map(|&i| sig.params[i])
-        .chain(
-            shadow_params
-                .iter()
-                .filter_map(|&i| sig.params[i].elem().map(Type::slice_mut)),
-        )
-        .chain(seeded_results.iter().map(|&j| sig.results[j]))
-        .collect();
-    let rvs_sig = Signature::new(
-        rvs_params,
-        active_params
-            .iter()
-            .map(|&i| sig.params[i])
-            .collect::<Vec<Type>>(),
-    );
-
-    let internal = |message: String| AdError::Internal {
-        func: fname.clone(),
-        message,
+    let mut deriver = Deriver {
+        input: module,
+        out: module.clone(),
+        cache: HashMap::new(),
+        queue: VecDeque::new(),
+        derived: Vec::new(),
     };
-    let mut out = module.clone();
-    let (fwd_name, rvs_name) = derived_names(&out, &fname, sig, config);
-    let forward = out
-        .declare(&fwd_name, fwd_sig.clone())
-        .map_err(|e| internal(e.to_string()))?;
-    let pullback = out
-        .declare(&rvs_name, rvs_sig)
-        .map_err(|e| internal(e.to_string()))?;
-    let fwd = forward_ir(primal, &fwd_sig, &plan, config.needs_primal);
-    let rvs =
-        pullback_ir(&out, pullback, primal, &names, &plan, &active_params).map_err(internal)?;
-    out.define(forward, fwd)
-        .map_err(|e| internal(e.to_string()))?;
-    out.define(pullback, rvs)
-        .map_err(|e| internal(e.to_string()))?;
-    for id in [forward, pullback] {
+    let (forward, pullback) = deriver.request(func, config.clone())?;
+    while let Some(job) = deriver.queue.pop_front() {
+        deriver.derive(&job)?;
+    }
+    let out = deriver.out;
+    for &id in &deriver.derived {
         let errors = verify_function(&out, id);
         if !errors.is_empty() {
-            return Err(internal(format!(
-                "@{} does not verify:\n{}",
-                out.name(id),
-                VerifierErrors(errors)
-            )));
+            return Err(AdError::Internal {
+                func: fname,
+                message: format!(
+                    "@{} does not verify:\n{}",
+                    out.name(id),
+                    VerifierErrors(errors)
+                ),
+            });
         }
     }
+    let sig = &decl.sig;
+    let layout = RuleLayout {
+        primal: func,
+        config: config.clone(),
+        active_params: (0..sig.params.len())
+            .filter(|&i| config.params[i] == Activity::Active)
+            .collect(),
+        slice_params: dup_params(config),
+        shadow_params: dup_params(config),
+        seeded_results: seeded_results(sig, config),
+    };
     Ok(Rule {
         module: out,
         forward,
         pullback,
-        layout: RuleLayout {
-            primal: func,
-            config: config.clone(),
-            active_params,
-            slice_params,
-            shadow_params,
-            seeded_results,
-        },
+        layout,
     })
 }
 
-/// Checks `config` against `func`'s signature, and refuses what this version does
-/// not derive: slice parameters and results, slice, call and tape ops, and
-/// declarations about `func`.
+/// The `dup` and `dupnoneed` parameters.
+fn dup_params(config: &RuleConfig) -> Vec<usize> {
+    (0..config.params.len())
+        .filter(|&i| matches!(config.params[i], Activity::Dup | Activity::DupNoNeed))
+        .collect()
+}
+
+/// The results whose cotangents the pullback takes: the float ones, when the return
+/// is active.
+fn seeded_results(sig: &Signature, config: &RuleConfig) -> Vec<usize> {
+    if config.ret != RetActivity::Active {
+        return Vec::new();
+    }
+    (0..sig.results.len())
+        .filter(|&j| sig.results[j].is_float())
+        .collect()
+}
+
+/// A rule to derive: its names are declared, its bodies not yet written.
+struct Job {
+    func: FuncId,
+    config: RuleConfig,
+    fwd: FuncId,
+    rvs: FuncId,
+}
+
+/// Derives rules, and the rules of the functions they call, into one module
+/// (Mooncake's lazily derived rules, done eagerly over the call graph): a cache from
+/// (function, activities) to the derived pair, and a queue of pairs declared but not
+/// yet written. A pair is declared before any body is written, so recursion finds
+/// its own name.
+struct Deriver<'m> {
+    input: &'m Module,
+    out: Module,
+    cache: HashMap<(FuncId, RuleConfig), (FuncId, FuncId)>,
+    queue: VecDeque<Job>,
+    derived: Vec<FuncId>,
+}
+
+impl Deriver<'_> {
+    /// The forward pass and pullback of `func` under `config`: from the cache, or
+    /// declared now and queued.
+    fn request(&mut self, func: FuncId, config: RuleConfig) -> Result<(FuncId, FuncId), AdError> {
+        if let Some(&pair) = self.cache.get(&(func, config.clone())) {
+            return Ok(pair);
+        }
+        let module = self.input;
+        let decl = module
+            .funcs
+            .get(func)
+            .ok_or_else(|| AdError::NoSuchFunction(func.to_string()))?;
+        let fname = decl.name.clone();
+        if let Some(primal) = decl.function() {
+            let errors = verify_function(module, func);
+            if !errors.is_empty() {
+                return Err(AdError::Invalid {
+                    func: fname,
+                    errors: VerifierErrors(errors),
+                });
+            }
+            check_request(module, func, primal, config.clone())?;
+        } else if has_decl(module, func) {
+            let primal = wrapper(module, func);
+            check_request(module, func, &primal, config.clone())?;
+        } else {
+            return Err(AdError::NotDefined { func: fname });
+        }
+        let sig = &decl.sig;
+        let fwd_sig = Signature::new(
+            sig.params.clone(),
+            if config.needs_primal {
+                sig.results.clone()
+            } else {
+                Vec::new()
+            },
+        );
+        let dups = dup_params(&config);
+        let rvs_params: Vec<Type> = dups
+            .iter()
+            .map(|&i| sig.params[i])
+            .chain(
+                dups.iter()
+                    .filter_map(|&i| sig.params[i].elem().map(Type::slice_mut)),
+            )
+            .chain(seeded_results(sig, &config).iter().map(|&j| sig.results[j]))
+            .collect();
+        let active: Vec<Type> = (0..sig.params.len())
+            .filter(|&i| config.params[i] == Activity::Active)
+            .map(|i| sig.params[i])
+            .collect();
+        let rvs_sig = Signature::new(rvs_params, active);
+        let internal = |message: String| AdError::Internal {
+            func: fname.clone(),
+            message,
+        };
+        let (fwd_name, rvs_name) = derived_names(&self.out, &fname, sig, &config);
+        let fwd = self
+            .out
+            .declare(&fwd_name, fwd_sig)
+            .map_err(|e| internal(e.to_string()))?;
+        let rvs = self
+            .out
+            .declare(&rvs_name, rvs_sig)
+            .map_err(|e| internal(e.to_string()))?;
+        self.cache.insert((func, config.clone()), (fwd, rvs));
+        self.derived.extend([fwd, rvs]);
+        self.queue.push_back(Job {
+            func,
+            config,
+            fwd,
+            rvs,
+        });
+        Ok((fwd, rvs))
+    }
+
+    /// Writes the bodies of a queued pair.
+    fn derive(&mut self, job: &Job) -> Result<(), AdError> {
+        let module = self.input;
+        let decl = &module.funcs[job.func];
+        let fname = decl.name.clone();
+        let wrapped;
+        let primal = match decl.function() {
+            Some(f) if !has_decl(module, job.func) => f,
+            _ => {
+                wrapped = wrapper(module, job.func);
+                &wrapped
+            }
+        };
+        let internal = |message: String| AdError::Internal {
+            func: fname.clone(),
+            message,
+        };
+        let names = Names::new(primal);
+        let plan = Plan::new(
+            module,
+            &fname,
+            primal,
+            &decl.sig.results,
+            &job.config,
+            &mut |g, k| self.request(g, k),
+        )?;
+        let fwd_sig = self.out.sig(job.fwd).clone();
+        let fwd = forward_ir(primal, &fwd_sig, &plan, job.config.needs_primal).map_err(internal)?;
+        let active: Vec<usize> = (0..decl.sig.params.len())
+            .filter(|&i| job.config.params[i] == Activity::Active)
+            .collect();
+        let rvs = pullback_ir(
+            &self.out,
+            job.rvs,
+            primal,
+            &names,
+            &plan,
+            &active,
+            &dup_params(&job.config),
+        )
+        .map_err(internal)?;
+        self.out
+            .define(job.fwd, fwd)
+            .map_err(|e| internal(e.to_string()))?;
+        self.out
+            .define(job.rvs, rvs)
+            .map_err(|e| internal(e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// Whether the module declares a custom derivative (`vjp`, `nodiff`, `overlay`)
+/// for `func`.
+fn has_decl(module: &Module, func: FuncId) -> bool {
+    module.decls.iter().any(|(d, _)| d.func() == func)
+}
+
+/// `entry: %r = call @func(%params); ret %r`: the function whose rule is the rule of
+/// a function with a declaration (or of an `extern`), derived like any other (the
+/// call is differentiated as the declaration says).
+fn wrapper(module: &Module, func: FuncId) -> Function {
+    let sig = module.sig(func);
+    let mut f = Function::new(sig);
+    let entry = f.make_block(Some("entry"));
+    f.append_block(entry);
+    let params = f.params.clone();
+    if let Some(primal) = module.function(func) {
+        for (&p, &q) in primal.params.iter().zip(&params) {
+            f.values[q].name = primal.values[p].name.clone();
+        }
+    }
+    let inst = f.make_inst(Opcode::Call, Imm::Func(func), &params, &sig.results);
+    f.append_inst(entry, inst);
+    let results: SmallVec<[Value; 2]> = f.insts[inst].results.iter().copied().collect();
+    f.set_terminator(entry, Terminator::Ret(results));
+    f
+}
+
+/// Checks `config` against `func`'s signature, and refuses what the derivation does
+/// not handle: slice results, float slices chosen by a phi or `select`, tape and
+/// debug ops in the input.
 fn check_request(
     module: &Module,
     func: FuncId,
     primal: &Function,
-    names: &Names,
-    config: &RuleConfig,
+    config: RuleConfig,
 ) -> Result<(), AdError> {
     let fname = module.name(func).to_string();
     let sig = module.sig(func);
+    let names = Names::new(primal);
     if config.params.len() != sig.params.len() {
         return Err(AdError::ActivityCount {
             func: fname,
@@ -199,8 +357,12 @@ fn check_request(
             Activity::Dup | Activity::DupNoNeed => ty.is_slice() && ty.is_differentiable(),
             Activity::Const => true,
         };
-        let name = names.value(primal.params[i]).to_string();
         if !fits {
+            let name = primal
+                .params
+                .get(i)
+                .map(|&p| names.value(p).to_string())
+                .unwrap_or_default();
             return Err(AdError::BadActivity {
                 func: fname,
                 param: i,
@@ -209,32 +371,42 @@ fn check_request(
                 activity,
             });
         }
-        if ty.is_slice() {
-            return Err(unsupported(format!(
-                "parameter {} (%{name}: {ty}) is a slice (slices arrive in the next step)",
-                i + 1
-            )));
-        }
     }
     if let Some(ty) = sig.results.iter().find(|t| t.is_slice()) {
         return Err(unsupported(format!(
-            "it returns a slice ({ty}); slices arrive in the next step"
+            "it returns a slice ({ty}); a rule's results are scalars (write into a `mut` slice parameter instead)"
         )));
     }
     for &b in &primal.layout {
-        for &inst in &primal.blocks[b].insts {
-            if let OpRule::Unsupported(what) = op_rule(primal.insts[inst].opcode) {
-                let line = write::inst_line(module, primal, names, inst);
-                return Err(unsupported(format!("{what}, in `{}`", line.trim())));
+        let data = &primal.blocks[b];
+        for phi in &data.phis {
+            let ty = primal.value_type(phi.value);
+            if ty.is_slice() && ty.is_differentiable() {
+                return Err(unsupported(format!(
+                    "the phi %{}: {ty} chooses between float slices (pass the slice to a function on each branch instead)",
+                    names.value(phi.value)
+                )));
             }
         }
-    }
-    if let Some((decl, _)) = module.decls.iter().find(|(d, _)| d.func() == func) {
-        let line = write::decl_line(module, decl);
-        return Err(unsupported(format!(
-            "`{}` (custom rules and declarations arrive with calls)",
-            line.trim()
-        )));
+        for &inst in &data.insts {
+            let d = &primal.insts[inst];
+            let slice_select = d.opcode == Opcode::Select
+                && d.results.first().is_some_and(|&r| {
+                    primal.value_type(r).is_slice() && primal.value_type(r).is_differentiable()
+                });
+            if slice_select {
+                return Err(unsupported(format!(
+                    "{} chooses between float slices",
+                    describe_inst(module, primal, inst)
+                )));
+            }
+            if let OpRule::Unsupported(what) = op_rule(d.opcode) {
+                return Err(unsupported(format!(
+                    "{what}, in {}",
+                    describe_inst(module, primal, inst)
+                )));
+            }
+        }
     }
     Ok(())
 }

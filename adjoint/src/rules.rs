@@ -14,8 +14,11 @@
 //!   forward pass saves exactly those, per block, and the rule's `emit` function
 //!   writes the contribution into the pullback. It is called only for operands that
 //!   are active, and only when the result's cotangent is not the symbolic zero.
-//! - [`OpRule::Unsupported`]: slice, call and tape ops, which this version does not
-//!   derive yet; the derivation reports them by name.
+//! - [`OpRule::Memory`]: `load`, `store`, `alloc` and `call`, whose reverse moves
+//!   cotangents through shadows and callee rules; [`stmt`](crate::stmt) and the
+//!   [plan](crate::plan) write them.
+//! - [`OpRule::Unsupported`]: tape ops, which appear only in derived code; the
+//!   derivation reports them by name.
 //!
 //! Conventions, where the derivative does not exist or needs a choice (each is
 //! written again next to its rule): `fabs` at 0 gives 0; `fmin`/`fmax` at ties give
@@ -35,7 +38,11 @@ pub enum OpRule {
     Zero(&'static str),
     /// A float op with a derivative.
     Float(FloatRule),
-    /// Not derived in this version; the string says what it is and when it arrives.
+    /// A memory op or a call (`load`, `store`, `alloc`, `call`): reversed by the
+    /// derivation itself (see [`stmt`](crate::stmt)), since its reverse reads and
+    /// writes shadows rather than combining cotangents.
+    Memory,
+    /// Not derived; the string says what it is.
     Unsupported(&'static str),
 }
 
@@ -450,11 +457,8 @@ pub fn op_rule(op: Opcode) -> OpRule {
         }),
         Bitcast => OpRule::Zero("f64 to i64 or back: one side is an integer"),
         Const => OpRule::Zero("a constant has no operands"),
-        Len => OpRule::Unsupported("`len` (slices arrive in the next step)"),
-        Load => OpRule::Unsupported("`load` (slices arrive in the next step)"),
-        Store => OpRule::Unsupported("`store` (slices arrive in the next step)"),
-        Alloc => OpRule::Unsupported("`alloc` (slices arrive in the next step)"),
-        Call => OpRule::Unsupported("`call` (calls arrive with lazily derived callee rules)"),
+        Len => OpRule::Zero("`len` is an integer"),
+        Load | Store | Alloc | Call => OpRule::Memory,
         Push | Pop | TapeAlloc | TapeView => OpRule::Unsupported(
             "tape ops in the input (differentiating derived code arrives later)",
         ),
@@ -468,8 +472,8 @@ mod tests {
 
     /// Every op has a rule of the kind its shape calls for: a float rule for every op
     /// whose result is a float computed from floats (bar the piecewise-constant
-    /// ones), zero for integer, bool and comparison ops, unsupported exactly for the
-    /// slice, call and tape ops. Float rules list one entry per operand, and read
+    /// ones), zero for integer, bool and comparison ops and `len`, memory for the
+    /// slice ops and calls, unsupported exactly for the tape ops. Float rules list one entry per operand, and read
     /// only operands that exist.
     #[test]
     fn the_table_covers_every_op() {
@@ -490,6 +494,7 @@ mod tests {
                     }
                     OpRule::Zero(_) => assert!(piecewise_constant.contains(&op), "{op}"),
                     OpRule::Unsupported(w) => panic!("{op} has no rule: {w}"),
+                    OpRule::Memory => panic!("{op} is not a memory op"),
                 },
                 Shape::IntBinary
                 | Shape::IntUnary
@@ -499,20 +504,16 @@ mod tests {
                 | Shape::BoolUnary
                 | Shape::Bitcast
                 | Shape::Const => assert!(matches!(rule, OpRule::Zero(_)), "{op}"),
-                Shape::Len
-                | Shape::Load
-                | Shape::Store
-                | Shape::Alloc
-                | Shape::Call
-                | Shape::Push
-                | Shape::Pop
-                | Shape::TapeAlloc
-                | Shape::TapeView => match rule {
+                Shape::Len => assert!(matches!(rule, OpRule::Zero(_)), "{op}"),
+                Shape::Load | Shape::Store | Shape::Alloc | Shape::Call => {
+                    assert!(matches!(rule, OpRule::Memory), "{op}")
+                }
+                Shape::Push | Shape::Pop | Shape::TapeAlloc | Shape::TapeView => match rule {
                     OpRule::Unsupported(what) => assert!(
                         what.contains(op.name()) || what.contains("tape"),
                         "{op}: {what}"
                     ),
-                    _ => panic!("{op} should be unsupported in this step"),
+                    _ => panic!("{op} should be unsupported"),
                 },
             }
         }

@@ -90,47 +90,117 @@ fn wrong_number_of_activities() {
 }
 
 #[test]
-fn slices_are_not_supported_yet() {
-    let e = refused(
-        "func @f(%x: [f64]) -> f64 {
-         entry:
-             %a = load %x[0]
-             ret %a
-         }",
-        None,
-        &[
-            "cannot differentiate @f yet",
-            "%x: [f64]",
-            "slice",
-            "next step",
-        ],
-    );
-    assert!(matches!(e, AdError::Unsupported { .. }));
-    // A const slice parameter too, and a local buffer.
+fn dup_on_an_integer_slice() {
     refused(
         "func @f(%x: f64, %s: [i64]) -> f64 {
          entry:
              ret %x
          }",
-        None,
-        &["%s: [i64]", "slice"],
-    );
-    refused(
-        "func @f(%x: f64) -> f64 {
-         entry:
-             %b = alloc f64, 2
-             store %b[0], %x
-             %y = load %b[0]
-             ret %y
-         }",
-        None,
-        &["`alloc`", "alloc f64, 2", "next step"],
+        Some(vec![Activity::Active, Activity::Dup]),
+        &["parameter 2", "%s: [i64]", "`dup`", "const"],
     );
 }
 
 #[test]
-fn calls_are_not_supported_yet() {
+fn slice_results_and_slices_chosen_by_phis() {
     let e = refused(
+        "func @f(%x: [f64]) -> [f64] {
+         entry:
+             ret %x
+         }",
+        None,
+        &["@f", "returns a slice", "[f64]"],
+    );
+    assert!(matches!(e, AdError::Unsupported { .. }));
+    refused(
+        "func @f(%c: bool, %x: [f64], %y: [f64]) -> f64 {
+         entry:
+             br %c, a, b
+         a:
+             jump m
+         b:
+             jump m
+         m:
+             %s = phi [f64] [a: %x, b: %y]
+             %v = load %s[0]
+             ret %v
+         }",
+        None,
+        &["@f", "%s: [f64]", "float slices"],
+    );
+    refused(
+        "func @f(%c: bool, %x: [f64], %y: [f64]) -> f64 {
+         entry:
+             %s = select %c, %x, %y
+             %v = load %s[0]
+             ret %v
+         }",
+        None,
+        &["@f", "select %c, %x, %y", "3:", "float slices"],
+    );
+}
+
+#[test]
+fn active_values_stored_into_a_const_slice_and_read_back() {
+    let text = "func @f(%x: f64, %buf: mut [f64]) -> f64 {
+         entry:
+             %y = fmul %x, %x
+             store %buf[0], %y
+             %z = load %buf[0]
+             ret %z
+         }";
+    let e = refused(
+        text,
+        Some(vec![Activity::Active, Activity::Const]),
+        &["@f", "store %buf[0], %y", "4:", "%buf", "`const`", "`dup`"],
+    );
+    assert!(matches!(e, AdError::ConstWrite { .. }), "{e:?}");
+    // Written and never read back: the derivative loses nothing, so it is derived.
+    let (m, id) = module(
+        "func @f(%x: f64, %buf: mut [f64]) -> f64 {
+         entry:
+             %y = fmul %x, %x
+             store %buf[0], %y
+             ret %y
+         }",
+    );
+    let c = RuleConfig::default_for(m.sig(id)).with_params([Activity::Active, Activity::Const]);
+    build_rrule(&m, id, &c).unwrap();
+}
+
+#[test]
+fn calls_to_functions_without_a_derivative() {
+    let e = refused(
+        "extern @host(f64) -> f64
+         func @f(%x: f64) -> f64 {
+         entry:
+             %y = call @host(%x)
+             ret %y
+         }",
+        None,
+        &[
+            "@f",
+            "call @host(%x)",
+            "4:",
+            "@host",
+            "vjp @host",
+            "nodiff @host",
+        ],
+    );
+    assert!(matches!(e, AdError::NoDerivative { .. }), "{e:?}");
+    // The same call with nothing varying through it needs no derivative.
+    let (m, id) = module(
+        "extern @host(f64) -> f64
+         func @f(%x: f64) -> f64 {
+         entry:
+             %y = call @host(2.0)
+             %z = fmul %x, %y
+             ret %z
+         }",
+    );
+    build_rrule(&m, id, &RuleConfig::default_for(m.sig(id))).unwrap();
+    // And a callee's refusal names the callee.
+    refused(
         "func @f(%x: f64) -> f64 {
          entry:
              %y = call @g(%x)
@@ -138,29 +208,35 @@ fn calls_are_not_supported_yet() {
          }
          func @g(%x: f64) -> f64 {
          entry:
-             ret %x
+             push %x
+             %y = pop f64
+             ret %y
          }",
         None,
-        &["@f", "`call`", "call @g(%x)", "callee rules"],
+        &["@g", "tape ops", "push %x"],
     );
-    assert!(matches!(e, AdError::Unsupported { .. }));
 }
 
 #[test]
-fn declarations_and_tape_ops_are_not_supported_yet() {
-    refused(
+fn a_vjp_whose_signature_does_not_match() {
+    let e = refused(
         "func @f(%x: f64) -> f64 {
          entry:
              ret %x
          }
-         func @r(%x: f64, %d: f64) -> f64 {
+         func @r(%x: f64) -> f64 {
          entry:
-             ret %d
+             ret %x
          }
          vjp @f = @r",
         None,
-        &["vjp @f = @r"],
+        &["vjp @f = @r", "@r"],
     );
+    assert!(matches!(e, AdError::Invalid { .. }), "{e:?}");
+}
+
+#[test]
+fn tape_ops_in_the_input() {
     refused(
         "func @f(%x: f64) -> f64 {
          entry:

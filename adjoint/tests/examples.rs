@@ -49,6 +49,10 @@ fn every_example_function_derives_or_is_refused_clearly() {
                     // `bitcast` has zero derivative by convention, which finite
                     // differences do not follow (the magic guess of fast_inv_sqrt).
                     let body = decl.function().unwrap();
+                    if decl.sig.params.iter().any(|t| t.is_slice()) {
+                        // Checked with slice inputs by the corpus test.
+                        continue;
+                    }
                     if body
                         .placed_insts()
                         .any(|(_, i)| body.insts[i].opcode == Opcode::Bitcast)
@@ -60,18 +64,18 @@ fn every_example_function_derives_or_is_refused_clearly() {
                         panic!("@{} at {args:?}: {e}", decl.name);
                     }
                 }
-                Err(e @ AdError::Unsupported { .. }) => {
+                Err(e @ AdError::NoDerivative { .. }) => {
                     refused += 1;
                     let msg = e.to_string();
                     assert!(msg.contains(&format!("@{}", decl.name)), "{msg}");
-                    assert!(msg.contains("arrive"), "{msg}");
+                    assert!(msg.contains("vjp"), "{msg}");
                 }
                 Err(e) => panic!("@{}: unexpected {e}", decl.name),
             }
         }
     }
     assert!(
-        derived >= 3 && refused >= 3,
+        derived >= 30 && refused >= 1,
         "{derived} derived, {refused} refused"
     );
 }

@@ -1,0 +1,43 @@
+//! How a call is differentiated, from what the module says about the callee.
+
+use gradlift_ir::{Body, FuncId, Module};
+
+/// What differentiating a call to a function means (`spec/ir-text.md`,
+/// "Declarations for differentiation"). A `nodiff` declaration wins over `vjp`,
+/// which wins over `overlay`.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum Callee {
+    /// `nodiff @g`: the results are constants; the call is left as it is.
+    Nodiff,
+    /// `vjp @g = @r`: the call is left as it is, its scalar arguments are saved,
+    /// and the pullback calls `@r`.
+    Vjp(FuncId),
+    /// `overlay @g = @h`: `@g` gives the primal value, `@h`'s rule the derivative.
+    Overlay(FuncId),
+    /// A defined function: its own rule.
+    Body(FuncId),
+    /// An `extern` (or declared, never defined) function with no declaration: it
+    /// has no derivative.
+    Extern,
+}
+
+impl Callee {
+    /// How calls to `g` are differentiated.
+    pub fn of(module: &Module, g: FuncId) -> Callee {
+        if module.is_nodiff(g) {
+            Callee::Nodiff
+        } else if let Some(r) = module.vjp_of(g) {
+            Callee::Vjp(r)
+        } else if let Some(h) = module.overlay_of(g) {
+            Callee::Overlay(h)
+        } else if module
+            .funcs
+            .get(g)
+            .is_some_and(|d| matches!(d.body, Body::Defined(_)))
+        {
+            Callee::Body(g)
+        } else {
+            Callee::Extern
+        }
+    }
+}
