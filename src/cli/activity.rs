@@ -3,56 +3,34 @@
 //! Written `dup,const->active`: comma-separated activities (`active`, `dup`,
 //! `dupnoneed`, `const`), one per parameter, then optionally `->` and the return's
 //! activity (`active` or `const`). `->active` alone is a function without parameters.
-//! This module checks the syntax only; whether each activity fits its parameter's
-//! type is for the derivation to say, once it exists.
+//! This module checks the syntax only and speaks the library's [`Activity`] and
+//! [`RetActivity`]; whether each activity fits its parameter's type is for
+//! [`build_rrule`](gradlift_adjoint::build_rrule()) to say, and [`ActivityList::config`]
+//! applies a list to a function's default [`RuleConfig`].
 
 use core::fmt;
 
-/// How a parameter (or the result) takes part in differentiation, as in Enzyme.
-#[derive(Copy, Clone, PartialEq, Eq, Debug)]
-pub(crate) enum Activity {
-    /// A float scalar whose cotangent is returned.
-    Active,
-    /// A float slice with a shadow that accumulates its cotangent.
-    Dup,
-    /// Like `Dup`, and the primal contents after the call may be garbage.
-    DupNoNeed,
-    /// No derivative.
-    Const,
-}
+use gradlift_adjoint::{Activity, RetActivity, RuleConfig};
+use gradlift_ir::Signature;
 
-impl Activity {
-    const ALL: [Activity; 4] = [
-        Activity::Active,
-        Activity::Dup,
-        Activity::DupNoNeed,
-        Activity::Const,
-    ];
+/// Every parameter activity, in the order error messages list them.
+const PARAMS: [Activity; 4] = [
+    Activity::Active,
+    Activity::Dup,
+    Activity::DupNoNeed,
+    Activity::Const,
+];
 
-    /// The activity's name on the command line.
-    fn name(self) -> &'static str {
-        match self {
-            Activity::Active => "active",
-            Activity::Dup => "dup",
-            Activity::DupNoNeed => "dupnoneed",
-            Activity::Const => "const",
-        }
-    }
-}
-
-impl fmt::Display for Activity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// Every return activity.
+const RETS: [RetActivity; 2] = [RetActivity::Active, RetActivity::Const];
 
 /// A parsed `--activity` value.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub(crate) struct ActivityList {
     /// One per parameter, in order.
     pub params: Vec<Activity>,
-    /// The return's activity, if given (`active` or `const`).
-    pub ret: Option<Activity>,
+    /// The return's activity, if given.
+    pub ret: Option<RetActivity>,
 }
 
 impl ActivityList {
@@ -67,30 +45,45 @@ impl ActivityList {
         } else {
             params
                 .split(',')
-                .map(|word| word_to_activity(word, &Activity::ALL))
+                .map(|word| word_to(word, &PARAMS, Activity::name, "a parameter"))
                 .collect::<Result<_, _>>()?
         };
         let ret = ret
-            .map(|word| word_to_activity(word, &[Activity::Active, Activity::Const]))
+            .map(|word| word_to(word, &RETS, RetActivity::name, "the return"))
             .transpose()?;
         Ok(ActivityList { params, ret })
+    }
+
+    /// The configuration for a function of signature `sig`: its defaults
+    /// ([`RuleConfig::default_for`]) with `list`'s parameter activities and, if
+    /// given, its return's. Whether the list fits the signature (its length, each
+    /// activity's type) is checked by `build_rrule`.
+    pub fn config(list: Option<&ActivityList>, sig: &Signature) -> RuleConfig {
+        let mut config = RuleConfig::default_for(sig);
+        if let Some(list) = list {
+            config.params.clone_from(&list.params);
+            if let Some(ret) = list.ret {
+                config.ret = ret;
+            }
+        }
+        config
     }
 }
 
 /// One word, which must name one of `allowed`.
-fn word_to_activity(word: &str, allowed: &[Activity]) -> Result<Activity, String> {
+fn word_to<A: Copy>(
+    word: &str,
+    allowed: &[A],
+    name: fn(A) -> &'static str,
+    what: &str,
+) -> Result<A, String> {
     let word = word.trim();
     allowed
         .iter()
         .copied()
-        .find(|a| a.name() == word)
+        .find(|&a| name(a) == word)
         .ok_or_else(|| {
-            let names: Vec<&str> = allowed.iter().map(|a| a.name()).collect();
-            let what = if allowed.len() == Activity::ALL.len() {
-                "a parameter"
-            } else {
-                "the return"
-            };
+            let names: Vec<&str> = allowed.iter().map(|&a| name(a)).collect();
             format!(
                 "`{word}` is not an activity for {what} (expected one of: {})",
                 names.join(", ")
@@ -120,7 +113,7 @@ mod tests {
     use Activity::*;
 
     #[track_caller]
-    fn ok(text: &str, params: &[Activity], ret: Option<Activity>) {
+    fn ok(text: &str, params: &[Activity], ret: Option<RetActivity>) {
         assert_eq!(
             ActivityList::parse(text),
             Ok(ActivityList {
@@ -141,14 +134,18 @@ mod tests {
 
     #[test]
     fn lists_parse() {
-        ok("dup,const->active", &[Dup, Const], Some(Active));
+        ok(
+            "dup,const->active",
+            &[Dup, Const],
+            Some(RetActivity::Active),
+        );
         ok("active", &[Active], None);
         ok(
             "dupnoneed, const -> const",
             &[DupNoNeed, Const],
-            Some(Const),
+            Some(RetActivity::Const),
         );
-        ok("->active", &[], Some(Active));
+        ok("->active", &[], Some(RetActivity::Active));
     }
 
     #[test]
@@ -171,5 +168,30 @@ mod tests {
                 Ok(text.to_string())
             );
         }
+    }
+
+    #[test]
+    fn a_list_overrides_the_default_config() {
+        use gradlift_ir::Type;
+        let sig = Signature::new([Type::F64, Type::I64], [Type::F64]);
+        assert_eq!(
+            ActivityList::config(None, &sig),
+            RuleConfig::default_for(&sig)
+        );
+        let list = ActivityList::parse("const,const->const").expect("parses");
+        let c = ActivityList::config(Some(&list), &sig);
+        assert_eq!(
+            (c.params.as_slice(), c.ret),
+            ([Const, Const].as_slice(), RetActivity::Const)
+        );
+        assert!(c.needs_primal);
+        // Without `->`, the return keeps its default; a wrong count is kept for
+        // `build_rrule` to refuse.
+        let list = ActivityList::parse("const").expect("parses");
+        let c = ActivityList::config(Some(&list), &sig);
+        assert_eq!(
+            (c.params.as_slice(), c.ret),
+            ([Const].as_slice(), RetActivity::Active)
+        );
     }
 }

@@ -11,7 +11,11 @@
 //! floats as the strings "inf", "-inf", "nan". [`render`] writes one line of JSON
 //! with a space after each `,` and `:`, keys in insertion order (serde_json's
 //! `preserve_order`).
+//!
+//! `grad`'s `--seed` ([`seeds_from_json`]) and `--shadows` ([`shadows_from_json`])
+//! are read here too, with the same conventions and the same style of messages.
 
+use gradlift_adjoint::Activity;
 use gradlift_ir::interp::Val;
 use gradlift_ir::{Elem, Type};
 use serde_json::{Number, Value};
@@ -27,7 +31,7 @@ pub(crate) struct Param<'a> {
 
 impl Param<'_> {
     /// `%n: i64`, or `i64` for an unnamed parameter.
-    fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self.name {
             Some(name) => format!("%{name}: {}", self.ty),
             None => self.ty.to_string(),
@@ -186,6 +190,127 @@ fn describe(json: &Value) -> String {
         Value::String(_) => json.to_string(),
         Value::Array(a) => format!("an array of {} elements", a.len()),
         Value::Object(_) => "an object".into(),
+    }
+}
+
+/// `--seed`: a number (one float result) or an array of numbers (one per float
+/// result of `@func`, which has `n_float` of them).
+pub(crate) fn seeds_from_json(
+    func: &str,
+    n_float: usize,
+    json: &Value,
+) -> Result<Vec<f64>, String> {
+    let results = match n_float {
+        1 => "1 float result".to_string(),
+        n => format!("{n} float results"),
+    };
+    match json {
+        Value::Array(items) if items.is_empty() && n_float == 0 => Ok(Vec::new()),
+        _ if n_float == 0 => Err(format!(
+            "--seed: @{func} has no float results, so it takes no seed"
+        )),
+        Value::Array(items) if items.len() == n_float => items
+            .iter()
+            .enumerate()
+            .map(|(j, v)| float(v).map_err(|e| format!("--seed, element {j},{e}")))
+            .collect(),
+        Value::Array(items) => Err(format!(
+            "--seed: @{func} has {results}, so it takes {}, found {}",
+            match n_float {
+                1 => "1 seed".to_string(),
+                n => format!("{n} seeds"),
+            },
+            items.len()
+        )),
+        _ if n_float == 1 => Ok(vec![float(json).map_err(|e| format!("--seed{e}"))?]),
+        _ => Err(format!(
+            "--seed: @{func} has {results}, so the seed must be an array of {n_float} \
+             numbers, found {}",
+            describe(json)
+        )),
+    }
+}
+
+/// `--shadows`: one entry per parameter of `@func`, null or the initial contents of
+/// the shadow of a `dup`/`dupnoneed` slice (`activities`), as long as its argument in
+/// `args`.
+pub(crate) fn shadows_from_json(
+    func: &str,
+    params: &[Param<'_>],
+    activities: &[Activity],
+    args: &[Val],
+    json: &Value,
+) -> Result<Vec<Option<Val>>, String> {
+    let list = params
+        .iter()
+        .map(Param::describe)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let Some(items) = json.as_array() else {
+        return Err(format!(
+            "--shadows must be a JSON array with one element (null or a shadow) per \
+             parameter of @{func} ({list}), found {}",
+            describe(json)
+        ));
+    };
+    if items.len() != params.len() {
+        let takes = match params.len() {
+            1 => "1 parameter".to_string(),
+            n => format!("{n} parameters"),
+        };
+        return Err(format!(
+            "--shadows: @{func} has {takes} ({list}), so it takes one element (null or a \
+             shadow) per parameter, found {}",
+            items.len()
+        ));
+    }
+    let mut shadows = Vec::with_capacity(items.len());
+    for (k, (p, item)) in params.iter().zip(items).enumerate() {
+        let which = format!("argument {} ({})", k + 1, p.describe());
+        if item.is_null() {
+            shadows.push(None);
+            continue;
+        }
+        let activity = activities.get(k).copied().unwrap_or(Activity::Const);
+        if !matches!(activity, Activity::Dup | Activity::DupNoNeed) {
+            return Err(format!(
+                "--shadows: {which} is `{activity}`, so it has no shadow: give null \
+                 (only `dup` and `dupnoneed` slices have shadows)"
+            ));
+        }
+        let shadow =
+            convert(p.ty, item).map_err(|e| format!("--shadows: the shadow of {which}{e}"))?;
+        let (n, m) = (slice_len(&shadow), args.get(k).and_then(slice_len));
+        if let (Some(n), Some(m)) = (n, m)
+            && n != m
+        {
+            return Err(format!(
+                "--shadows: the shadow of {which} must have {m} elements, as the argument \
+                 has, found {n}"
+            ));
+        }
+        shadows.push(Some(shadow));
+    }
+    Ok(shadows)
+}
+
+/// The length of a slice value.
+fn slice_len(v: &Val) -> Option<usize> {
+    match v {
+        Val::F64s(x) => Some(x.len()),
+        Val::F32s(x) => Some(x.len()),
+        Val::I64s(x) => Some(x.len()),
+        _ => None,
+    }
+}
+
+/// The results of a call as `run` and `grad` print `value`: null for none, the one
+/// result itself, an array for several.
+pub(crate) fn results_json(results: &[Val]) -> Value {
+    match results {
+        [] => Value::Null,
+        [one] => to_json(one),
+        several => several.iter().map(to_json).collect(),
     }
 }
 
@@ -483,5 +608,122 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn seeds_are_one_number_per_float_result() {
+        let seeds = |n: usize, text: &str| {
+            let json: Value = serde_json::from_str(text).expect("test JSON");
+            seeds_from_json("f", n, &json)
+        };
+        assert_eq!(seeds(1, "2"), Ok(vec![2.0]));
+        assert_eq!(seeds(1, "[-0.5]"), Ok(vec![-0.5]));
+        assert_eq!(seeds(2, r#"[1, "-inf"]"#), Ok(vec![1.0, f64::NEG_INFINITY]));
+        assert_eq!(seeds(0, "[]"), Ok(vec![]));
+        assert_eq!(
+            seeds(0, "1"),
+            Err("--seed: @f has no float results, so it takes no seed".into())
+        );
+        assert_eq!(
+            seeds(2, "1"),
+            Err(
+                "--seed: @f has 2 float results, so the seed must be an array of 2 numbers, \
+                 found 1"
+                    .into()
+            )
+        );
+        assert_eq!(
+            seeds(1, "[1, 2]"),
+            Err("--seed: @f has 1 float result, so it takes 1 seed, found 2".into())
+        );
+        assert_eq!(
+            seeds(1, "null"),
+            Err(r#"--seed must be a number (or "inf", "-inf", "nan"), found null"#.into())
+        );
+    }
+
+    #[test]
+    fn shadows_are_checked_against_activities_and_arguments() {
+        use Activity::{Active, Const, Dup, DupNoNeed};
+        let params = [
+            p("x", Type::slice(Elem::F64)),
+            p("y", Type::slice_mut(Elem::F32)),
+            p("a", F64),
+            p("c", Type::slice(Elem::F64)),
+        ];
+        let activities = [Dup, DupNoNeed, Active, Const];
+        let args = [
+            Val::F64s(vec![1.0, 2.0]),
+            Val::F32s(vec![3.0]),
+            Val::F64(4.0),
+            Val::F64s(vec![]),
+        ];
+        let shadows = |text: &str| {
+            let json: Value = serde_json::from_str(text).expect("test JSON");
+            shadows_from_json("f", &params, &activities, &args, &json)
+        };
+        assert_eq!(
+            shadows("[[0.5, 1], [2], null, null]"),
+            Ok(vec![
+                Some(Val::F64s(vec![0.5, 1.0])),
+                Some(Val::F32s(vec![2.0])),
+                None,
+                None
+            ])
+        );
+        assert_eq!(
+            shadows("[null, null, null, null]"),
+            Ok(vec![None, None, None, None])
+        );
+        assert_eq!(
+            shadows("[[1], null, null, null]"),
+            Err(
+                "--shadows: the shadow of argument 1 (%x: [f64]) must have 2 elements, as \
+                 the argument has, found 1"
+                    .into()
+            )
+        );
+        assert_eq!(
+            shadows("[[1, true], null, null, null]"),
+            Err(
+                "--shadows: the shadow of argument 1 (%x: [f64]), element 1, must be a number \
+                 (or \"inf\", \"-inf\", \"nan\"), found true"
+                    .into()
+            )
+        );
+        assert_eq!(
+            shadows("[null, 2.0, null, null]"),
+            Err(
+                "--shadows: the shadow of argument 2 (%y: mut [f32]) must be an array of f32 \
+                 elements, found 2.0"
+                    .into()
+            )
+        );
+        assert_eq!(
+            shadows("[null, null, null, []]"),
+            Err(
+                "--shadows: argument 4 (%c: [f64]) is `const`, so it has no shadow: give null \
+                 (only `dup` and `dupnoneed` slices have shadows)"
+                    .into()
+            )
+        );
+        assert_eq!(
+            shadows("[null, null, null]"),
+            Err(
+                "--shadows: @f has 4 parameters (%x: [f64], %y: mut [f32], %a: f64, %c: \
+                 [f64]), so it takes one element (null or a shadow) per parameter, found 3"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn results_print_as_run_prints_value() {
+        assert_eq!(results_json(&[]), Value::Null);
+        assert_eq!(render(&results_json(&[Val::F64(1.5)])), "1.5");
+        assert_eq!(
+            render(&results_json(&[Val::F64(1.0), Val::I64(2)])),
+            "[1.0, 2]"
+        );
     }
 }

@@ -13,6 +13,7 @@ mod activity;
 mod args;
 mod check;
 mod dump;
+mod grad;
 mod report;
 mod run;
 
@@ -51,9 +52,14 @@ enum Command {
     },
     /// Run one function; prints `{"value": V, "args": [A...]}`.
     Run(RunArgs),
-    /// Value and gradient of one function (not available yet).
+    /// Value and gradient of one function; prints `{"value": V, "gradient": [G...]}`.
+    ///
+    /// `gradient` holds, per parameter, the cotangent for `active`, the final shadow
+    /// for `dup`/`dupnoneed`, null for `const`. For now it runs on the interpreter
+    /// only (`--engine interp`), and reverse mode derives functions of scalars only.
     Grad(GradArgs),
-    /// Print one stage of a function (only `--stage primal` is available yet).
+    /// Print one stage of a function in the text format (so far `primal`, `forward`
+    /// and `pullback`).
     Dump(DumpArgs),
 }
 
@@ -129,10 +135,12 @@ struct GradArgs {
     /// separated, optionally followed by `->active` or `->const` for the return.
     #[arg(long, value_name = "LIST", value_parser = ActivityList::parse)]
     activity: Option<ActivityList>,
-    /// The cotangent of the result (a number, or an array for several results).
+    /// The cotangent of the result (a number, or an array with one per float
+    /// result); default 1 each.
     #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     seed: Option<String>,
-    /// The initial contents of the shadows of `dup` parameters (a JSON array).
+    /// The initial contents of the shadows of `dup` parameters: a JSON array with one
+    /// element per parameter, null (zeros; and for every other parameter) or an array.
     #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     shadows: Option<String>,
     /// The primal result is not needed (`value` is then null).
@@ -206,11 +214,6 @@ impl Outcome {
         }
     }
 
-    /// Failure with one diagnostic.
-    pub fn error(error: Diagnostic) -> Outcome {
-        Outcome::failed(vec![error])
-    }
-
     /// Writes the output and the diagnostics, and returns the exit status.
     fn finish(self) -> ExitCode {
         let mut status = u8::from(!self.errors.is_empty());
@@ -244,10 +247,18 @@ pub fn main() -> ExitCode {
             engine: a.engine,
             time: a.time,
         }),
-        Command::Grad(_) => Outcome::error(Diagnostic::new(
-            "gradlift grad: reverse mode is not available yet",
-        )),
-        Command::Dump(a) => dump::dump(&a.file, &a.func, a.stage),
+        Command::Grad(a) => grad::grad(&grad::Request {
+            file: &a.file,
+            func: &a.func,
+            args: a.source.get(),
+            activity: a.activity.as_ref(),
+            seed: a.seed.as_deref(),
+            shadows: a.shadows.as_deref(),
+            no_primal: a.no_primal,
+            engine: a.engine,
+            time: a.time,
+        }),
+        Command::Dump(a) => dump::dump(&a.file, &a.func, a.stage, a.activity.as_ref()),
     };
     outcome.finish()
 }

@@ -3,14 +3,16 @@
 //! A [`Diagnostic`] knows the file and the position when they are known and prints
 //! `FILE:LINE:COL: error: MESSAGE`, `FILE: error: MESSAGE` or `error: MESSAGE`
 //! accordingly. The functions below turn the IR crate's errors (parse, verifier,
-//! interpreter) into diagnostics; the messages name the function, the op and the
-//! entity as the text format writes them.
+//! interpreter) and the derivation's (`build_rrule`, `value_and_gradient`) into
+//! diagnostics; the messages name the function, the op and the entity as the text
+//! format writes them.
 
 use core::fmt;
 use std::path::Path;
 
+use gradlift_adjoint::{AdError, EvalError};
 use gradlift_ir::interp::{ErrorKind, InterpError};
-use gradlift_ir::{ParseErrors, Pos, VerifierErrors};
+use gradlift_ir::{FuncId, Module, ParseErrors, Pos, VerifierErrors};
 
 /// One error, with where it is when that is known.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -87,6 +89,35 @@ pub(crate) fn interp_error(file: &Path, e: &InterpError) -> Diagnostic {
         message.push_str(" (the command line has no host functions: call it from Rust)");
     }
     Diagnostic::at(file, e.pos, message)
+}
+
+/// Why the derivation refused `@func` of `module` (read from `file`).
+///
+/// [`AdError`] carries no position; a parameter whose activity does not fit gets its
+/// own from the function's source map, every other error is about the whole file.
+pub(crate) fn ad_error(file: &Path, module: &Module, func: FuncId, e: &AdError) -> Diagnostic {
+    let pos = match e {
+        AdError::BadActivity { param, .. } => module
+            .function(func)
+            .and_then(|f| f.params.get(*param))
+            .and_then(|&v| module.function(func)?.srcmap.values.get(v).copied())
+            .unwrap_or(Pos::NONE),
+        _ => Pos::NONE,
+    };
+    Diagnostic::at(file, pos, e.to_string())
+}
+
+/// Why running a rule failed: the arguments, seeds or shadows do not fit (a message
+/// for the user as it stands), a runtime error of the forward pass or the pullback
+/// (reported like `run` reports one), or an unbalanced tape (a bug).
+pub(crate) fn eval_error(file: &Path, e: &EvalError) -> Diagnostic {
+    match e {
+        EvalError::BadArguments(message) => Diagnostic::new(message.clone()),
+        EvalError::Run { error, .. } => interp_error(file, error),
+        EvalError::Tape { .. } => Diagnostic::new(format!(
+            "internal error (a bug in gradlift) while computing the gradient: {e}"
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -185,6 +216,72 @@ mod tests {
         assert_eq!(
             interp_error(Path::new("r.ir"), &e).to_string(),
             "r.ir: error: in @f: calls nested deeper than 10000"
+        );
+    }
+
+    #[test]
+    fn derivation_errors_point_at_the_parameter_when_they_can() {
+        use gradlift_adjoint::{Activity, RuleConfig, build_rrule};
+        let module =
+            gradlift_ir::parse("func @f(%x: f64, %n: i64) -> f64 {\nentry:\n    ret %x\n}\n")
+                .expect("parses");
+        let f = module.func_by_name("f").expect("@f");
+        let derive = |params: &[Activity]| {
+            let config = RuleConfig::default_for(module.sig(f)).with_params(params.to_vec());
+            match build_rrule(&module, f, &config) {
+                Ok(_) => panic!("{params:?} derived"),
+                Err(e) => ad_error(Path::new("a.ir"), &module, f, &e).to_string(),
+            }
+        };
+        assert_eq!(
+            derive(&[Activity::Active, Activity::Active]),
+            "a.ir:1:18: error: parameter 2 (%n: i64) of @f cannot be `active`: `active` is \
+             for float scalars; integers and bools are `const`"
+        );
+        assert_eq!(
+            derive(&[Activity::Active]),
+            "a.ir: error: @f has 2 parameters, but 1 activity was given"
+        );
+    }
+
+    #[test]
+    fn evaluation_errors() {
+        let file = Path::new("a.ir");
+        assert_eq!(
+            eval_error(
+                file,
+                &EvalError::BadArguments("@f takes 2 arguments".into())
+            )
+            .to_string(),
+            "error: @f takes 2 arguments"
+        );
+        let run = EvalError::Run {
+            what: "@f.rvs".into(),
+            error: Box::new(InterpError {
+                func: "f.rvs".into(),
+                op: "pop".into(),
+                pos: Pos::NONE,
+                kind: ErrorKind::TapeUnderflow,
+            }),
+        };
+        assert!(
+            eval_error(file, &run)
+                .to_string()
+                .starts_with("a.ir: error: in @f.rvs, pop: "),
+            "{}",
+            eval_error(file, &run)
+        );
+        assert_eq!(
+            eval_error(
+                file,
+                &EvalError::Tape {
+                    before: 0,
+                    after: 1
+                }
+            )
+            .to_string(),
+            "error: internal error (a bug in gradlift) while computing the gradient: the \
+             tape held 0 scalars before the forward pass and 1 after the pullback"
         );
     }
 }

@@ -69,11 +69,7 @@ fn try_run(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
             )]);
         }
     };
-    let value = match results.as_slice() {
-        [] => Value::Null,
-        [one] => args::to_json(one),
-        several => several.iter().map(args::to_json).collect(),
-    };
+    let value = args::results_json(&results);
     let sig = module.sig(id);
     let final_args: Vec<Value> = sig
         .params
@@ -115,7 +111,7 @@ pub(crate) fn find(module: &Module, file: &Path, func: &str) -> Result<FuncId, D
 }
 
 /// The JSON text of the arguments, parsed.
-fn read_args(from: ArgsFrom<'_>) -> Result<Value, Diagnostic> {
+pub(crate) fn read_args(from: ArgsFrom<'_>) -> Result<Value, Diagnostic> {
     match from {
         ArgsFrom::Text(text) => serde_json::from_str(text)
             .map_err(|e| Diagnostic::new(format!("--args is not valid JSON: {e}"))),
@@ -139,27 +135,31 @@ fn read_args(from: ArgsFrom<'_>) -> Result<Value, Diagnostic> {
 }
 
 /// The arguments for `id`, converted from JSON against its signature.
-fn convert_args(module: &Module, id: FuncId, json: &Value) -> Result<Vec<Val>, String> {
+pub(crate) fn convert_args(module: &Module, id: FuncId, json: &Value) -> Result<Vec<Val>, String> {
+    args::from_json(module.name(id), &params(module, id), json)
+}
+
+/// The parameters of `id` as messages name them (by name and type).
+pub(crate) fn params(module: &Module, id: FuncId) -> Vec<Param<'_>> {
     let name = |k: usize| -> Option<&str> {
         let body = module.function(id)?;
         let &v = body.params.get(k)?;
         body.values.get(v)?.name.as_deref()
     };
-    let params: Vec<Param<'_>> = module
+    module
         .sig(id)
         .params
         .iter()
         .enumerate()
         .map(|(k, &ty)| Param { name: name(k), ty })
-        .collect();
-    args::from_json(module.name(id), &params, json)
+        .collect()
 }
 
 /// The results, the final arguments, and the median time of `time` further calls.
-type Evaluated = (Vec<Val>, Vec<Val>, Option<u64>);
+pub(crate) type Evaluated = (Vec<Val>, Vec<Val>, Option<u64>);
 
 /// Calls `id` on the interpreter, then `time` more times on fresh copies of `args`.
-fn interpret(
+pub(crate) fn interpret(
     module: &Module,
     id: FuncId,
     args: Vec<Val>,
@@ -188,7 +188,7 @@ fn interpret(
 }
 
 /// The median (the mean of the two middle samples for an even count).
-fn median(samples: &mut [u64]) -> Option<u64> {
+pub(crate) fn median(samples: &mut [u64]) -> Option<u64> {
     samples.sort_unstable();
     let n = samples.len();
     match n {

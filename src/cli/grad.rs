@@ -1,0 +1,225 @@
+//! `gradlift grad FILE --func F (--args JSON | --args-file PATH) [--activity LIST]
+//! [--seed JSON] [--shadows JSON] [--no-primal] [--engine interp|jit] [--time N]`:
+//! the value and the gradient of one function.
+//!
+//! The steps: load the module (parse and verify) and find `@F` as `run` does; convert
+//! the arguments; make the [`RuleConfig`] (the defaults of the text format, overridden
+//! by `--activity`, without the primal for `--no-primal`) and derive the rule
+//! ([`build_rrule`]); read `--seed` and `--shadows` into [`Seeds`]; run
+//! [`value_and_gradient`] on an interpreter of the rule's module. It prints
+//! `{"value": V, "gradient": [G...]}`: `value` as `run` prints it (null with
+//! `--no-primal`), `gradient` per parameter the cotangent for `active`, the final
+//! shadow for `dup`/`dupnoneed`, null for `const`.
+//!
+//! With `--time N` the output gains `"time": {"primal_ns": MEDIAN, "gradient_ns":
+//! MEDIAN, "tape_bytes": PEAK}`: the median of N calls of the primal after one
+//! warm-up, the median of N gradients after the first (the one printed), and the
+//! most bytes the tape holds during one gradient.
+//!
+//! Only the interpreter exists yet; `--engine jit`, the spec's default, is a user
+//! error that says so, after the request has been checked (so the user learns of
+//! every other mistake first, as with `run`).
+
+use std::path::Path;
+use std::time::Instant;
+
+use gradlift_adjoint::{Rule, RuleConfig, Seeds, build_rrule, value_and_gradient};
+use gradlift_ir::interp::{Interpreter, Val};
+use gradlift_ir::{FuncId, Module};
+use serde_json::{Value, json};
+
+use super::activity::ActivityList;
+use super::report::{self, Diagnostic};
+use super::run::{self, ArgsFrom};
+use super::{Engine, Outcome, args, check};
+
+/// One `grad` command.
+#[derive(Debug)]
+pub(crate) struct Request<'a> {
+    /// The IR text file.
+    pub file: &'a Path,
+    /// The function, with or without `@`.
+    pub func: &'a str,
+    /// The arguments.
+    pub args: ArgsFrom<'a>,
+    /// `--activity`, if given.
+    pub activity: Option<&'a ActivityList>,
+    /// `--seed`, the JSON text, if given.
+    pub seed: Option<&'a str>,
+    /// `--shadows`, the JSON text, if given.
+    pub shadows: Option<&'a str>,
+    /// `--no-primal`.
+    pub no_primal: bool,
+    /// The engine.
+    pub engine: Engine,
+    /// How many timed evaluations, if any.
+    pub time: Option<u32>,
+}
+
+/// Runs the request.
+pub(crate) fn grad(req: &Request<'_>) -> Outcome {
+    match try_grad(req) {
+        Ok(out) => Outcome::ok(out),
+        Err(error) => Outcome::failed(error),
+    }
+}
+
+fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
+    let module = check::load(req.file)?;
+    let id = run::find(&module, req.file, req.func).map_err(|e| vec![e])?;
+    let json = run::read_args(req.args).map_err(|e| vec![e])?;
+    let args = run::convert_args(&module, id, &json).map_err(|e| vec![Diagnostic::new(e)])?;
+    let rule = derive(&module, req.file, id, req.activity, !req.no_primal).map_err(|e| vec![e])?;
+    let seeds = seeds(&module, id, &rule, &args, req).map_err(|e| vec![e])?;
+    if req.engine == Engine::Jit {
+        return Err(vec![Diagnostic::new(
+            "the JIT engine is not available yet; use --engine interp",
+        )]);
+    }
+
+    let mut engine = Interpreter::new(&rule.module);
+    let out = value_and_gradient(&mut engine, &rule, &args, &seeds)
+        .map_err(|e| vec![report::eval_error(req.file, &e)])?;
+    let value = out.value.as_deref().map_or(Value::Null, args::results_json);
+    let gradient: Vec<Value> = out
+        .gradient
+        .iter()
+        .map(|g| g.as_ref().map_or(Value::Null, args::to_json))
+        .collect();
+    let mut json = json!({"value": value, "gradient": gradient});
+    if let Some(n) = req.time {
+        let timed = Timed {
+            file: req.file,
+            module: &module,
+            id,
+            rule: &rule,
+            args: &args,
+            seeds: &seeds,
+        };
+        json["time"] = timed.measure(&mut engine, n).map_err(|e| vec![e])?;
+    }
+    Ok(args::render(&json) + "\n")
+}
+
+/// The rule of `@id` for `--activity` (`None`: the defaults), with or without the
+/// primal result; a refusal reported against `file`.
+pub(crate) fn derive(
+    module: &Module,
+    file: &Path,
+    id: FuncId,
+    activity: Option<&ActivityList>,
+    needs_primal: bool,
+) -> Result<Rule, Diagnostic> {
+    let config: RuleConfig =
+        ActivityList::config(activity, module.sig(id)).with_primal(needs_primal);
+    build_rrule(module, id, &config).map_err(|e| report::ad_error(file, module, id, &e))
+}
+
+/// `--seed` and `--shadows` as [`Seeds`], checked against `@id` and its rule.
+fn seeds(
+    module: &Module,
+    id: FuncId,
+    rule: &Rule,
+    args: &[Val],
+    req: &Request<'_>,
+) -> Result<Seeds, Diagnostic> {
+    let name = module.name(id);
+    let sig = module.sig(id);
+    let config = &rule.layout.config;
+    let mut seeds = Seeds::default();
+    if let Some(text) = req.seed {
+        if config.ret == gradlift_adjoint::RetActivity::Const {
+            return Err(Diagnostic::new(
+                "--seed: the return is `const` (--activity ...->const), so it takes no seed",
+            ));
+        }
+        let json = parse_json("--seed", text)?;
+        let n_float = sig.results.iter().filter(|t| t.is_float()).count();
+        seeds.results = Some(args::seeds_from_json(name, n_float, &json).map_err(Diagnostic::new)?);
+    }
+    if let Some(text) = req.shadows {
+        let json = parse_json("--shadows", text)?;
+        seeds.shadows =
+            args::shadows_from_json(name, &run::params(module, id), &config.params, args, &json)
+                .map_err(Diagnostic::new)?;
+    }
+    Ok(seeds)
+}
+
+/// The JSON text of `option`.
+fn parse_json(option: &str, text: &str) -> Result<Value, Diagnostic> {
+    serde_json::from_str(text)
+        .map_err(|e| Diagnostic::new(format!("{option} is not valid JSON: {e}")))
+}
+
+/// What `--time` measures.
+struct Timed<'a> {
+    file: &'a Path,
+    module: &'a Module,
+    id: FuncId,
+    rule: &'a Rule,
+    args: &'a [Val],
+    seeds: &'a Seeds,
+}
+
+impl Timed<'_> {
+    /// `{"primal_ns": ..., "gradient_ns": ..., "tape_bytes": ...}` from `n` timed
+    /// calls each. `engine` has already computed one gradient (the warm-up).
+    fn measure(&self, engine: &mut Interpreter<'_>, n: u32) -> Result<Value, Diagnostic> {
+        let (_, _, primal_ns) = run::interpret(self.module, self.id, self.args.to_vec(), Some(n))
+            .map_err(|e| report::interp_error(self.file, &e))?;
+        // No `with_capacity(n)`: a huge N must not allocate up front.
+        let mut samples = Vec::new();
+        for _ in 0..n {
+            let start = Instant::now();
+            let r = value_and_gradient(engine, self.rule, self.args, self.seeds);
+            let elapsed = start.elapsed().as_nanos();
+            r.map_err(|e| report::eval_error(self.file, &e))?;
+            samples.push(u64::try_from(elapsed).unwrap_or(u64::MAX));
+        }
+        let gradient_ns = run::median(&mut samples);
+        let tape_bytes = self.tape_peak()?;
+        Ok(json!({
+            "primal_ns": primal_ns,
+            "gradient_ns": gradient_ns,
+            "tape_bytes": tape_bytes,
+        }))
+    }
+
+    /// The most bytes the tape holds during one gradient.
+    ///
+    /// `value_and_gradient` resets the tape when it is done, which also forgets its
+    /// peak, so the peak is read after the forward pass alone on a fresh interpreter.
+    /// That is the peak of the whole gradient: the forward pass pushes and allocates
+    /// everything the tape will hold, and the pullback only pops (docs/reverse-mode.md).
+    /// The forward pass takes the primal arguments, followed by the shadows when its
+    /// signature has them (the documented convention of the slice step).
+    fn tape_peak(&self) -> Result<usize, Diagnostic> {
+        let rule = self.rule;
+        let mut fwd_args = self.args.to_vec();
+        let n_fwd = rule.module.sig(rule.forward).params.len();
+        let shadows = &rule.layout.shadow_params;
+        if !shadows.is_empty() && n_fwd == fwd_args.len() + shadows.len() {
+            for &i in shadows {
+                let given = self.seeds.shadows.get(i).cloned().flatten();
+                let zeros = || self.args.get(i).map_or(Val::F64s(Vec::new()), zeros_like);
+                fwd_args.push(given.unwrap_or_else(zeros));
+            }
+        }
+        let mut engine = Interpreter::new(&rule.module);
+        engine
+            .call(rule.forward, &mut fwd_args)
+            .map_err(|e| report::interp_error(self.file, &e))?;
+        Ok(engine.tape().peak_bytes)
+    }
+}
+
+/// Zeros of the same shape as the slice `v` (`v` itself for a scalar).
+fn zeros_like(v: &Val) -> Val {
+    match v {
+        Val::F64s(x) => Val::F64s(vec![0.0; x.len()]),
+        Val::F32s(x) => Val::F32s(vec![0.0; x.len()]),
+        Val::I64s(x) => Val::I64s(vec![0; x.len()]),
+        other => other.clone(),
+    }
+}
