@@ -86,6 +86,9 @@ pub struct Gradient {
     /// The arguments after the forward pass (`mut` slices as the function left
     /// them).
     pub args: Vec<Val>,
+    /// The most bytes the interpreter's tape held during the call (since its last
+    /// reset: the whole gradient, when the tape was empty before).
+    pub tape_peak_bytes: usize,
 }
 
 /// Why [`value_and_gradient`] failed.
@@ -237,7 +240,8 @@ pub fn value_and_gradient(
             what: format!("@{}", module.name(rule.pullback)),
             error: Box::new(error),
         })?;
-    let after = engine.tape().scalars;
+    let stats = engine.tape();
+    let (after, tape_peak_bytes) = (stats.scalars, stats.peak_bytes);
     if after != before {
         return Err(EvalError::Tape { before, after });
     }
@@ -260,6 +264,7 @@ pub fn value_and_gradient(
         value: layout.config.needs_primal.then_some(out),
         gradient,
         args: fwd_args,
+        tape_peak_bytes,
     })
 }
 

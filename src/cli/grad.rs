@@ -170,56 +170,21 @@ impl Timed<'_> {
             .map_err(|e| report::interp_error(self.file, &e))?;
         // No `with_capacity(n)`: a huge N must not allocate up front.
         let mut samples = Vec::new();
+        let mut tape_bytes = 0;
         for _ in 0..n {
             let start = Instant::now();
             let r = value_and_gradient(engine, self.rule, self.args, self.seeds);
             let elapsed = start.elapsed().as_nanos();
-            r.map_err(|e| report::eval_error(self.file, &e))?;
+            let out = r.map_err(|e| report::eval_error(self.file, &e))?;
+            tape_bytes = tape_bytes.max(out.tape_peak_bytes);
             samples.push(u64::try_from(elapsed).unwrap_or(u64::MAX));
         }
         let gradient_ns = run::median(&mut samples);
-        let tape_bytes = self.tape_peak()?;
         Ok(json!({
             "primal_ns": primal_ns,
             "gradient_ns": gradient_ns,
             "tape_bytes": tape_bytes,
         }))
     }
-
-    /// The most bytes the tape holds during one gradient.
-    ///
-    /// `value_and_gradient` resets the tape when it is done, which also forgets its
-    /// peak, so the peak is read after the forward pass alone on a fresh interpreter.
-    /// That is the peak of the whole gradient: the forward pass pushes and allocates
-    /// everything the tape will hold, and the pullback only pops (docs/reverse-mode.md).
-    /// The forward pass takes the primal arguments, followed by the shadows when its
-    /// signature has them (the documented convention of the slice step).
-    fn tape_peak(&self) -> Result<usize, Diagnostic> {
-        let rule = self.rule;
-        let mut fwd_args = self.args.to_vec();
-        let n_fwd = rule.module.sig(rule.forward).params.len();
-        let shadows = &rule.layout.shadow_params;
-        if !shadows.is_empty() && n_fwd == fwd_args.len() + shadows.len() {
-            for &i in shadows {
-                let given = self.seeds.shadows.get(i).cloned().flatten();
-                let zeros = || self.args.get(i).map_or(Val::F64s(Vec::new()), zeros_like);
-                fwd_args.push(given.unwrap_or_else(zeros));
-            }
-        }
-        let mut engine = Interpreter::new(&rule.module);
-        engine
-            .call(rule.forward, &mut fwd_args)
-            .map_err(|e| report::interp_error(self.file, &e))?;
-        Ok(engine.tape().peak_bytes)
-    }
 }
 
-/// Zeros of the same shape as the slice `v` (`v` itself for a scalar).
-fn zeros_like(v: &Val) -> Val {
-    match v {
-        Val::F64s(x) => Val::F64s(vec![0.0; x.len()]),
-        Val::F32s(x) => Val::F32s(vec![0.0; x.len()]),
-        Val::I64s(x) => Val::I64s(vec![0; x.len()]),
-        other => other.clone(),
-    }
-}
