@@ -68,6 +68,7 @@ pub mod rrule;
 pub mod rules;
 pub mod stmt;
 
+pub use check::Coord;
 pub use check::{CheckError, CheckOptions, CheckReport, check_derived, check_rule};
 pub use config::{Activity, RetActivity, RuleConfig};
 pub use error::AdError;

@@ -2,7 +2,7 @@
 //! primal that differs, arguments that do not fit.
 
 use gradlift_adjoint::{
-    CheckError, CheckOptions, RuleConfig, build_rrule, check_derived, check_rule,
+    CheckError, CheckOptions, Coord, RuleConfig, build_rrule, check_derived, check_rule,
 };
 use gradlift_ir::interp::Val;
 use gradlift_ir::{FunctionBuilder, Imm, Module, Opcode, Terminator, parse};
@@ -34,6 +34,8 @@ fn a_correct_rule_passes_and_reports_its_gradient() {
     )
     .unwrap();
     assert_eq!(report.primal, [Val::F64(7.0)]);
+    let scalar = |param| Coord { param, index: None };
+    assert_eq!(report.coords, [scalar(0), scalar(1)]);
     assert_eq!(report.gradient, [4.0, 3.0]);
     assert!((report.finite_differences[0] - 4.0).abs() < 1e-6);
     assert_eq!(report.dot.len(), 2);
