@@ -892,29 +892,6 @@ fn grad_on_the_jit_says_it_is_not_there_yet() {
     );
 }
 
-#[test]
-fn grad_of_a_slice_function_is_refused_yet() {
-    let file = example("rosenbrock.ir");
-    let run = grad_interp(&file, "rosenbrock", "[[0.5, 1.0, 2.0]]", &[]);
-    user_error(
-        &run,
-        &format!(
-            "{}: error: cannot differentiate @rosenbrock yet: parameter 1 (%x: [f64]) is a \
-             slice (slices arrive in the next step)",
-            shown(&file)
-        ),
-    );
-    // `active` does not fit a slice, whatever the version: that error comes first.
-    let run = grad_interp(&file, "rosenbrock", "[[0.5]]", &["--activity", "active"]);
-    assert_eq!(run.code, 1, "{run:?}");
-    assert!(
-        run.stderr
-            .starts_with(&format!("{}:4:18: error: ", shown(&file)))
-            && run.stderr.contains("a float slice is `dup` or `dupnoneed`"),
-        "{run:?}"
-    );
-}
-
 /// The gradient of rosenbrock, `sum_{i<n-1} 100 (x[i+1] - x[i]^2)^2 + (1 - x[i])^2`.
 fn rosenbrock_gradient(x: &[f64]) -> Vec<f64> {
     let mut g = vec![0.0; x.len()];
@@ -927,7 +904,6 @@ fn rosenbrock_gradient(x: &[f64]) -> Vec<f64> {
 }
 
 #[test]
-#[ignore = "slices arrive with the reverse-mode slice step"]
 fn grad_of_rosenbrock_matches_the_closed_form() {
     let x = [0.5, 1.0, 2.0];
     let file = example("rosenbrock.ir");
@@ -1092,10 +1068,15 @@ fn dump_with_a_bad_activity() {
         "{run:?}"
     );
     usage_error(&dump(&file, "f", "forward", &["--activity", "dup,bogus"]));
-    // Slices are not derived yet: the refusal says so.
-    let run = dump(&example("rosenbrock.ir"), "rosenbrock", "forward", &[]);
+    // `active` on a slice is refused with the parameter's position.
+    let run = dump(
+        &example("rosenbrock.ir"),
+        "rosenbrock",
+        "forward",
+        &["--activity", "active"],
+    );
     assert_eq!(run.code, 1, "{run:?}");
-    assert!(run.stderr.contains("is a slice"), "{run:?}");
+    assert!(run.stderr.contains("cannot be `active`"), "{run:?}");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! its numbers against closed forms written here.
 
 use gradlift_adjoint::eval::{Seeds, value_and_gradient};
-use gradlift_adjoint::{Activity, RuleConfig, build_rrule, check_rule, CheckOptions};
+use gradlift_adjoint::{Activity, CheckOptions, RuleConfig, build_rrule, check_rule};
 use gradlift_ir::interp::{Interpreter, Val};
 use gradlift_ir::{Decl, Module, parse};
 
@@ -81,7 +81,10 @@ fn dup_shadow_accumulates_across_calls() {
         shadow = out.gradient[1].clone();
     }
     assert_eq!(f64s(&shadow), [15.0]);
-    assert_eq!(dx, 20.0, "the active x's cotangent is returned, not accumulated");
+    assert_eq!(
+        dx, 20.0,
+        "the active x's cotangent is returned, not accumulated"
+    );
 }
 
 const TRAINING: &str = "
@@ -173,7 +176,10 @@ fn training_loss_with_const_images() {
         let got = f64s(&out.gradient[1]);
         for (g, e) in got.iter().zip(&expected) {
             let e = e * call as f64;
-            assert!((g - e).abs() <= 1e-12 * e.abs().max(1.0), "call {call}: {got:?} vs {expected:?}");
+            assert!(
+                (g - e).abs() <= 1e-12 * e.abs().max(1.0),
+                "call {call}: {got:?} vs {expected:?}"
+            );
         }
         shadow = out.gradient[1].clone();
     }
@@ -196,7 +202,8 @@ fn fast_inverse_square_root_needs_a_custom_rule() {
     let grad = |m: &Module, x: f64| -> f64 {
         let rule = build_rrule(m, f, &config).unwrap();
         let mut engine = Interpreter::new(&rule.module);
-        let out = value_and_gradient(&mut engine, &rule, &[Val::F64(x)], &Seeds::default()).unwrap();
+        let out =
+            value_and_gradient(&mut engine, &rule, &[Val::F64(x)], &Seeds::default()).unwrap();
         scalar(&out.gradient[0])
     };
     let exact = |x: f64| -0.5 * x.powf(-1.5);
