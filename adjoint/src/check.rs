@@ -560,7 +560,9 @@ fn check_layout(rule: &Rule, fname: &str, sig: &Signature) -> Result<(), CheckEr
         (
             "slice_params",
             &layout.slice_params,
-            (0..n).filter(|&i| sig.params[i].is_slice()).collect(),
+            (0..n)
+                .filter(|&i| matches!(config.params[i], Activity::Dup | Activity::DupNoNeed))
+                .collect(),
         ),
         (
             "shadow_params",

@@ -55,8 +55,8 @@ pub struct RuleLayout {
     /// Result `i` of the pullback is the cotangent of primal parameter
     /// `active_params[i]` (the `active` ones, in order).
     pub active_params: Vec<usize>,
-    /// The pullback's first parameters are the primal's slice parameters
-    /// `slice_params` (all of them, in order)...
+    /// The pullback's first parameters are the primal's `dup` and `dupnoneed` slices
+    /// `slice_params` (as the forward pass left them)...
     pub slice_params: Vec<usize>,
     /// ... then one shadow (`mut [T]`) per parameter of `shadow_params` (the `dup`
     /// and `dupnoneed` ones, in order) ...

@@ -27,7 +27,7 @@ fn hand_rule(text: &str, name: &str, config: RuleConfig) -> Rule {
     let layout = RuleLayout {
         primal,
         active_params: params(&|i| config.params[i] == Activity::Active),
-        slice_params: params(&|i| sig.params[i].is_slice()),
+        slice_params: params(&|i| matches!(config.params[i], Activity::Dup | Activity::DupNoNeed)),
         shadow_params: params(&|i| matches!(config.params[i], Activity::Dup | Activity::DupNoNeed)),
         seeded_results: (0..sig.results.len())
             .filter(|&j| config.ret == RetActivity::Active && sig.results[j].is_float())
@@ -547,6 +547,7 @@ body:
     %sq = fmul %xi, %xi
     %q1 = fadd %q, %sq
     %i1 = iadd %i, 1
+    push %wf
     jump head
 exit:
     store %log[0], %k
@@ -562,8 +563,10 @@ exit:
     ret %r0, %r1, %r2
 }
 
-; da = s d0 + cos(a) d2; dx[i] += a w[i] d0 + 2 k x[i] d2
-func @two.rvs(%x: [f64], %w: [i64], %log: mut [i64], %dx: mut [f64], %d0: f64, %d2: f64) -> f64 {
+; da = s d0 + cos(a) d2; dx[i] += a w[i] d0 + 2 k x[i] d2, for i from n - 1 down
+; (the forward pass pushed w[i] as a float in each iteration: the pullback gets the
+; dup slices only)
+func @two.rvs(%x: [f64], %dx: mut [f64], %d0: f64, %d2: f64) -> f64 {
 entry:
     %kf = pop f64
     %s = pop f64
@@ -578,20 +581,19 @@ entry:
     %n = len %x
     jump head
 head:
-    %i = phi i64 [entry: 0, body: %i1]
-    %more = icmp lt %i, %n
+    %i = phi i64 [entry: %n, body: %i1]
+    %more = icmp gt %i, 0
     br %more, body, exit
 body:
-    %xi = load %x[%i]
-    %wi = load %w[%i]
-    %wf = cast f64 %wi
+    %i1 = isub %i, 1
+    %wf = pop f64
+    %xi = load %x[%i1]
     %g0 = fmul %ad0, %wf
     %g2 = fmul %k2d, %xi
     %g = fadd %g0, %g2
-    %old = load %dx[%i]
+    %old = load %dx[%i1]
     %new = fadd %old, %g
-    store %dx[%i], %new
-    %i1 = iadd %i, 1
+    store %dx[%i1], %new
     jump head
 exit:
     ret %da
