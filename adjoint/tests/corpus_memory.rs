@@ -261,7 +261,7 @@ fn the_seven_suite_programs_pass_check_rule() {
             &m,
             name,
             &RuleConfig::default_for(m.sig(id)),
-            &[args.clone()],
+            std::slice::from_ref(&args),
         );
         round_trips(&rule, &m, id, &args);
     }
