@@ -294,3 +294,43 @@ fn extern_with_a_host_derivative() {
     let exact = x.cos() * x + x.sin();
     assert!((g - exact).abs() < 1e-15, "{g} vs {exact}");
 }
+
+/// `check_rule` is how users test their own rules: a right `vjp` passes, a wrong
+/// one (a factor off) fails the finite-difference comparison.
+#[test]
+fn check_rule_tests_custom_rules() {
+    let text = |factor: &str| {
+        format!(
+            "func @square(%x: f64) -> f64 {{
+             entry:
+                 %r = fmul %x, %x
+                 ret %r
+             }}
+             func @square_vjp(%x: f64, %dy: f64) -> f64 {{
+             entry:
+                 %t = fmul {factor}, %x
+                 %r = fmul %t, %dy
+                 ret %r
+             }}
+             vjp @square = @square_vjp"
+        )
+    };
+    for (factor, right) in [("2.0", true), ("3.0", false)] {
+        let m = parse(&text(factor)).unwrap();
+        let f = m.func_by_name("square").unwrap();
+        let result = check_rule(
+            &m,
+            f,
+            &RuleConfig::default_for(m.sig(f)),
+            &[Val::F64(0.7)],
+            &CheckOptions::f64(),
+        );
+        assert_eq!(result.is_ok(), right, "factor {factor}: {result:?}");
+        if let Err(e) = result {
+            assert!(
+                matches!(e, gradlift_adjoint::CheckError::Gradient { .. }),
+                "{e}"
+            );
+        }
+    }
+}
