@@ -40,19 +40,23 @@
 //! [`pullback`] and [`plan`]. [`check::check_rule`] tests a rule against finite
 //! differences and the dot-product test.
 //!
-//! This version derives functions of scalars (`f64`, `f32`, `i64`, `bool`) with any
-//! control flow. Slices, calls, and `overlay`/`vjp`/`nodiff` declarations arrive
-//! later, and are refused with [`AdError::Unsupported`] until then. Debug mode
-//! ([`RuleConfig::debug`]) is accepted and ignored for now.
+//! It derives functions of scalars and slices with any control flow, local buffers
+//! (`alloc`), mutation, and calls: a callee's rule is derived too, once per activity
+//! pattern, into the same module (recursion and mutual recursion included), unless a
+//! declaration says otherwise (`vjp`, `nodiff`, `overlay`; an `extern` has a
+//! derivative only through one). [`eval::value_and_gradient`] runs a rule with the
+//! calling convention (shadows, seeds); what cannot be derived is an [`AdError`]
+//! that says what and where.
 //!
 //! The crate reads and writes IR and never runs user code, except [`check`], which
 //! runs the interpreter.
 //!
-//! Modules, in pipeline order: [`config`] (the request), [`activity`] (which values
-//! get derivatives), [`rules`] (the rule table), [`stmt`] (each statement's forward
-//! and reverse pieces), [`plan`] (block stack, saved values), [`liveness`] (where
-//! cotangents are known zero), [`forward`] and
-//! [`pullback`] (assembly), [`rrule`] (the pipeline), [`check`].
+//! Modules, in pipeline order: [`config`] (the request), [`callee`] (how calls are
+//! differentiated), [`activity`] (which values get derivatives), [`rules`] (the rule
+//! table), [`stmt`] (each statement's forward and reverse pieces), [`plan`] (block
+//! stack, saved values, calls), [`liveness`] (where cotangents are known zero),
+//! [`forward`] and [`pullback`] (assembly), [`rrule`] (the pipeline and the cache of
+//! callee rules), [`eval`] (running a rule), [`check`].
 
 pub mod activity;
 pub mod callee;
