@@ -455,8 +455,8 @@ pub fn op_rule(op: Opcode) -> OpRule {
         Store => OpRule::Unsupported("`store` (slices arrive in the next step)"),
         Alloc => OpRule::Unsupported("`alloc` (slices arrive in the next step)"),
         Call => OpRule::Unsupported("`call` (calls arrive with lazily derived callee rules)"),
-        Push | Pop | TapeAlloc | TapeView => OpRule::Unsupported(
-            "tape ops in the input (differentiating derived code arrives later)",
+        Push | Pop | TapeAlloc | TapeView | TrapIf => OpRule::Unsupported(
+            "tape ops and debug ops appear only in derived code (differentiating derived code arrives later)",
         ),
     }
 }
@@ -507,7 +507,8 @@ mod tests {
                 | Shape::Push
                 | Shape::Pop
                 | Shape::TapeAlloc
-                | Shape::TapeView => match rule {
+                | Shape::TapeView
+                | Shape::TrapIf => match rule {
                     OpRule::Unsupported(what) => assert!(
                         what.contains(op.name()) || what.contains("tape"),
                         "{op}: {what}"
