@@ -3,12 +3,12 @@
 //! For each `examples/ir/*.ir`: it parses and verifies, its print parses and verifies
 //! again, and printing that gives the same text (`print(parse(text))` is a fixed
 //! point, as Cranelift's `test cat`). Each file also opens with `;` comment lines
-//! saying what it computes. The example of `docs/ir-extensions.md` does the same, and
-//! runs.
+//! saying what it computes. The examples of `docs/ir-extensions.md` do the same, and
+//! run.
 
 use std::path::Path;
 
-use gradlift::ir::interp::{Interpreter, Val};
+use gradlift::ir::interp::{ErrorKind, Interpreter, Val};
 use gradlift::ir::{parse, verify};
 
 #[test]
@@ -77,4 +77,34 @@ fn the_example_of_the_ir_extensions_round_trips_and_runs() {
     assert_eq!(dk, [Val::F64(x0 * x0 * dy)]);
     let tape = interp.tape();
     assert_eq!((tape.scalars, tape.buffers), (0, 1));
+}
+
+#[test]
+fn the_trap_if_example_of_the_ir_extensions_round_trips_and_traps() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ir-extensions.md");
+    let doc = std::fs::read_to_string(path).expect("readable");
+    let text = doc
+        .split("```\n")
+        .nth(3)
+        .expect("docs/ir-extensions.md has a second fenced example");
+    assert!(text.contains("trap_if"), "{text}");
+    let m = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    verify(&m).unwrap_or_else(|e| panic!("{e}"));
+    let printed = m.to_string();
+    assert_eq!(printed, text);
+
+    let mut interp = Interpreter::new(&m);
+    let mut args = [Val::F64s(vec![2.5, 1.0]), Val::F64s(vec![0.0, 0.0])];
+    assert_eq!(
+        interp.call_by_name("f.fwd", &mut args).unwrap(),
+        [Val::F64(2.5)]
+    );
+    let mut args = [Val::F64s(vec![2.5, 1.0]), Val::F64s(vec![0.0])];
+    let e = interp.call_by_name("f.fwd", &mut args).unwrap_err();
+    let message = "shadow of %x has another length than %x";
+    assert_eq!(e.kind, ErrorKind::Trap(message.to_string()));
+    assert_eq!(
+        e.to_string(),
+        format!("in @f.fwd, trap_if at 6:5: trap: {message}")
+    );
 }

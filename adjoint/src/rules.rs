@@ -459,8 +459,8 @@ pub fn op_rule(op: Opcode) -> OpRule {
         Const => OpRule::Zero("a constant has no operands"),
         Len => OpRule::Zero("`len` is an integer"),
         Load | Store | Alloc | Call => OpRule::Memory,
-        Push | Pop | TapeAlloc | TapeView => OpRule::Unsupported(
-            "tape ops in the input (differentiating derived code arrives later)",
+        Push | Pop | TapeAlloc | TapeView | TrapIf => OpRule::Unsupported(
+            "tape ops and debug ops appear only in derived code (differentiating derived code is not supported)",
         ),
     }
 }
@@ -508,7 +508,11 @@ mod tests {
                 Shape::Load | Shape::Store | Shape::Alloc | Shape::Call => {
                     assert!(matches!(rule, OpRule::Memory), "{op}")
                 }
-                Shape::Push | Shape::Pop | Shape::TapeAlloc | Shape::TapeView => match rule {
+                Shape::Push
+                | Shape::Pop
+                | Shape::TapeAlloc
+                | Shape::TapeView
+                | Shape::TrapIf => match rule {
                     OpRule::Unsupported(what) => assert!(
                         what.contains(op.name()) || what.contains("tape"),
                         "{op}: {what}"

@@ -384,7 +384,7 @@ impl<'m> FunctionBuilder<'m> {
                 self.fail(e);
                 // Keep going with a plausible shape; `finish` reports the error.
                 match (op.shape(), callee) {
-                    (ops::Shape::Store, _) => SmallVec::new(),
+                    _ if op.result_count() == Some(0) => SmallVec::new(),
                     (ops::Shape::Call, Some(sig)) => sig.results.iter().copied().collect(),
                     (ops::Shape::Call, None) => SmallVec::new(),
                     _ => smallvec::smallvec![Type::F64],
@@ -542,6 +542,15 @@ impl<'m> FunctionBuilder<'m> {
     /// `pop ty`: the most recent scalar saved on the tape, which must be a `ty`.
     pub fn pop(&mut self, ty: Type) -> Value {
         self.ins1(Opcode::Pop, Imm::Type(ty), &[])
+    }
+
+    /// `trap_if cond, "message"`: a debug check that fails the call with `message`
+    /// when `cond` (a `bool`) is true (see [`ops`](crate::ops#debug-checks)). The
+    /// message goes into the function's arena, once per distinct text
+    /// ([`Function::make_msg`]).
+    pub fn trap_if(&mut self, cond: Value, message: &str) {
+        let m = self.func.make_msg(message);
+        self.ins(Opcode::TrapIf, Imm::Msg(m), &[cond]);
     }
 
     /// `call @f(args)`: returns the results.

@@ -1,7 +1,8 @@
 //! The body of a function: blocks of phis, instructions and a terminator, over SSA values.
 //!
-//! What a thing *is* lives in arenas: [`Function::values`], [`Function::insts`] and
-//! [`Function::blocks`], indexed by the typed IDs of [`entities`](crate::entities).
+//! What a thing *is* lives in arenas: [`Function::values`], [`Function::insts`],
+//! [`Function::blocks`] and [`Function::messages`], indexed by the typed IDs of
+//! [`entities`](crate::entities).
 //! Where a thing *sits* is kept apart: [`Function::layout`] orders the blocks (the
 //! first is the entry), and each [`BlockData`] lists its phis and instructions in
 //! order. Inserting or removing a statement edits one list and renumbers nothing;
@@ -15,7 +16,8 @@
 //! ([`ValueDef`]). Constants are values with no place in any block: a literal operand
 //! such as the `1.0` of `fsub 1.0, %a` is a constant value, printed inline, and it
 //! dominates every use. [`Function::make_const`] returns one value per distinct
-//! constant.
+//! constant, and [`Function::make_msg`] one message per distinct text (the strings
+//! `trap_if` fails with).
 //!
 //! The fields are public so that passes can read and edit them directly; the
 //! `make_*`, `append_*` and `insert_*` methods keep the cross-references (a result's
@@ -28,7 +30,7 @@ use cranelift_entity::{PrimaryMap, SecondaryMap};
 use hashbrown::HashMap;
 use smallvec::SmallVec;
 
-use crate::entities::{Block, Inst, Value};
+use crate::entities::{Block, Inst, Msg, Value};
 use crate::module::Signature;
 use crate::ops::{Imm, Opcode};
 use crate::types::{Scalar, Type};
@@ -94,7 +96,7 @@ pub struct ValueData {
 pub struct InstData {
     /// The operation.
     pub opcode: Opcode,
-    /// The immediate (predicate, type, constant or callee), as the op requires.
+    /// The immediate (predicate, type, constant, callee or message), as the op requires.
     pub imm: Imm,
     /// The operands, in text order (`load s[i]` has `[s, i]`, `store s[i], v` has `[s, i, v]`).
     pub args: SmallVec<[Value; 3]>,
@@ -197,11 +199,15 @@ pub struct Function {
     pub insts: PrimaryMap<Inst, InstData>,
     /// Every block ever made, placed in the layout or not.
     pub blocks: PrimaryMap<Block, BlockData>,
+    /// The messages of the function's `trap_if`s (see [`Function::make_msg`]).
+    pub messages: PrimaryMap<Msg, String>,
     /// The blocks in order; the first is the entry.
     pub layout: Vec<Block>,
     /// Source positions, for parsed functions.
     pub srcmap: SourceMap,
     consts: HashMap<Scalar, Value>,
+    /// The message made for each text by [`Function::make_msg`].
+    msgs: HashMap<String, Msg>,
 }
 
 impl Function {
@@ -246,6 +252,24 @@ impl Function {
         });
         self.consts.insert(c, v);
         v
+    }
+
+    /// The message with the text `text`: the one made before for the same text, if
+    /// it is still in [`Function::messages`] with that text, else a new one.
+    pub fn make_msg(&mut self, text: &str) -> Msg {
+        if let Some(&m) = self.msgs.get(text)
+            && self.messages.get(m).is_some_and(|t| t == text)
+        {
+            return m;
+        }
+        let m = self.messages.push(text.to_string());
+        self.msgs.insert(text.to_string(), m);
+        m
+    }
+
+    /// The text of the message `m`, if it is one of the function's.
+    pub fn message(&self, m: Msg) -> Option<&str> {
+        self.messages.get(m).map(String::as_str)
     }
 
     /// A new block, not yet in the layout.
@@ -363,5 +387,33 @@ impl Function {
         self.layout
             .iter()
             .flat_map(move |&b| self.blocks[b].insts.iter().map(move |&i| (b, i)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn make_msg_reuses_an_identical_message() {
+        let mut f = Function::default();
+        let a = f.make_msg("shadow too short");
+        let b = f.make_msg("other");
+        assert_ne!(a, b);
+        assert_eq!(f.make_msg("shadow too short"), a);
+        assert_eq!(f.messages.len(), 2);
+        assert_eq!(
+            (f.message(a), f.message(b)),
+            (Some("shadow too short"), Some("other"))
+        );
+        assert_eq!(format!("{a:?} {b}"), "msg0 msg1");
+        // Texts are compared exactly, and a message edited in the arena is not reused
+        // for its old text.
+        assert_ne!(f.make_msg("Other"), b);
+        f.messages[b] = "changed".to_string();
+        let c = f.make_msg("other");
+        assert_ne!(c, b);
+        assert_eq!(f.message(c), Some("other"));
+        assert_eq!(f.message(Msg::from_u32(99)), None);
     }
 }

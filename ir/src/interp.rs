@@ -94,6 +94,15 @@
 //!   returns one anyway, it comes back as a copy, like any slice (the buffer is alive,
 //!   so nothing is unsafe).
 //!
+//! # Debug checks
+//!
+//! `trap_if %c, "message"` (see [`ops`](crate::ops#debug-checks)) reads its `bool`:
+//! false does nothing, true ends the call with [`ErrorKind::Trap`] holding the
+//! message (its `Display` is `trap: message`), reported like every runtime error at
+//! the `trap_if` with its function and source position. Nothing is undone: stores
+//! made before stay in the argument buffers, and the tape stays as the trap found
+//! it. Derived code built in debug mode uses it to check its invariants.
+//!
 //! # Errors
 //!
 //! An [`InterpError`] names the function, the op (`load`, `idiv`, `call`, `ret`,
@@ -274,6 +283,9 @@ pub enum ErrorKind {
         /// The element type of the buffer.
         found: Elem,
     },
+    /// A `trap_if` whose condition was true: a debug check of derived code failed.
+    /// Holds the instruction's message.
+    Trap(String),
     /// More statements than [`Limits::fuel`].
     OutOfFuel(u64),
     /// The arguments do not fit the function's parameters.
@@ -328,6 +340,7 @@ impl fmt::Display for ErrorKind {
                 f,
                 "tape_view {expected}: tape buffer {handle} holds {found}, not {expected}"
             ),
+            ErrorKind::Trap(message) => write!(f, "trap: {message}"),
             ErrorKind::OutOfFuel(n) => write!(f, "out of fuel after {n} statements"),
             ErrorKind::BadArguments(m) => f.write_str(m),
             ErrorKind::UnboundExtern(name) => {
@@ -799,6 +812,26 @@ impl<'m> Interpreter<'m> {
                             )
                             .map_err(fail)?;
                         }
+                        Step::Trap { cond, msg } => match regs[cond as usize] {
+                            Slot::Bool(false) => {}
+                            Slot::Bool(true) => {
+                                let message = code.messages.get(msg as usize).cloned();
+                                let kind = match message {
+                                    Some(m) => ErrorKind::Trap(m),
+                                    None => ErrorKind::Internal(format!(
+                                        "trap_if message {msg} was not pre-resolved"
+                                    )),
+                                };
+                                return Err(at_inst(module, fid, ci.inst, "trap_if", kind));
+                            }
+                            s => {
+                                let kind = ErrorKind::Malformed(format!(
+                                    "trap_if tests {}, not a bool",
+                                    slot_type(s, Mem { frames: bufs, tape })
+                                ));
+                                return Err(at_inst(module, fid, ci.inst, "trap_if", kind));
+                            }
+                        },
                         Step::Bad(msg) => {
                             let op = inst_name(module, fid, ci.inst);
                             let kind = ErrorKind::Malformed(code.msgs[msg as usize].clone());

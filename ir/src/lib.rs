@@ -48,7 +48,7 @@ pub mod verify;
 pub mod write;
 
 pub use builder::{BuildError, FunctionBuilder};
-pub use entities::{Block, FuncId, Inst, Value};
+pub use entities::{Block, FuncId, Inst, Msg, Value};
 pub use function::{
     BlockData, Function, InstData, Phi, Pos, SourceMap, Terminator, ValueData, ValueDef,
 };

@@ -39,12 +39,31 @@
 //! engine may keep one stack per scalar type (a LIFO-matched sequence stays matched
 //! per type), so a program must not rely on the type-mismatch error. All four ops have
 //! effects: passes never remove, merge or move them.
+//!
+//! # Debug checks
+//!
+//! Derived code built in debug mode checks its own invariants at run time (a shadow
+//! as long as its primal, say) with one more op:
+//!
+//! - `trap_if %c, "message"` takes a `bool` and has no result. When `%c` is true, the
+//!   call fails with a runtime error carrying the message (the interpreter's
+//!   [`ErrorKind::Trap`](crate::interp::ErrorKind::Trap)); when it is false, nothing
+//!   happens. The message is an immediate, [`Imm::Msg`], naming a string of the
+//!   function's [`messages`](crate::Function::messages) arena.
+//!
+//! In the text the message is a string literal between double quotes. Inside it, `\"`
+//! is a quote, `\\` a backslash, `\n` a newline, `\t` a tab, and `\u{HEX}` (one to six
+//! hex digits) the character with that code; no other escape exists, and no control
+//! character may stand in it raw. The printer writes `\"`, `\\`, `\n` and `\t`, and
+//! `\u{..}` (lowercase hex) for every other control character, and every other
+//! character as itself, so a message prints and parses back to itself. Like the tape
+//! ops, `trap_if` has effects: passes never remove, merge or move it.
 
 use core::fmt;
 
 use smallvec::{SmallVec, smallvec};
 
-use crate::entities::FuncId;
+use crate::entities::{FuncId, Msg};
 use crate::module::Signature;
 use crate::types::{Elem, Scalar, Type};
 
@@ -162,6 +181,8 @@ pub enum Shape {
     TapeView,
     /// `call @f(args)`: the callee's parameters; the callee's results.
     Call,
+    /// `trap_if c, "message"`: a `bool` and a message; no result.
+    TrapIf,
 }
 
 /// One row of the op table.
@@ -251,6 +272,7 @@ ops! {
     Pop = "pop", Pop, "Pops the most recent scalar off the tape; an empty tape or a scalar of another type is a runtime error.";
     TapeAlloc = "tape_alloc", TapeAlloc, "A zero-filled buffer of n elements owned by the tape, alive until the engine resets the tape; returns an i64 handle naming it. n < 0 is a runtime error.";
     TapeView = "tape_view", TapeView, "The mut slice view of the tape buffer a handle names; a handle of no live buffer, or of a buffer of another element type, is a runtime error.";
+    TrapIf = "trap_if", TrapIf, "A debug check: a runtime error carrying the message when the bool operand is true; nothing when it is false.";
 }
 
 impl Opcode {
@@ -281,6 +303,7 @@ impl Opcode {
             | Shape::TapeView => ImmKind::Type,
             Shape::Const => ImmKind::Const,
             Shape::Call => ImmKind::Func,
+            Shape::TrapIf => ImmKind::Msg,
             _ => ImmKind::None,
         }
     }
@@ -298,7 +321,8 @@ impl Opcode {
             | Shape::Alloc
             | Shape::Push
             | Shape::TapeAlloc
-            | Shape::TapeView => 1,
+            | Shape::TapeView
+            | Shape::TrapIf => 1,
             Shape::FloatBinary
             | Shape::Powi
             | Shape::IntBinary
@@ -314,15 +338,15 @@ impl Opcode {
     /// The fixed number of results, or `None` for `call` (the callee decides).
     pub fn result_count(self) -> Option<usize> {
         match self.shape() {
-            Shape::Store | Shape::Push => Some(0),
+            Shape::Store | Shape::Push | Shape::TrapIf => Some(0),
             Shape::Call => None,
             _ => Some(1),
         }
     }
 
     /// Whether the op writes memory, allocates, calls, touches the tape, or can fail
-    /// at run time (`load`, `idiv`, `irem`): such instructions are not pure functions
-    /// of their operands, and passes may not drop, merge or move them freely.
+    /// at run time (`load`, `idiv`, `irem`, `trap_if`): such instructions are not pure
+    /// functions of their operands, and passes may not drop, merge or move them freely.
     pub fn has_effects(self) -> bool {
         matches!(
             self,
@@ -336,6 +360,7 @@ impl Opcode {
                 | Opcode::Pop
                 | Opcode::TapeAlloc
                 | Opcode::TapeView
+                | Opcode::TrapIf
         )
     }
 }
@@ -360,6 +385,8 @@ pub enum ImmKind {
     Const,
     /// A callee.
     Func,
+    /// A message of the function (`trap_if`).
+    Msg,
 }
 
 /// The immediate of an instruction: the part written in the text that is not an operand.
@@ -376,6 +403,9 @@ pub enum Imm {
     Const(Scalar),
     /// The callee of `call`.
     Func(FuncId),
+    /// The message of `trap_if`: a string of the function's
+    /// [`messages`](crate::Function::messages).
+    Msg(Msg),
 }
 
 impl Imm {
@@ -387,6 +417,7 @@ impl Imm {
             Imm::Type(_) => ImmKind::Type,
             Imm::Const(_) => ImmKind::Const,
             Imm::Func(_) => ImmKind::Func,
+            Imm::Msg(_) => ImmKind::Msg,
         }
     }
 }
@@ -587,6 +618,9 @@ pub fn resolve(
             };
             check(smallvec![Some(Type::I64)], smallvec![Type::slice_mut(elem)])
         }
+        // The message is checked against the function's arena by the verifier:
+        // `resolve` sees only the instruction.
+        Shape::TrapIf => check(smallvec![Some(Type::Bool)], smallvec![]),
         Shape::Call => {
             let Some(sig) = callee else {
                 return Err("call to an unknown function".to_string());
@@ -621,7 +655,7 @@ mod tests {
         for &op in Opcode::ALL {
             assert_eq!(Opcode::from_name(op.name()), Some(op));
         }
-        assert_eq!(Opcode::ALL.len(), 49);
+        assert_eq!(Opcode::ALL.len(), 50);
         assert_eq!(Opcode::from_name("phi"), None);
     }
 
@@ -715,5 +749,36 @@ mod tests {
             (Some(1), Some(1))
         );
         assert_eq!(Opcode::Call.result_count(), None);
+    }
+
+    #[test]
+    fn trap_if_takes_a_bool_and_a_message_and_has_no_result() {
+        let op = Opcode::TrapIf;
+        assert_eq!(Opcode::from_name("trap_if"), Some(op));
+        assert_eq!(
+            (
+                op.imm_kind(),
+                op.arity(),
+                op.result_count(),
+                op.has_effects()
+            ),
+            (ImmKind::Msg, Some(1), Some(0), true)
+        );
+        let msg = Imm::Msg(Msg::from_u32(0));
+        assert_eq!(msg.kind(), ImmKind::Msg);
+        let t = resolve(op, &msg, &[Some(Type::Bool)], None).unwrap();
+        assert_eq!(t.params[..], [Some(Type::Bool)]);
+        assert!(t.results.is_empty());
+        // A literal condition is typed `bool` from context.
+        let t = resolve(op, &msg, &[None], None).unwrap();
+        assert_eq!(t.params[..], [Some(Type::Bool)]);
+        let e = resolve(op, &msg, &[Some(Type::I64)], None).unwrap_err();
+        assert_eq!(e, "operand 1 of trap_if must be bool, found i64");
+        let e = resolve(op, &Imm::None, &[Some(Type::Bool)], None).unwrap_err();
+        assert_eq!(e, "trap_if has a malformed immediate None");
+        let e = resolve(op, &msg, &[], None).unwrap_err();
+        assert_eq!(e, "trap_if takes 1 operand, found 0");
+        // Messages never make an immediate bigger than it was.
+        assert!(core::mem::size_of::<Imm>() <= 16);
     }
 }

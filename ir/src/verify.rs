@@ -41,7 +41,8 @@
 //! - The entry block (the first in the layout) has no phis and no predecessors.
 //! - Every block has a terminator. Every block a terminator jumps to, and every block
 //!   a phi edge names, is a block of the function and in the layout.
-//! - Every value, instruction and callee an entity refers to is in range.
+//! - Every value, instruction, callee and message an entity refers to is in range
+//!   (a `trap_if`'s [`Msg`](crate::Msg) is one of [`Function::messages`]).
 //! - Every instruction appears in at most one block, once.
 //! - Definitions point back: instruction `i`'s result `k` has
 //!   [`ValueDef::Result`]`(i, k)`, a phi's value [`ValueDef::Phi`] of its block; no
@@ -96,6 +97,10 @@
 //!   `tape_alloc T, n` and `tape_view T, h` have `T` one of `f64`, `f32`, `i64` and an
 //!   `i64` operand. Whether pops match pushes, and whether a handle names a live
 //!   buffer of element type `T`, are run-time matters, not checked here.
+//! - `trap_if` is typed by `resolve` too: one `bool` operand (a literal there is a
+//!   `bool`), a message immediate, no result. It may stand wherever an instruction
+//!   may; whether it fires is a run-time matter. Every message prints as a string
+//!   literal that reads back as itself, so there is nothing to check about its text.
 //!
 //! Phis sit only at block heads by construction ([`BlockData::phis`]), so there is
 //! nothing to check there.
@@ -811,6 +816,17 @@ impl<'a> FuncVerifier<'a> {
             },
             _ => None,
         };
+        if let Imm::Msg(m) = d.imm
+            && !func.messages.is_valid(m)
+        {
+            self.report(
+                at,
+                format!(
+                    "{} names {m}, which is not a message of the function",
+                    d.opcode
+                ),
+            );
+        }
 
         // Results point back.
         let mut results_ok = true;

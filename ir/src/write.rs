@@ -20,7 +20,10 @@
 //! never panics: a reference to an entity that does not exist prints as
 //! `%<invalid v7>`, one to an entity that exists but has no place in the function (a
 //! removed instruction's result, a block not in the layout) as `%<unplaced x>` (its
-//! own name, or its ID `v7` if it has none), and a missing operand as `<missing>`.
+//! own name, or its ID `v7` if it has none), a message not in the function's arena as
+//! `<invalid msg3>`, and a missing operand as `<missing>`.
+//!
+//! A message (of `trap_if`) prints as a string literal ([`string_literal`]).
 
 use core::fmt::{self, Write as _};
 
@@ -231,6 +234,33 @@ pub fn operand(func: &Function, names: &Names, v: Value) -> String {
     }
 }
 
+/// A string as the text format writes it: between double quotes, with `"`, `\`, a
+/// newline and a tab escaped as `\"`, `\\`, `\n` and `\t`, every other control
+/// character as `\u{..}` (lowercase hex), and every other character as itself. The
+/// parser reads it back to `s`.
+pub fn string_literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' | '\\' | '\n' | '\t' => {
+                out.push('\\');
+                out.push(match c {
+                    '\n' => 'n',
+                    '\t' => 't',
+                    c => c,
+                });
+            }
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// A function as a call or declaration names it: `@name`.
 fn func_ref(module: &Module, id: FuncId) -> String {
     match module.funcs.get(id) {
@@ -301,6 +331,17 @@ pub fn inst_line(module: &Module, func: &Function, names: &Names, inst: Inst) ->
         Shape::Pop => {
             let _ = write!(s, " {}", ty());
             0
+        }
+        Shape::TrapIf => {
+            let msg = match data.imm {
+                Imm::Msg(m) => match func.message(m) {
+                    Some(text) => string_literal(text),
+                    None => format!("<invalid {m}>"),
+                },
+                _ => "<invalid imm>".to_string(),
+            };
+            let _ = write!(s, " {}, {msg}", arg(0));
+            1
         }
         Shape::Call => {
             let callee = match data.imm {
@@ -808,6 +849,28 @@ nodiff @<invalid fn5>
         let text = m.to_string();
         assert!(text.contains("    %t = fneg %0\n    %t.1 = fneg %t\n    %t.2 = fneg %t.1\n"));
         assert!(text.contains(&format!("    ret %t.{}\n", n - 1)));
+    }
+
+    #[test]
+    fn messages_print_as_string_literals_even_when_broken() {
+        assert_eq!(string_literal(""), "\"\"");
+        assert_eq!(
+            string_literal("a\"b\\c\nd\te\u{0}\u{1b}\u{7f}\u{9f}é ✓\r"),
+            r#""a\"b\\c\nd\te\u{0}\u{1b}\u{7f}\u{9f}é ✓\u{d}""#
+        );
+        let sig = Signature::new([Type::Bool], []);
+        let m = Module::new();
+        let mut func = Function::new(&sig);
+        let c = func.params[0];
+        let fine = func.make_msg("fine \"here\"");
+        let i1 = func.make_inst(Opcode::TrapIf, Imm::Msg(fine), &[c], &[]);
+        let i2 = func.make_inst(Opcode::TrapIf, Imm::Msg(crate::Msg::from_u32(9)), &[c], &[]);
+        let i3 = func.make_inst(Opcode::TrapIf, Imm::None, &[], &[]);
+        let names = Names::new(&func);
+        let line = |i| inst_line(&m, &func, &names, i);
+        assert_eq!(line(i1), r#"trap_if %0, "fine \"here\"""#);
+        assert_eq!(line(i2), "trap_if %0, <invalid msg9>");
+        assert_eq!(line(i3), "trap_if <missing>, <invalid imm>");
     }
 
     #[test]

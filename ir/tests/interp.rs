@@ -1064,6 +1064,87 @@ fn division_by_zero_in_a_callee_names_the_callee() {
 }
 
 #[test]
+fn trap_if_passes_when_false_and_fails_with_its_message_when_true() {
+    // inner(x, dx) = 2 x[0], after dx[0] = 1, one push, and a check that x and dx
+    // have one length; outer(x, dx) = inner(x, dx).
+    const MSG: &str = "shadow of %x has another length than %x";
+    let mut m = Module::new();
+    let inner = m.declare("inner", sig([SF64, MF64], [F64])).unwrap();
+    let outer = m.declare("outer", sig([SF64, MF64], [F64])).unwrap();
+    define(&mut m, inner, |b| {
+        let (x, dx) = (b.param(0), b.param(1));
+        let zero = b.iconst(0);
+        let one = b.fconst(1.0);
+        b.store(dx, zero, one);
+        b.push(one);
+        let (n, k) = (b.len(x), b.len(dx));
+        let differ = b.icmp(CmpPred::Ne, n, k);
+        b.trap_if(differ, MSG);
+        let v = b.load(x, zero);
+        let two = b.fconst(2.0);
+        let r = b.fmul(v, two);
+        b.ret(&[r]);
+    });
+    define(&mut m, outer, |b| {
+        let (x, dx) = (b.param(0), b.param(1));
+        let r = b.call(inner, &[x, dx]);
+        b.ret(&[r[0]]);
+    });
+    verify(&m).unwrap();
+    let mut interp = Interpreter::new(&m);
+
+    // One length: the check passes.
+    let mut args = [Val::F64s(vec![3.0, 4.0]), Val::F64s(vec![0.0, 5.0])];
+    assert_eq!(interp.call(outer, &mut args).unwrap(), [D(6.0)]);
+    assert_eq!(args[1], Val::F64s(vec![1.0, 5.0]));
+
+    // Two lengths: the call fails in @inner, at the trap_if, with the message.
+    let mut args = [Val::F64s(vec![3.0, 4.0]), Val::F64s(vec![0.0])];
+    let e = interp.call(outer, &mut args).unwrap_err();
+    assert_error(&e, ErrorKind::Trap(MSG.to_string()), "inner", "trap_if");
+    assert_eq!(e.pos, Pos::NONE);
+    assert_eq!(e.to_string(), format!("in @inner, trap_if: trap: {MSG}"));
+    // What ran before the trap stays: the store, and the push on the tape (one
+    // per call).
+    assert_eq!(args[1], Val::F64s(vec![1.0]));
+    assert_eq!(interp.tape().scalars, 2);
+
+    // Called directly, it names itself; the interpreter works afterwards.
+    let e = interp
+        .call(inner, &mut [Val::F64s(vec![]), Val::F64s(vec![0.0])])
+        .unwrap_err();
+    assert_error(&e, ErrorKind::Trap(MSG.to_string()), "inner", "trap_if");
+    let mut args = [Val::F64s(vec![-1.5]), Val::F64s(vec![0.0])];
+    assert_eq!(interp.call(inner, &mut args).unwrap(), [D(-3.0)]);
+}
+
+#[test]
+fn a_parsed_trap_if_reports_its_position_and_unescaped_message() {
+    let m = parsed(
+        "func @checked(%n: i64) -> i64 {
+entry:
+    trap_if false, \"never\"
+    %neg = icmp lt %n, 0
+    trap_if %neg, \"n is negative:\\t\\\"%n\\\"\\n\"
+    ret %n
+}
+",
+    );
+    let mut interp = Interpreter::new(&m);
+    for n in [0, 1, i64::MAX] {
+        assert_eq!(interp.call_by_name("checked", &mut [I(n)]).unwrap(), [I(n)]);
+    }
+    let e = interp.call_by_name("checked", &mut [I(-1)]).unwrap_err();
+    let message = "n is negative:\t\"%n\"\n";
+    assert_error(&e, ErrorKind::Trap(message.into()), "checked", "trap_if");
+    assert_eq!(e.pos, Pos::new(5, 5));
+    assert_eq!(
+        e.to_string(),
+        format!("in @checked, trap_if at 5:5: trap: {message}")
+    );
+}
+
+#[test]
 fn idiv_by_zero() {
     let (m, id) = single("q", sig([I64, I64], [I64]), |b| {
         let (x, y) = (b.param(0), b.param(1));

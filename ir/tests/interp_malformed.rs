@@ -5,8 +5,8 @@
 use gradlift_ir::interp::{ErrorKind, InterpError, Interpreter, Limits, Val};
 use gradlift_ir::ops::resolve;
 use gradlift_ir::{
-    Block, CmpPred, Elem, FuncId, Function, Imm, Module, Opcode, Scalar, Signature, Terminator,
-    Type, Value,
+    Block, CmpPred, Elem, FuncId, Function, Imm, Module, Msg, Opcode, Scalar, Signature,
+    Terminator, Type, Value,
 };
 
 const F64: Type = Type::F64;
@@ -490,6 +490,79 @@ fn a_function_without_blocks_or_with_the_wrong_immediate() {
     malformed(&m, id, &mut [], "bad", "fneg", "takes 1 operands");
 }
 
+#[test]
+fn trap_if_with_a_missing_message_or_a_condition_that_is_no_bool() {
+    // A message not in the function's arena.
+    let s = Signature::new([Type::Bool], []);
+    let (mut f, entry) = start(&s);
+    let c = f.params[0];
+    inst(
+        &mut f,
+        entry,
+        Opcode::TrapIf,
+        Imm::Msg(Msg::from_u32(3)),
+        &[c],
+        &[],
+    );
+    f.set_terminator(entry, Terminator::Ret(Default::default()));
+    let (m, id) = module_of(s.clone(), f);
+    assert!(gradlift_ir::verify(&m).is_err());
+    malformed(
+        &m,
+        id,
+        &mut [Val::Bool(false)],
+        "bad",
+        "trap_if",
+        "trap_if names msg3, which does not exist",
+    );
+
+    // The wrong immediate, a result, a condition of another type.
+    let (mut f, entry) = start(&s);
+    let c = f.params[0];
+    inst(&mut f, entry, Opcode::TrapIf, Imm::None, &[c], &[]);
+    f.set_terminator(entry, Terminator::Ret(Default::default()));
+    let (m, id) = module_of(s.clone(), f);
+    malformed(
+        &m,
+        id,
+        &mut [Val::Bool(true)],
+        "bad",
+        "trap_if",
+        "wrong immediate",
+    );
+
+    let (mut f, entry) = start(&s);
+    let c = f.params[0];
+    let msg = Imm::Msg(f.make_msg("m"));
+    inst(&mut f, entry, Opcode::TrapIf, msg, &[c], &[Type::Bool]);
+    f.set_terminator(entry, Terminator::Ret(Default::default()));
+    let (m, id) = module_of(s, f);
+    malformed(
+        &m,
+        id,
+        &mut [Val::Bool(true)],
+        "bad",
+        "trap_if",
+        "defines 0 values",
+    );
+
+    let s = Signature::new([I64], []);
+    let (mut f, entry) = start(&s);
+    let n = f.params[0];
+    let msg = Imm::Msg(f.make_msg("m"));
+    inst(&mut f, entry, Opcode::TrapIf, msg, &[n], &[]);
+    f.set_terminator(entry, Terminator::Ret(Default::default()));
+    let (m, id) = module_of(s, f);
+    malformed(
+        &m,
+        id,
+        &mut [Val::I64(1)],
+        "bad",
+        "trap_if",
+        "trap_if tests i64, not a bool",
+    );
+}
+
 // Random programs.
 
 /// xorshift64*: a small seeded generator, so every failure names its seed.
@@ -630,6 +703,11 @@ fn random_body(rng: &mut Rng, m: &Module, sig: &Signature) -> Function {
                     rng.pick(&funcs)
                 } else {
                     FuncId::from_u32(77)
+                }),
+                (gradlift_ir::ops::ImmKind::Msg, _) => Imm::Msg(if rng.chance(95) {
+                    f.make_msg(rng.pick(&["x < 0", "", "shadow \"s\"\n"]))
+                } else {
+                    Msg::from_u32(77)
                 }),
             };
             let mut handle = None;
@@ -776,8 +854,9 @@ fn random_programs_never_panic_and_never_hit_an_interpreter_bug() {
         fuel: Some(3_000),
     };
     let mut outcomes = [0usize; 3];
-    // Calls from an empty tape that made tape buffers, and errors of `tape_view`.
-    let (mut with_buffers, mut views_refused) = (0usize, 0usize);
+    // Calls from an empty tape that made tape buffers, errors of `tape_view`, and
+    // `trap_if`s that fired.
+    let (mut with_buffers, mut views_refused, mut traps) = (0usize, 0usize, 0usize);
     for seed in 1..=2_500u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let m = random_module(&mut rng);
@@ -860,6 +939,14 @@ fn random_programs_never_panic_and_never_hit_an_interpreter_bug() {
                     ) {
                         views_refused += 1;
                     }
+                    if let ErrorKind::Trap(message) = &e.kind {
+                        assert_eq!(e.op, "trap_if", "seed {seed}");
+                        assert!(
+                            ["x < 0", "", "shadow \"s\"\n"].contains(&message.as_str()),
+                            "seed {seed}: {message:?}"
+                        );
+                        traps += 1;
+                    }
                     outcomes[2] += 1
                 }
             }
@@ -867,13 +954,13 @@ fn random_programs_never_panic_and_never_hit_an_interpreter_bug() {
     }
     eprintln!(
         "random programs: {} ran, {} malformed, {} other errors \
-         ({with_buffers} made tape buffers, {views_refused} views refused)",
+         ({with_buffers} made tape buffers, {views_refused} views refused, {traps} traps)",
         outcomes[0], outcomes[1], outcomes[2]
     );
     // The generator must reach all three outcomes to be testing anything.
     assert!(outcomes.iter().all(|&n| n > 100), "{outcomes:?}");
     assert!(
-        with_buffers > 20 && views_refused > 20,
-        "{with_buffers} {views_refused}"
+        with_buffers > 20 && views_refused > 20 && traps > 20,
+        "{with_buffers} {views_refused} {traps}"
     );
 }

@@ -414,6 +414,107 @@ fn tape_view_returned_through_a_select() {
     );
 }
 
+// Debug checks: `trap_if` and string literals.
+
+#[test]
+fn unterminated_string() {
+    check(
+        "func @f(%c: bool) {\nentry:\n    trap_if %c, \"oops\n    ret\n}\n",
+        "3:17",
+        "unterminated string literal",
+    );
+}
+
+#[test]
+fn unterminated_string_at_the_end_of_the_text() {
+    check(
+        "func @f(%c: bool) {\nentry:\n    trap_if %c, \"oops",
+        "3:17",
+        "unterminated string literal",
+    );
+}
+
+#[test]
+fn bad_escape_in_a_string() {
+    check(
+        "func @f(%c: bool) {\nentry:\n    trap_if %c, \"a\\qb\"\n    ret\n}\n",
+        "3:19",
+        "invalid escape `\\q` in a string literal",
+    );
+}
+
+#[test]
+fn escape_of_no_unicode_character() {
+    check(
+        "func @f(%c: bool) {\nentry:\n    trap_if %c, \"ok \\u{d800}\"\n    ret\n}\n",
+        "3:21",
+        "invalid escape `\\u{d800}` in a string literal: not a Unicode scalar value",
+    );
+}
+
+#[test]
+fn raw_control_character_in_a_string() {
+    check(
+        "func @f(%c: bool) {\nentry:\n    trap_if %c, \"a\tb\"\n    ret\n}\n",
+        "3:19",
+        "raw control character U+0009 in a string literal: write it as `\\t`",
+    );
+}
+
+#[test]
+fn trap_if_without_a_message() {
+    check(
+        "func @f(%c: bool) {\nentry:\n    trap_if %c\n    ret\n}\n",
+        "4:5",
+        "expected `,`, found `ret`",
+    );
+}
+
+#[test]
+fn trap_if_with_a_name_for_a_message() {
+    check(
+        "func @f(%c: bool) {\nentry:\n    trap_if %c, msg\n    ret\n}\n",
+        "3:17",
+        "expected a message (a string literal `\"...\"`), found `msg`",
+    );
+}
+
+#[test]
+fn string_where_an_operand_is_expected() {
+    check(
+        "func @f(%x: f64) -> f64 {\nentry:\n    %y = fneg \"x\"\n    ret %y\n}\n",
+        "3:15",
+        "expected an operand (`%name` or a literal), found `\"x\"`",
+    );
+}
+
+#[test]
+fn trap_if_on_a_float() {
+    check(
+        "func @f(%x: f64) {\nentry:\n    trap_if %x, \"x\"\n    ret\n}\n",
+        "3:5",
+        "operand 1 of trap_if must be bool, found f64",
+    );
+}
+
+#[test]
+fn trap_if_on_an_integer_literal() {
+    check(
+        "func @f() {\nentry:\n    trap_if 1, \"x\"\n    ret\n}\n",
+        "3:13",
+        "integer literal 1 where bool is expected",
+    );
+}
+
+#[test]
+fn trap_if_with_a_result() {
+    check(
+        "func @f(%c: bool) {\nentry:\n    %r = trap_if %c, \"x\"\n    ret\n}\n",
+        "3:5",
+        "trap_if has no results but 1 name is given",
+    );
+}
+
 // Phis and predecessors.
 
 #[test]

@@ -363,6 +363,28 @@ entry:
 }
 ";
 
+const DEBUG: &str = r#"; debug checks: trap_if, with messages that use every escape
+func @checked(%x: [f64], %dx: mut [f64], %eps: f64) -> f64 {
+entry:
+    %n = len %x
+    %k = len %dx
+    %differ = icmp ne %n, %k
+    trap_if %differ, "shadow of %x has another length than %x"
+    %v = load %x[0]
+    %bad = fcmp ne %v, %v
+    trap_if %bad, "x[0] is \"nan\"\n\tin \\checked\\: \u{0}\u{1b}\u{7f}\u{85} é ✓ ; not a comment"
+    trap_if false, ""
+    %small = fcmp lt %eps, 0.0
+    br %small, fail, done
+fail:
+    trap_if true, "eps < 0"
+    trap_if %differ, "shadow of %x has another length than %x"
+    jump done
+done:
+    ret %v
+}
+"#;
+
 const CORPUS: &[&str] = &[
     ROSENBROCK,
     FLOATS,
@@ -372,6 +394,7 @@ const CORPUS: &[&str] = &[
     NAMES,
     ODD_WHITESPACE,
     TAPE,
+    DEBUG,
 ];
 
 #[test]
@@ -441,6 +464,127 @@ fn the_tape_program_prints_as_written_and_verifies() {
     let without_comment = TAPE.split_once('\n').unwrap().1;
     check_print(TAPE, without_comment);
     verify(&parse_ok(TAPE)).unwrap();
+}
+
+#[test]
+fn the_debug_program_prints_as_written_verifies_and_keeps_its_messages() {
+    let without_comment = DEBUG.split_once('\n').unwrap().1;
+    check_print(DEBUG, without_comment);
+    let m = parse_ok(DEBUG);
+    verify(&m).unwrap();
+    let (_, f) = m.defined().next().unwrap();
+    let messages: Vec<&str> = f
+        .placed_insts()
+        .filter_map(|(_, i)| match f.insts[i].imm {
+            Imm::Msg(msg) => Some(f.message(msg).unwrap()),
+            _ => None,
+        })
+        .collect();
+    let shadow = "shadow of %x has another length than %x";
+    assert_eq!(
+        messages,
+        [
+            shadow,
+            "x[0] is \"nan\"\n\tin \\checked\\: \u{0}\u{1b}\u{7f}\u{85} é ✓ ; not a comment",
+            "",
+            "eps < 0",
+            shadow,
+        ]
+    );
+    // The repeated message is stored once.
+    assert_eq!(f.messages.len(), 4);
+}
+
+#[test]
+fn messages_print_with_the_canonical_escapes() {
+    // `\u{..}` of a printable character prints as the character, of a control
+    // character in lowercase hex without leading zeros, of a newline as `\n`.
+    check_print(
+        r#"
+func @f(%c: bool) {
+entry:
+    trap_if %c, "\u{41}\u{7F}\u{000009}\u{a}\u{22}\u{5c}\u{e9}\u{1F600}\u{0085}"
+    trap_if %c,"no space"
+    ret
+}
+"#,
+        r#"
+func @f(%c: bool) {
+entry:
+    trap_if %c, "A\u{7f}\t\n\"\\é😀\u{85}"
+    trap_if %c, "no space"
+    ret
+}
+"#,
+    );
+}
+
+#[test]
+fn a_builder_function_with_trap_if_verifies_prints_and_parses_back() {
+    let m = built(
+        Signature::new([Type::F64, Type::I64], [Type::F64]),
+        |b, _, _| {
+            let (x, n) = (b.param(0), b.param(1));
+            let zero = b.fconst(0.0);
+            let neg = b.fcmp(CmpPred::Lt, x, zero);
+            b.trap_if(neg, "x < 0: \"sqrt\" of a negative\n");
+            let hundred = b.iconst(100);
+            let big = b.icmp(CmpPred::Gt, n, hundred);
+            b.trap_if(big, "n > 100\t(too many)");
+            b.trap_if(neg, "x < 0: \"sqrt\" of a negative\n");
+            let y = b.sqrt(x);
+            b.ret(&[y]);
+        },
+    );
+    verify(&m).unwrap();
+    let id = m.func_by_name("f").unwrap();
+    assert_eq!(m.function(id).unwrap().messages.len(), 2);
+    let expected = r#"extern @ext(f64, i64) -> (f64, bool)
+
+func @f(%0: f64, %1: i64) -> f64 {
+entry:
+    %2 = fcmp lt %0, 0.0
+    trap_if %2, "x < 0: \"sqrt\" of a negative\n"
+    %3 = icmp gt %1, 100
+    trap_if %3, "n > 100\t(too many)"
+    trap_if %2, "x < 0: \"sqrt\" of a negative\n"
+    %4 = sqrt %0
+    ret %4
+}
+"#;
+    assert_eq!(m.to_string(), expected);
+    let parsed = parse_ok(expected);
+    verify(&parsed).unwrap();
+    assert_eq!(parsed.to_string(), expected);
+    assert_eq!(shape(&parsed), shape(&m));
+    let mut interp = Interpreter::new(&parsed);
+    assert_eq!(
+        interp
+            .call_by_name("f", &mut [Val::F64(4.0), Val::I64(100)])
+            .unwrap(),
+        [Val::F64(2.0)]
+    );
+    let e = interp
+        .call_by_name("f", &mut [Val::F64(4.0), Val::I64(101)])
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Trap("n > 100\t(too many)".into()));
+    assert_eq!((e.func.as_str(), e.op.as_str()), ("f", "trap_if"));
+    assert_eq!(e.pos.to_string(), "8:5");
+
+    // A condition that is not a bool: the builder goes on (the instruction has no
+    // result, as a trap_if never does), and `finish` says what was wrong.
+    let mut m = Module::new();
+    let id = m.declare("g", Signature::new([Type::I64], [])).unwrap();
+    let mut b = FunctionBuilder::new(&m, id);
+    let n = b.param(0);
+    b.trap_if(n, "n");
+    assert!(b.func().insts.values().all(|d| d.results.is_empty()));
+    b.ret(&[]);
+    let e = b.finish().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "building @g: operand 1 of trap_if must be bool, found i64"
+    );
 }
 
 #[test]
@@ -591,8 +735,8 @@ fn built(sig: Signature, body: impl FnOnce(&mut FunctionBuilder<'_>, FuncId, Fun
     m
 }
 
-/// The shape of every function: blocks, and per instruction its op, immediate kind
-/// and result types. Two modules with one shape parsed from one another hold the
+/// The shape of every function: blocks, and per instruction its op, immediate kind,
+/// result types and message (of a `trap_if`). Two modules with one shape parsed from one another hold the
 /// same program.
 fn shape(m: &Module) -> Vec<String> {
     let mut out = Vec::new();
@@ -601,7 +745,16 @@ fn shape(m: &Module) -> Vec<String> {
         for (_, inst) in f.placed_insts() {
             let d = &f.insts[inst];
             let results: Vec<Type> = d.results.iter().map(|&r| f.value_type(r)).collect();
-            out.push(format!("{} {:?} {:?}", d.opcode, d.imm.kind(), results));
+            let message = match d.imm {
+                Imm::Msg(msg) => format!(" {:?}", f.message(msg)),
+                _ => String::new(),
+            };
+            out.push(format!(
+                "{} {:?} {:?}{message}",
+                d.opcode,
+                d.imm.kind(),
+                results
+            ));
         }
     }
     out
@@ -751,6 +904,13 @@ fn random_function(steps: &[(u8, u16, u16, u16, u8)]) -> Module {
     const F32S: [f32; 7] = [0.0, -0.0, 1.5, 0.1, 1e-45, f32::NEG_INFINITY, f32::NAN];
     const I64S: [i64; 6] = [0, 1, -7, 42, i64::MIN, i64::MAX];
     const NAMES: [&str; 10] = ["", "", "", "x", "x", "x.1", "0", "a b", "entry", "_"];
+    const MESSAGES: [&str; 5] = [
+        "",
+        "x < 0",
+        "quote \" backslash \\ newline \n tab \t nul \u{0} del \u{7f} \u{9f}",
+        "é ✓ \u{1F600} \u{2028}",
+        "x < 0",
+    ];
 
     let sig = Signature::new(
         [
@@ -962,7 +1122,7 @@ fn random_function(steps: &[(u8, u16, u16, u16, u8)]) -> Module {
                     // (its handle) or viewed through a handle (any i64: nothing runs
                     // these functions).
                     let ty = [Type::F64, Type::F32, Type::I64, Type::Bool][usize::from(a) % 4];
-                    match d % 4 {
+                    match d % 5 {
                         0 => {
                             let x = pick(b, &pool, ty, c);
                             b.ins(Opcode::Push, Imm::None, &[x]);
@@ -976,6 +1136,13 @@ fn random_function(steps: &[(u8, u16, u16, u16, u8)]) -> Module {
                             let n = pick(b, &pool, Type::I64, c);
                             let inst = b.ins(Opcode::TapeAlloc, Imm::Type(elem.ty()), &[n]);
                             Some(b.results(inst)[0])
+                        }
+                        4 => {
+                            // A debug check, with a message that needs escapes now
+                            // and then.
+                            let cond = pick(b, &pool, Type::Bool, c);
+                            b.trap_if(cond, MESSAGES[usize::from(a) % MESSAGES.len()]);
+                            None
                         }
                         _ => {
                             let h = pick(b, &pool, Type::I64, c);
@@ -1077,6 +1244,13 @@ const TOKENS: &[&str] = &[
     "lt",
     "ge",
     "\n",
+    "\"msg\"",
+    "\"a \\\"b\\\" \\\\ \\n\\t\\u{7f}\"",
+    "\"bad \\q\"",
+    "\"\\u{d800}\"",
+    "\"open",
+    "\"",
+    "\\",
 ];
 
 /// A strategy for random token sequences, sometimes inside a function header.
@@ -1164,7 +1338,7 @@ proptest! {
     #[test]
     fn mutated_programs_never_panic(
         which in 0..CORPUS.len(),
-        edits in prop::collection::vec((any::<prop::sample::Index>(), 0..3u8, prop::sample::select(&[" ", "\n", "%", "@", ",", "1", "x", ":", "]", "}", "ret", "phi"][..])), 1..4),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), 0..3u8, prop::sample::select(&[" ", "\n", "%", "@", ",", "1", "x", ":", "]", "}", "ret", "phi", "\"", "\\"][..])), 1..4),
     ) {
         let mut text = CORPUS[which].to_string();
         for (at, kind, s) in edits {

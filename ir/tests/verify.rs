@@ -1444,6 +1444,97 @@ fn tape_ops_are_typed_by_the_op_table() {
     check_err(&m, "has type f32, but @f returns f64 there");
 }
 
+// Debug checks.
+
+#[test]
+fn trap_if_takes_a_bool_and_a_message_of_the_function() {
+    // Anywhere an instruction may stand: the entry, a loop body, after a store, with
+    // a literal condition, the same message twice.
+    let m = one(sig(&[MF64, BOOL], &[]), |b| {
+        let (s, c) = (b.param(0), b.param(1));
+        b.trap_if(c, "first");
+        let n = b.len(s);
+        let zero = b.iconst(0);
+        b.counted_loop(zero, n, &[], |b, i, _| {
+            let x = b.load(s, i);
+            let neg = b.fcmp(CmpPred::Lt, x, x);
+            b.trap_if(neg, "first");
+            b.store(s, i, x);
+            let f = b.bconst(false);
+            b.trap_if(f, "never\n");
+            vec![]
+        });
+        b.ret(&[]);
+    });
+    check_ok(&m);
+    let f = m.function(m.func_by_name("f").unwrap()).unwrap();
+    assert_eq!(
+        f.messages.values().collect::<Vec<_>>(),
+        ["first", "never\n"]
+    );
+
+    // A condition that is not a bool.
+    let m = one(sig(&[I64], &[]), |b| {
+        let n = b.param(0);
+        b.trap_if(n, "n");
+        b.ret(&[]);
+    });
+    let errs = check_err(&m, "operand 1 of trap_if must be bool, found i64");
+    assert_eq!(errs.len(), 1, "{}", VerifierErrors(errs.clone()));
+
+    // A message that is not in the function's arena: an error, never a panic.
+    let m = edited(
+        sig(&[BOOL], &[]),
+        |b| {
+            let c = b.param(0);
+            b.trap_if(c, "kept");
+            b.ret(&[]);
+        },
+        |f| {
+            let (_, inst) = f.placed_insts().next().unwrap();
+            f.insts[inst].imm = Imm::Msg(Msg::new(5));
+        },
+    );
+    let errs = check_err(
+        &m,
+        "trap_if names msg5, which is not a message of the function",
+    );
+    assert_eq!(errs.len(), 1, "{}", VerifierErrors(errs.clone()));
+    assert_eq!(errs[0].context, "trap_if %0, <invalid msg5>");
+    assert_eq!(errs[0].func.as_deref(), Some("f"));
+
+    // The wrong kind of immediate, and a result where there is none.
+    let m = edited(
+        sig(&[BOOL], &[]),
+        |b| {
+            let c = b.param(0);
+            b.trap_if(c, "m");
+            b.ret(&[]);
+        },
+        |f| {
+            let (_, inst) = f.placed_insts().next().unwrap();
+            f.insts[inst].imm = Imm::Type(BOOL);
+        },
+    );
+    check_err(&m, "trap_if has a malformed immediate Type(Bool)");
+    let m = edited(
+        sig(&[BOOL], &[]),
+        |b| {
+            let c = b.param(0);
+            b.trap_if(c, "m");
+            b.ret(&[]);
+        },
+        |f| {
+            let (_, inst) = f.placed_insts().next().unwrap();
+            let r = f.make_inst(Opcode::Fneg, Imm::None, &[], &[BOOL]);
+            let v = f.insts[r].results[0];
+            f.values[v].def = ValueDef::Result(inst, 0);
+            f.insts[inst].results.push(v);
+        },
+    );
+    check_err(&m, "trap_if gives 0 results, but the instruction defines 1");
+}
+
 // Literal typing.
 
 #[test]
@@ -1699,6 +1790,7 @@ fn any_imm(nf: usize) -> impl Strategy<Value = Imm> {
         any_type().prop_map(Imm::Type),
         any_scalar().prop_map(Imm::Const),
         raw_id(nf).prop_map(|f| Imm::Func(FuncId::from_u32(f))),
+        raw_id(NM).prop_map(|m| Imm::Msg(Msg::from_u32(m))),
     ]
 }
 
@@ -1707,6 +1799,7 @@ const NV: usize = 10;
 const NI: usize = 8;
 const NB: usize = 5;
 const NF: usize = 3;
+const NM: usize = 2;
 
 fn any_def() -> impl Strategy<Value = ValueDef> {
     prop_oneof![
@@ -1755,8 +1848,13 @@ prop_compose! {
         layout in proptest::collection::vec(blk(), 0..NB + 2),
         params in proptest::collection::vec(value(), 0..3),
         positions in proptest::collection::vec((value(), 1..50u32), 0..4),
+        messages in proptest::collection::vec(
+            proptest::sample::select(&["", "x \"y\"\n", "\u{0}é"][..]), 0..NM + 1),
     ) -> Function {
         let mut f = Function::default();
+        for text in messages {
+            f.messages.push(text.to_string());
+        }
         for (ty, def, name) in values {
             f.values.push(ValueData { ty, def, name: name.map(Into::into) });
         }
@@ -1957,6 +2055,8 @@ fn rich_module() -> Module {
     define(&mut m, f, |b| {
         let (x, n, c) = (b.param(0), b.param(1), b.param(2));
         let zero = b.iconst(0);
+        let negative = b.icmp(CmpPred::Lt, n, zero);
+        b.trap_if(negative, "n < 0");
         let buf = b.alloc(Elem::F64, n);
         let acc0 = b.fconst(0.0);
         let acc = b.counted_loop(zero, n, &[acc0], |b, i, acc| {
@@ -2017,11 +2117,12 @@ fn mutate(func: &mut Function, (kind, a, b, c): (u8, u32, u32, u32)) {
         }
         3 => {
             if let Some(d) = func.insts.get_mut(inst) {
-                d.imm = match b % 5 {
+                d.imm = match b % 6 {
                     0 => Imm::None,
                     1 => Imm::Cmp(CmpPred::ALL[c as usize % 6]),
                     2 => Imm::Type(types[c as usize % types.len()]),
                     3 => Imm::Const(Scalar::F32(c as f32)),
+                    4 => Imm::Msg(Msg::from_u32(c % 3)),
                     _ => Imm::Func(FuncId::from_u32(c % 3)),
                 };
             }

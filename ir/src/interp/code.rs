@@ -62,6 +62,9 @@ pub(super) enum Step {
         args: Span,
         results: Span,
     },
+    /// `trap_if`: the condition's slot and message number `msg` of
+    /// [`Code::messages`].
+    Trap { cond: u32, msg: u32 },
     /// A malformed instruction: message number `.0` of [`Code::msgs`].
     Bad(u32),
 }
@@ -131,6 +134,8 @@ pub(super) struct Code {
     pub moves: Vec<Move>,
     /// Messages of malformed statements.
     pub msgs: Vec<String>,
+    /// The function's messages (of `trap_if`), by [`Msg`](crate::Msg) index.
+    pub messages: Vec<String>,
     /// The entry block, or why the function cannot start.
     pub entry: Result<u32, String>,
 }
@@ -232,6 +237,18 @@ impl Compiler<'_> {
                 data.args.len(),
                 data.results.len()
             )));
+        }
+        if op == Opcode::TrapIf {
+            let Imm::Msg(m) = data.imm else {
+                return Step::Bad(self.msg("trap_if has no message".into()));
+            };
+            if self.func.messages.get(m).is_none() {
+                return Step::Bad(self.msg(format!("trap_if names {m}, which does not exist")));
+            }
+            return Step::Trap {
+                cond: slot(data.args[0]),
+                msg: m.index() as u32,
+            };
         }
         let mut args = [0; 3];
         for (a, &v) in args.iter_mut().zip(&data.args) {
@@ -341,6 +358,7 @@ pub(super) fn compile(module: &Module, decl: &FuncDecl, func: &Function) -> Code
             lists: Vec::new(),
             moves: Vec::new(),
             msgs: Vec::new(),
+            messages: func.messages.values().cloned().collect(),
             entry: Err(String::new()),
         },
     };

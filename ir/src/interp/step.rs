@@ -638,8 +638,8 @@ pub(super) fn exec(
                 x => return Err(mismatch(op, &[x], mem!())),
             }
         }
-        Opcode::Call => {
-            return Err(ErrorKind::Internal("call reached the op step".into()));
+        Opcode::Call | Opcode::TrapIf => {
+            return Err(ErrorKind::Internal(format!("{op} reached the op step")));
         }
     };
     regs[dst as usize] = out;

@@ -151,12 +151,15 @@ pub(crate) enum ImmAst<'a> {
     None,
     /// The predicate of `fcmp`/`icmp`.
     Cmp(CmpPred),
-    /// The type of `cast`, `bitcast` or `alloc`.
+    /// The type of `cast`, `bitcast`, `alloc`, `pop`, `tape_alloc` or `tape_view`.
     Type(Type),
     /// `const T lit`.
     Const(Type, Lit<'a>),
     /// The callee of `call`.
     Func(Name<'a>),
+    /// The message of `trap_if`: the text between the quotes, escapes as written
+    /// (the lexer checked them).
+    Msg(&'a str),
 }
 
 /// An operand: a value name or a literal.

@@ -8,12 +8,21 @@
 //! type, and so how to read them, comes from context; hex literals are read into their
 //! 64-bit pattern here, so "too large for 64 bits" is reported once, where it is written.
 //!
+//! A string literal (the message of `trap_if`) is `"` and characters up to the next
+//! unescaped `"` on the same line. Its escapes are `\"`, `\\`, `\n`, `\t` and
+//! `\u{HEX}` (one to six hex digits naming a Unicode scalar value); a control
+//! character may not stand in it raw. The token keeps the text between the quotes as
+//! written, checked here; [`unescape`] reads it. An unterminated string is reported
+//! at its opening quote, a bad escape at its backslash, a raw control character where
+//! it stands.
+//!
 //! A malformed token is reported into the error list and becomes a [`Tok::Error`];
 //! the parser treats that token as "already reported" and never reports it again.
 //! The token list always ends with one [`Tok::Eof`].
 
 use crate::function::Pos;
 use crate::parser::ParseError;
+use crate::write::string_literal;
 
 /// One token. Names are without their sigil; literals keep their text as written.
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
@@ -51,6 +60,8 @@ pub(crate) enum Tok<'a> {
     Eq,
     /// `->`
     Arrow,
+    /// A string literal: the text between the quotes, escapes as written (and valid).
+    Str(&'a str),
     /// A malformed token, already reported.
     Error,
     /// The end of the text.
@@ -74,6 +85,7 @@ impl Tok<'_> {
             Tok::Colon => ":".into(),
             Tok::Eq => "=".into(),
             Tok::Arrow => "->".into(),
+            Tok::Str(s) => format!("\"{s}\""),
             Tok::Error => return "an invalid token".into(),
             Tok::Eof => return "end of input".into(),
         };
@@ -216,6 +228,9 @@ pub(crate) fn lex<'a>(src: &'a str, errors: &mut Vec<ParseError>) -> Vec<Token<'
                     Err(message) => error(pos, message),
                 }
             }
+            '"' => string(&mut cur, &mut |pos, message| {
+                error(pos, message);
+            }),
             '(' | ')' | '[' | ']' | '{' | '}' | ',' | ':' | '=' => {
                 cur.bump();
                 match c {
@@ -242,6 +257,142 @@ pub(crate) fn lex<'a>(src: &'a str, errors: &mut Vec<ParseError>) -> Vec<Token<'
         pos: cur.pos(),
     });
     toks
+}
+
+/// Consumes a string literal, the cursor at its opening quote: up to and including
+/// the closing quote, or up to the end of the line if there is none. Reports the
+/// first bad escape or raw control character, and a missing closing quote.
+fn string<'a>(cur: &mut Cursor<'a>, report: &mut dyn FnMut(Pos, String)) -> Tok<'a> {
+    let open = cur.pos();
+    cur.bump();
+    let start = cur.off;
+    let mut ok = true;
+    loop {
+        let pos = cur.pos();
+        match cur.peek() {
+            None | Some('\n') => {
+                report(
+                    open,
+                    "unterminated string literal (it must end with `\"` on its line)".into(),
+                );
+                return Tok::Error;
+            }
+            Some('"') => {
+                let text = &cur.src[start..cur.off];
+                cur.bump();
+                return if ok { Tok::Str(text) } else { Tok::Error };
+            }
+            Some('\\') => {
+                let (res, len) = escape(&cur.src[cur.off..]);
+                let end = cur.off + len;
+                while cur.off < end && cur.bump().is_some() {}
+                if let Err(message) = res
+                    && ok
+                {
+                    report(pos, message);
+                    ok = false;
+                }
+            }
+            Some(c) => {
+                cur.bump();
+                if c.is_control() && ok {
+                    let lit = string_literal(&c.to_string());
+                    let escaped = lit.trim_matches('"');
+                    report(
+                        pos,
+                        format!(
+                            "raw control character U+{:04X} in a string literal: write it as `{escaped}`",
+                            c as u32,
+                        ),
+                    );
+                    ok = false;
+                }
+            }
+        }
+    }
+}
+
+/// The escape that starts `s` (at its `\`): the character it stands for, or why it
+/// is not an escape; and how many bytes it takes (on an error, the bytes to skip,
+/// never a line break or a closing quote that could end the string).
+fn escape(s: &str) -> (Result<char, String>, usize) {
+    let bad = |text: &str| {
+        format!(
+            "invalid escape `{text}` in a string literal (the escapes are `\\\"`, `\\\\`, \
+             `\\n`, `\\t` and `\\u{{HEX}}`)"
+        )
+    };
+    let rest = s.strip_prefix('\\').unwrap_or(s);
+    let Some(c) = rest.chars().next() else {
+        return (Err("a string literal ends with a lone `\\`".into()), 1);
+    };
+    let simple = match c {
+        '"' => Some('"'),
+        '\\' => Some('\\'),
+        'n' => Some('\n'),
+        't' => Some('\t'),
+        _ => None,
+    };
+    if let Some(ch) = simple {
+        return (Ok(ch), 2);
+    }
+    match c {
+        'u' => {
+            let after = &rest[1..];
+            let Some(body) = after.strip_prefix('{') else {
+                return (Err(bad("\\u")), 2);
+            };
+            let digits = body.bytes().take_while(u8::is_ascii_hexdigit).count();
+            let closed = body[digits..].starts_with('}');
+            let len = 3 + digits + usize::from(closed);
+            let text = &s[..len];
+            if digits == 0 || digits > 6 || !closed {
+                return (Err(bad(text)), len);
+            }
+            match u32::from_str_radix(&body[..digits], 16)
+                .ok()
+                .and_then(char::from_u32)
+            {
+                Some(ch) => (Ok(ch), len),
+                None => (
+                    Err(format!(
+                        "invalid escape `{text}` in a string literal: not a Unicode scalar value"
+                    )),
+                    len,
+                ),
+            }
+        }
+        '\n' | '\r' => (
+            Err("a `\\` at the end of a line in a string literal".into()),
+            1,
+        ),
+        c => (
+            Err(bad(&format!("\\{}", c.escape_debug()))),
+            1 + c.len_utf8(),
+        ),
+    }
+}
+
+/// The text a string literal stands for, from the text between its quotes (as the
+/// lexer checked it; an escape that is not one is kept as written).
+pub(crate) fn unescape(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let (res, len) = escape(&rest[i..]);
+        // `escape` ends on a character boundary; stay safe if it did not.
+        let end = (i + len.max(1)..=rest.len())
+            .find(|&e| rest.is_char_boundary(e))
+            .unwrap_or(rest.len());
+        match res {
+            Ok(c) => out.push(c),
+            Err(_) => out.push_str(&rest[i..end]),
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Consumes the text of a number: an optional `-`, then name characters, and a sign
@@ -440,6 +591,71 @@ error 1:5: expected a name after `@`
 error 1:7: expected a name after `%`
 error 1:9: unexpected character `-`
 error 1:11: unexpected character `$`"#,
+        );
+    }
+
+    #[test]
+    fn strings_keep_their_text_as_written() {
+        check(
+            r#"trap_if %c, "a \"b\" \\ \n\t \u{1} \u{7F} \u{10FFFF} é""#,
+            r#"
+1:1 Ident("trap_if")
+1:9 Value("c")
+1:11 Comma
+1:13 Str("a \\\"b\\\" \\\\ \\n\\t \\u{1} \\u{7F} \\u{10FFFF} é")
+1:56 Eof"#,
+        );
+        check(r#"""x"#, "1:1 Str(\"\")\n1:3 Ident(\"x\")\n1:4 Eof");
+    }
+
+    #[test]
+    fn strings_unescape_to_their_text_and_escape_back() {
+        let raw = r#"a \"b\" \\ \n\t \u{1} \u{7F} \u{10FFFF} \u{e9}é"#;
+        let text = unescape(raw);
+        assert_eq!(text, "a \"b\" \\ \n\t \u{1} \u{7f} \u{10ffff} éé");
+        let printed = string_literal(&text);
+        assert_eq!(
+            printed,
+            "\"a \\\"b\\\" \\\\ \\n\\t \\u{1} \\u{7f} \u{10ffff} éé\""
+        );
+        assert_eq!(unescape(&printed[1..printed.len() - 1]), text);
+        // Never a panic, even on text the lexer refuses.
+        assert_eq!(unescape(r"\q\u{d800}\"), r"\q\u{d800}\");
+        assert_eq!(unescape("\\é"), "\\é");
+    }
+
+    #[test]
+    fn malformed_strings() {
+        check(
+            "\"abc\n\"a\\qb\" \"\\u{110000}\" \"\\u{}\" \"\\u{1234567}\" \"\\u12\"\n\"a\tb\" \"x\\\n",
+            r#"
+1:1 Error
+2:1 Error
+2:8 Error
+2:21 Error
+2:28 Error
+2:42 Error
+3:1 Error
+3:7 Error
+4:1 Eof
+error 1:1: unterminated string literal (it must end with `"` on its line)
+error 2:3: invalid escape `\q` in a string literal (the escapes are `\"`, `\\`, `\n`, `\t` and `\u{HEX}`)
+error 2:9: invalid escape `\u{110000}` in a string literal: not a Unicode scalar value
+error 2:22: invalid escape `\u{}` in a string literal (the escapes are `\"`, `\\`, `\n`, `\t` and `\u{HEX}`)
+error 2:29: invalid escape `\u{1234567}` in a string literal (the escapes are `\"`, `\\`, `\n`, `\t` and `\u{HEX}`)
+error 2:43: invalid escape `\u` in a string literal (the escapes are `\"`, `\\`, `\n`, `\t` and `\u{HEX}`)
+error 3:3: raw control character U+0009 in a string literal: write it as `\t`
+error 3:9: a `\` at the end of a line in a string literal
+error 3:7: unterminated string literal (it must end with `"` on its line)"#,
+        );
+        let mut errors = Vec::new();
+        lex("\"x\\", &mut errors);
+        assert_eq!(
+            errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "1:3: a string literal ends with a lone `\\`",
+                "1:1: unterminated string literal (it must end with `\"` on its line)"
+            ]
         );
     }
 

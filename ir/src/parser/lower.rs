@@ -36,6 +36,7 @@ use crate::parser::ParseError;
 use crate::parser::ast::{
     FuncItem, ImmAst, InstAst, InstKind, Item, Lit, LitKind, Name, Operand, TermKind,
 };
+use crate::parser::lexer::unescape;
 use crate::types::{Scalar, Type};
 
 /// Lowers parsed items to a module, reporting naming and literal errors into `errors`.
@@ -600,6 +601,7 @@ impl<'m, 'a, 'e> FnLower<'m, 'a, 'e> {
                     Imm::Const(Scalar::zero(*t).unwrap_or(Scalar::F64(0.0)))
                 }
             },
+            ImmAst::Msg(text) => Imm::Msg(self.func.make_msg(&unescape(text))),
             ImmAst::Func(name) => match self.module.func_by_name(name.text) {
                 Some(id) => {
                     if self.broken.contains(&id) {

@@ -3,7 +3,8 @@
 //! It is the printer's ([`write`](crate::write)) other half: `print(parse(text))` is
 //! a fixed point. Parsing runs in three phases, each in its own module:
 //!
-//! - `lexer`: characters to tokens with line and column;
+//! - `lexer`: characters to tokens with line and column (string literals, the
+//!   messages of `trap_if`, with their escapes checked);
 //! - `parse`: tokens to a syntax tree (`ast`) with positions, checking the grammar,
 //!   op names, types and predicates;
 //! - `lower`: the tree to a module, declaring every function before any body is
@@ -493,6 +494,32 @@ entry:
 12:1: expected an item (`func`, `extern`, `overlay`, `vjp` or `nodiff`), found `junk`
 13:20: unexpected character `$`",
         );
+    }
+
+    #[test]
+    fn bad_strings_are_reported_once_and_parsing_goes_on() {
+        check_errs(
+            r#"func @f(%c: bool) {
+entry:
+    trap_if %c, "oops
+    trap_if %c, "a\qb\z"
+    trap_if %c, "fine"
+    %x = fneg %c2
+    ret
+}"#,
+            r#"
+3:17: unterminated string literal (it must end with `"` on its line)
+4:19: invalid escape `\q` in a string literal (the escapes are `\"`, `\\`, `\n`, `\t` and `\u{HEX}`)
+6:15: unknown value %c2"#,
+        );
+        let m = ok(
+            "func @f(%c: bool) {\nentry:\n    trap_if %c, \"a\"\n    trap_if %c, \"b\"\n    trap_if %c, \"a\"\n    ret\n}",
+        );
+        let f = func(&m, "f");
+        let msgs: Vec<crate::Imm> = f.placed_insts().map(|(_, i)| f.insts[i].imm).collect();
+        assert_eq!(msgs[0], msgs[2]);
+        assert_ne!(msgs[0], msgs[1]);
+        assert_eq!(f.messages.len(), 2);
     }
 
     #[test]

@@ -680,6 +680,15 @@ impl<'a> Parser<'a, '_> {
                 (ImmAst::Type(ty), vec![self.operand()?])
             }
             Shape::Pop => (ImmAst::Type(self.ty()?), Vec::new()),
+            Shape::TrapIf => {
+                let cond = self.operand()?;
+                self.expect(Tok::Comma, "`,`")?;
+                let Tok::Str(text) = self.peek() else {
+                    return Err(self.expected("a message (a string literal `\"...\"`)"));
+                };
+                self.bump();
+                (ImmAst::Msg(text), vec![cond])
+            }
             Shape::Call => {
                 let callee = self.func_name()?;
                 self.expect(Tok::LParen, "`(`")?;
