@@ -108,9 +108,13 @@ pub struct RuleConfig {
     /// Whether the forward pass returns the primal results (when false it returns
     /// nothing).
     pub needs_primal: bool,
-    /// Debug mode: derived code that checks its own invariants. Accepted and ignored
-    /// in this version (the `trap_if` checks arrive later).
+    /// Debug mode: derived code that checks its own invariants at run time with
+    /// `trap_if` (shadow lengths, the tape's balance per function) and fails with a
+    /// message naming the function and the op.
     pub debug: bool,
+    /// With [`RuleConfig::debug`], also check that no reverse statement creates a
+    /// NaN (a NaN contribution from a cotangent that was not NaN).
+    pub check_nan: bool,
 }
 
 impl RuleConfig {
@@ -127,7 +131,16 @@ impl RuleConfig {
             ret: RetActivity::Active,
             needs_primal: true,
             debug: false,
+            check_nan: false,
         }
+    }
+
+    /// The same configuration with debug mode on or off; `check_nan` also checks
+    /// that no reverse statement creates a NaN.
+    pub fn with_debug(mut self, debug: bool, check_nan: bool) -> RuleConfig {
+        self.debug = debug;
+        self.check_nan = check_nan;
+        self
     }
 
     /// The same configuration with other parameter activities.

@@ -56,11 +56,15 @@ impl ValueMap {
 /// parameters; its results, or none when `needs_primal` is false).
 ///
 /// An error is a bug in the plan (it saves a buffer handle that was never made).
+///
+/// In debug mode (`marker`), the entry first pushes the marker, which the pullback
+/// pops and compares last.
 pub fn forward_ir(
     primal: &Function,
     sig: &Signature,
     plan: &Plan,
     needs_primal: bool,
+    marker: Option<i64>,
 ) -> Result<Function, String> {
     let mut fwd = Function::new(sig);
     let mut vmap = ValueMap {
@@ -115,6 +119,10 @@ pub fn forward_ir(
     let mut buf_handle: SecondaryMap<Value, Option<Value>> = SecondaryMap::new();
     let mut shadow_handle: SecondaryMap<Value, Option<Value>> = SecondaryMap::new();
     let cfg = ControlFlowGraph::new(primal);
+    if let (Some(m), Some(&entry)) = (marker, primal.layout.first()) {
+        let m = fwd.make_const(Scalar::I64(m));
+        push(&mut fwd, block(entry), m);
+    }
     for &b in cfg.reverse_postorder() {
         let nb = block(b);
         let data = &primal.blocks[b];

@@ -396,6 +396,7 @@ fn call_stmt(
                 ret,
                 needs_primal: true,
                 debug: config.debug,
+                check_nan: config.check_nan,
             };
             let (fwd, rvs) = request(target, callee_config.clone())?;
             for (&a, &p) in d.args.iter().zip(&params) {

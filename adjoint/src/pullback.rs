@@ -25,7 +25,7 @@
 //! zero cotangent is a definition, not an `fadd`.
 
 use cranelift_entity::SecondaryMap;
-use gradlift_ir::write::Names;
+use gradlift_ir::write::{self, Names};
 use gradlift_ir::{
     Block, CmpPred, Elem, FuncId, Function, FunctionBuilder, Imm, Inst, Module, Opcode, Scalar,
     Terminator, Type, Value, ValueDef, Variable,
@@ -105,6 +105,67 @@ impl Sealer {
     }
 }
 
+/// Which primal parameters the pullback deals with, by index, in order.
+pub struct ParamSets<'a> {
+    /// The `active` ones (the pullback returns their cotangents).
+    pub active: &'a [usize],
+    /// The `dup` and `dupnoneed` ones (it takes them and their shadows).
+    pub dup: &'a [usize],
+}
+
+/// Debug mode's checks in the pullback (see `docs/reverse-mode.md`, "Debug mode").
+pub struct Debug<'a> {
+    /// The marker the forward pass pushed first, popped and compared last (`None`:
+    /// not in debug mode).
+    pub marker: Option<i64>,
+    /// Check that no reverse statement creates a NaN.
+    pub check_nan: bool,
+    /// The primal's name, for messages.
+    pub func: &'a str,
+}
+
+impl Debug<'_> {
+    /// Pops the marker and traps unless it is the one the forward pass pushed.
+    fn check_marker(&self, b: &mut FunctionBuilder<'_>) {
+        if let Some(m) = self.marker {
+            let popped = b.pop(Type::I64);
+            let expected = b.iconst(m);
+            let bad = b.icmp(CmpPred::Ne, popped, expected);
+            b.trap_if(
+                bad,
+                &format!(
+                    "the tape is out of step at the end of the pullback of @{}: it did not pop exactly what the forward pass pushed",
+                    self.func
+                ),
+            );
+        }
+    }
+
+    /// Traps if `c` is NaN while `g` is not: a reverse statement created a NaN.
+    fn check_nan(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        c: Value,
+        g: Value,
+        what: &dyn Fn() -> String,
+    ) {
+        if !self.check_nan {
+            return;
+        }
+        let c_nan = b.fcmp(CmpPred::Ne, c, c);
+        let g_num = b.fcmp(CmpPred::Eq, g, g);
+        let bad = b.and(c_nan, g_num);
+        b.trap_if(
+            bad,
+            &format!(
+                "NaN created by {} in the pullback of @{}",
+                what(),
+                self.func
+            ),
+        );
+    }
+}
+
 /// The pullback's parameters for the primal's `dup` slices: the slice and its
 /// shadow, by primal parameter value.
 struct SliceParams {
@@ -114,17 +175,18 @@ struct SliceParams {
 
 /// Builds the pullback of `primal` as the body of `id`, declared in `module` with
 /// its signature. `names` are the primal's print names (the pullback's values are
-/// named after them); `active` are the indices of the active parameters and `dup`
-/// those of the `dup`/`dupnoneed` ones, in order.
+/// named after them); `params_of` says which parameters are active and which have
+/// shadows.
 pub fn pullback_ir(
     module: &Module,
     id: FuncId,
     primal: &Function,
     names: &Names,
     plan: &Plan,
-    active: &[usize],
-    dup: &[usize],
+    params_of: &ParamSets<'_>,
+    debug: &Debug<'_>,
 ) -> Result<Function, String> {
+    let (active, dup) = (params_of.active, params_of.dup);
     let mut b = FunctionBuilder::new(module, id);
     let mut params = SliceParams {
         slice: HashMap::new(),
@@ -138,6 +200,24 @@ pub fn pullback_ir(
         let ds = b.named(&format!("d{}", names.value(p)), ds);
         params.slice.insert(p, s);
         params.shadow.insert(p, ds);
+    }
+    if debug.marker.is_some() {
+        for (k, &i) in dup.iter().enumerate() {
+            let p = primal.params[i];
+            let (x, dx) = (params.slice[&p], params.shadow[&p]);
+            let n = b.len(x);
+            let dn = b.len(dx);
+            let bad = b.icmp(CmpPred::Ne, n, dn);
+            let name = names.value(p);
+            b.trap_if(
+                bad,
+                &format!(
+                    "the shadow of %{name} (parameter {} of @{}) has another length than %{name}",
+                    k + 1,
+                    debug.func
+                ),
+            );
+        }
     }
     let seed_base = 2 * dup.len();
     let n_seeds = module.sig(id).params.len() - seed_base;
@@ -178,6 +258,7 @@ pub fn pullback_ir(
     };
     if plan.trivial || plan.stack.rets().is_empty() {
         let vals = param_cts(&mut b, &cts);
+        debug.check_marker(&mut b);
         b.ret(&vals);
         return b.finish().map_err(|e| e.to_string());
     }
@@ -264,6 +345,7 @@ pub fn pullback_ir(
             module,
             primal,
             names,
+            debug,
             cts: &cts,
             params: &params,
             saved,
@@ -302,6 +384,7 @@ pub fn pullback_ir(
         match preds {
             [] => {
                 let vals = param_cts(&mut b, &cts);
+                debug.check_marker(&mut b);
                 b.ret(&vals);
             }
             [p] => {
@@ -361,6 +444,7 @@ struct RevBlock<'a> {
     module: &'a Module,
     primal: &'a Function,
     names: &'a Names,
+    debug: &'a Debug<'a>,
     cts: &'a Cotangents,
     params: &'a SliceParams,
     saved: HashMap<SaveItem, Value>,
@@ -472,6 +556,11 @@ impl RevBlock<'_> {
                 ));
             }
             if let Some(c) = contribution {
+                let what = || {
+                    let line = write::inst_line(self.module, primal, self.names, r.inst);
+                    format!("the reverse of `{}` (operand {})", line.trim(), k + 1)
+                };
+                self.debug.check_nan(b, c, g, &what);
                 self.cts.add(b, primal, d.args[k], c);
             }
         }
@@ -575,8 +664,25 @@ impl RevBlock<'_> {
                 for &a in &d.args {
                     args.push(self.scalar(b, a)?);
                 }
-                args.extend(seeds);
+                args.extend(seeds.iter().copied());
                 let outs = b.call(*rule, &args);
+                if self.debug.check_nan {
+                    // The rule's outputs against its cotangents: NaN out, none in.
+                    let line = write::inst_line(self.module, primal, self.names, inst);
+                    let what = || {
+                        format!(
+                            "the vjp rule @{} of `{}`",
+                            self.module.name(*rule),
+                            line.trim()
+                        )
+                    };
+                    let any_seed = seeds.iter().copied().reduce(|a, c| b.fadd(a, c));
+                    if let Some(sum) = any_seed {
+                        for &o in &outs {
+                            self.debug.check_nan(b, o, sum, &what);
+                        }
+                    }
+                }
                 let floats = d
                     .args
                     .iter()

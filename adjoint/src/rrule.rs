@@ -21,7 +21,7 @@ use crate::config::{Activity, RetActivity, RuleConfig};
 use crate::error::AdError;
 use crate::forward::forward_ir;
 use crate::plan::{Plan, describe_inst};
-use crate::pullback::pullback_ir;
+use crate::pullback::{Debug, ParamSets, pullback_ir};
 use crate::rules::{OpRule, op_rule};
 
 /// A derived rule: the input module with the forward pass and the pullback added.
@@ -76,8 +76,8 @@ pub struct RuleLayout {
 /// with such a declaration, or an `extern` with one, gets the rule the declaration
 /// says. Refused with an [`AdError`]: activities that do not fit, functions that do
 /// not verify, slice results, float slices chosen by a phi or `select`, tape ops in
-/// the input, calls to functions without a derivative. `config.debug` is accepted
-/// and ignored.
+/// the input, calls to functions without a derivative. With `config.debug`, the
+/// derived functions check their invariants at run time (see [`debug_marker`]).
 pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result<Rule, AdError> {
     let decl = module
         .funcs
@@ -277,7 +277,9 @@ impl Deriver<'_> {
             &mut |g, k| self.request(g, k),
         )?;
         let fwd_sig = self.out.sig(job.fwd).clone();
-        let fwd = forward_ir(primal, &fwd_sig, &plan, job.config.needs_primal).map_err(internal)?;
+        let marker = job.config.debug.then(|| debug_marker(job.func));
+        let fwd = forward_ir(primal, &fwd_sig, &plan, job.config.needs_primal, marker)
+            .map_err(internal)?;
         let active: Vec<usize> = (0..decl.sig.params.len())
             .filter(|&i| job.config.params[i] == Activity::Active)
             .collect();
@@ -287,8 +289,15 @@ impl Deriver<'_> {
             primal,
             &names,
             &plan,
-            &active,
-            &dup_params(&job.config),
+            &ParamSets {
+                active: &active,
+                dup: &dup_params(&job.config),
+            },
+            &Debug {
+                marker,
+                check_nan: job.config.debug && job.config.check_nan,
+                func: &fname,
+            },
         )
         .map_err(internal)?;
         self.out
@@ -299,6 +308,14 @@ impl Deriver<'_> {
             .map_err(|e| internal(e.to_string()))?;
         Ok(())
     }
+}
+
+/// The marker a forward pass in debug mode pushes first and its pullback pops and
+/// compares last: `0x6772_6164` ("grad") in the high half, the primal's index in the
+/// low half, so a pullback that finds another function's marker, or a saved value,
+/// says the tape is out of step.
+pub fn debug_marker(func: FuncId) -> i64 {
+    (0x6772_6164_i64 << 32) | i64::from(func.as_u32())
 }
 
 /// Whether the module declares a custom derivative (`vjp`, `nodiff`, `overlay`)

@@ -508,17 +508,15 @@ mod tests {
                 Shape::Load | Shape::Store | Shape::Alloc | Shape::Call => {
                     assert!(matches!(rule, OpRule::Memory), "{op}")
                 }
-                Shape::Push
-                | Shape::Pop
-                | Shape::TapeAlloc
-                | Shape::TapeView
-                | Shape::TrapIf => match rule {
-                    OpRule::Unsupported(what) => assert!(
-                        what.contains(op.name()) || what.contains("tape"),
-                        "{op}: {what}"
-                    ),
-                    _ => panic!("{op} should be unsupported"),
-                },
+                Shape::Push | Shape::Pop | Shape::TapeAlloc | Shape::TapeView | Shape::TrapIf => {
+                    match rule {
+                        OpRule::Unsupported(what) => assert!(
+                            what.contains(op.name()) || what.contains("tape"),
+                            "{op}: {what}"
+                        ),
+                        _ => panic!("{op} should be unsupported"),
+                    }
+                }
             }
         }
     }
