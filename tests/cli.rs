@@ -1096,3 +1096,39 @@ fn dump_other_stages_are_not_available_yet() {
         &format!("error: no function @nope in {file}"),
     );
 }
+
+/// `--debug` and `--check-nan` (extensions): the pullback of `sqrt(x) * 0` at 0 is
+/// NaN without them, and with `--check-nan` a runtime error naming the statement.
+#[test]
+fn grad_and_dump_in_debug_mode() {
+    let file = temp_file(
+        "cli-debug-nan.ir",
+        "func @f(%x: f64) -> f64 {\nentry:\n    %s = sqrt %x\n    %r = fmul %s, 0.0\n    ret %r\n}\n",
+    );
+    let f = shown(&file);
+    let run = grad_interp(&file, "f", "[0]", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout.trim(), r#"{"value": 0.0, "gradient": ["nan"]}"#);
+    let run = grad_interp(&file, "f", "[0]", &["--debug"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    user_error(
+        &grad_interp(&file, "f", "[0]", &["--check-nan"]),
+        &format!(
+            "{f}: error: in @f.rvs, trap_if: trap: NaN created by the reverse of `%s = sqrt %x` (operand 1) in the pullback of @f"
+        ),
+    );
+    // Away from 0 the checks pass: d/dx (sqrt(x) * 0) = 0.
+    let run = grad_interp(&file, "f", "[4]", &["--check-nan"]);
+    assert_eq!(
+        run.stdout.trim(),
+        r#"{"value": 0.0, "gradient": [0.0]}"#,
+        "{run:?}"
+    );
+    // The debug pullback carries its checks, and parses back.
+    let run = dump(&file, "f", "pullback", &["--check-nan"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("trap_if"), "{}", run.stdout);
+    gradlift::ir::parse(&run.stdout).unwrap();
+    let run = dump(&file, "f", "pullback", &[]);
+    assert!(!run.stdout.contains("trap_if"), "{}", run.stdout);
+}

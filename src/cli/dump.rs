@@ -21,16 +21,18 @@ use gradlift_ir::{FuncId, Module};
 
 use super::activity::ActivityList;
 use super::report::Diagnostic;
-use super::{Outcome, Stage, check, grad, run};
+use super::{DebugArgs, Outcome, Stage, check, grad, run};
 
-/// Prints `stage` of `@func` in `file`, for `activity` if it is a derived stage.
+/// Prints `stage` of `@func` in `file`, for `activity` (and in debug mode, with
+/// `debug`) if it is a derived stage.
 pub(crate) fn dump(
     file: &Path,
     func: &str,
     stage: Stage,
     activity: Option<&ActivityList>,
+    debug: DebugArgs,
 ) -> Outcome {
-    match try_dump(file, func, stage, activity) {
+    match try_dump(file, func, stage, activity, debug) {
         Ok(text) => Outcome::ok(text),
         Err(errors) => Outcome::failed(errors),
     }
@@ -41,6 +43,7 @@ fn try_dump(
     func: &str,
     stage: Stage,
     activity: Option<&ActivityList>,
+    debug: DebugArgs,
 ) -> Result<String, Vec<Diagnostic>> {
     if !matches!(stage, Stage::Primal | Stage::Forward | Stage::Pullback) {
         let name = stage
@@ -57,7 +60,7 @@ fn try_dump(
     if stage == Stage::Primal {
         return print(&module, &[id]).map_err(|e| vec![e]);
     }
-    let rule = grad::derive(&module, file, id, activity, true).map_err(|e| vec![e])?;
+    let rule = grad::derive(&module, file, id, activity, true, debug).map_err(|e| vec![e])?;
     let (main, tag) = if stage == Stage::Forward {
         (rule.forward, ".fwd")
     } else {

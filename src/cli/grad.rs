@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use super::activity::ActivityList;
 use super::report::{self, Diagnostic};
 use super::run::{self, ArgsFrom};
-use super::{Engine, Outcome, args, check};
+use super::{DebugArgs, Engine, Outcome, args, check};
 
 /// One `grad` command.
 #[derive(Debug)]
@@ -50,6 +50,8 @@ pub(crate) struct Request<'a> {
     pub shadows: Option<&'a str>,
     /// `--no-primal`.
     pub no_primal: bool,
+    /// `--debug`, `--check-nan`.
+    pub debug: DebugArgs,
     /// The engine.
     pub engine: Engine,
     /// How many timed evaluations, if any.
@@ -69,7 +71,15 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
     let id = run::find(&module, req.file, req.func).map_err(|e| vec![e])?;
     let json = run::read_args(req.args).map_err(|e| vec![e])?;
     let args = run::convert_args(&module, id, &json).map_err(|e| vec![Diagnostic::new(e)])?;
-    let rule = derive(&module, req.file, id, req.activity, !req.no_primal).map_err(|e| vec![e])?;
+    let rule = derive(
+        &module,
+        req.file,
+        id,
+        req.activity,
+        !req.no_primal,
+        req.debug,
+    )
+    .map_err(|e| vec![e])?;
     let seeds = seeds(&module, id, &rule, &args, req).map_err(|e| vec![e])?;
     if req.engine == Engine::Jit {
         return Err(vec![Diagnostic::new(
@@ -109,9 +119,11 @@ pub(crate) fn derive(
     id: FuncId,
     activity: Option<&ActivityList>,
     needs_primal: bool,
+    debug: DebugArgs,
 ) -> Result<Rule, Diagnostic> {
-    let config: RuleConfig =
-        ActivityList::config(activity, module.sig(id)).with_primal(needs_primal);
+    let config: RuleConfig = ActivityList::config(activity, module.sig(id))
+        .with_primal(needs_primal)
+        .with_debug(debug.debug || debug.check_nan, debug.check_nan);
     build_rrule(module, id, &config).map_err(|e| report::ad_error(file, module, id, &e))
 }
 

@@ -146,12 +146,26 @@ struct GradArgs {
     /// The primal result is not needed (`value` is then null).
     #[arg(long)]
     no_primal: bool,
+    #[command(flatten)]
+    debug: DebugArgs,
     /// The engine.
     #[arg(long, value_enum, default_value = "jit")]
     engine: Engine,
     /// Also evaluate N times after one warm-up and report the median times.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     time: Option<u32>,
+}
+
+/// Debug mode for the derived code (an extension of the spec).
+#[derive(Args, Copy, Clone, Debug, Default)]
+pub(crate) struct DebugArgs {
+    /// Derive in debug mode: the derived code checks shadow lengths and the tape's
+    /// balance at run time, and fails with a message naming the function and op.
+    #[arg(long)]
+    pub debug: bool,
+    /// Debug mode, and also fail when a reverse statement creates a NaN.
+    #[arg(long)]
+    pub check_nan: bool,
 }
 
 /// A stage of the pipeline that `dump` can print.
@@ -186,6 +200,8 @@ struct DumpArgs {
     /// Activities for the derived stages, as for `grad`.
     #[arg(long, value_name = "LIST", value_parser = ActivityList::parse)]
     activity: Option<ActivityList>,
+    #[command(flatten)]
+    debug: DebugArgs,
 }
 
 /// What a command produced: text for stdout and errors for stderr.
@@ -255,10 +271,11 @@ pub fn main() -> ExitCode {
             seed: a.seed.as_deref(),
             shadows: a.shadows.as_deref(),
             no_primal: a.no_primal,
+            debug: a.debug,
             engine: a.engine,
             time: a.time,
         }),
-        Command::Dump(a) => dump::dump(&a.file, &a.func, a.stage, a.activity.as_ref()),
+        Command::Dump(a) => dump::dump(&a.file, &a.func, a.stage, a.activity.as_ref(), a.debug),
     };
     outcome.finish()
 }
