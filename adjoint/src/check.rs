@@ -609,7 +609,7 @@ struct Io<'a> {
 impl<'a> Io<'a> {
     fn new(rule: &'a Rule, sig: &'a Signature, args: &[Val]) -> Io<'a> {
         let layout = &rule.layout;
-        let lens: Vec<usize> = args.iter().map(|a| slice_len(a).unwrap_or(0)).collect();
+        let lens: Vec<usize> = args.iter().map(|a| a.slice_len().unwrap_or(0)).collect();
         let mut inputs = Vec::new();
         for (i, &len) in lens.iter().enumerate() {
             if layout.active_params.contains(&i) {
@@ -789,16 +789,6 @@ fn set(v: &mut Val, index: Option<usize>, x: f64) -> Option<f64> {
 /// `x` rounded to `f32` if `f32`.
 fn round(f32: bool, x: f64) -> f64 {
     if f32 { f64::from(x as f32) } else { x }
-}
-
-/// The length of a slice value.
-fn slice_len(v: &Val) -> Option<usize> {
-    match v {
-        Val::F64s(x) => Some(x.len()),
-        Val::F32s(x) => Some(x.len()),
-        Val::I64s(x) => Some(x.len()),
-        _ => None,
-    }
 }
 
 /// Equality with floats compared by bit pattern (so NaN equals NaN), slices element

@@ -199,18 +199,18 @@ pub fn value_and_gradient(
         let given = seeds.shadows.get(i).and_then(|s| s.as_ref());
         let shadow = match given {
             Some(s) => {
-                if !s.fits(sig.params[i]) || slice_len(s) != slice_len(&args[i]) {
+                if !s.fits(sig.params[i]) || s.slice_len() != args[i].slice_len() {
                     return Err(bad(format!(
                         "the shadow of parameter {} of @{fname} must be a {} of length {}, given {}",
                         i + 1,
                         sig.params[i],
-                        slice_len(&args[i]).unwrap_or(0),
+                        args[i].slice_len().unwrap_or(0),
                         describe(s)
                     )));
                 }
                 s.clone()
             }
-            None => zeros_like(&args[i]),
+            None => args[i].zeros_like(),
         };
         rvs_args.push(shadow);
     }
@@ -268,29 +268,9 @@ pub fn value_and_gradient(
     })
 }
 
-/// The length of a slice value.
-fn slice_len(v: &Val) -> Option<usize> {
-    match v {
-        Val::F64s(x) => Some(x.len()),
-        Val::F32s(x) => Some(x.len()),
-        Val::I64s(x) => Some(x.len()),
-        _ => None,
-    }
-}
-
-/// Zeros of the same shape as the slice `v`.
-fn zeros_like(v: &Val) -> Val {
-    match v {
-        Val::F64s(x) => Val::F64s(vec![0.0; x.len()]),
-        Val::F32s(x) => Val::F32s(vec![0.0; x.len()]),
-        Val::I64s(x) => Val::I64s(vec![0; x.len()]),
-        other => other.clone(),
-    }
-}
-
 /// `a [f64] of length 3`, `an f64`, ... for messages.
 fn describe(v: &Val) -> String {
-    match slice_len(v) {
+    match v.slice_len() {
         Some(n) => {
             let elem = match v {
                 Val::F32s(_) => Elem::F32,

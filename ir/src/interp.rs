@@ -193,6 +193,27 @@ impl Val {
             _ => None?,
         })
     }
+
+    /// The number of elements, if the value is a slice.
+    pub fn slice_len(&self) -> Option<usize> {
+        match self {
+            Val::F64s(x) => Some(x.len()),
+            Val::F32s(x) => Some(x.len()),
+            Val::I64s(x) => Some(x.len()),
+            _ => None,
+        }
+    }
+
+    /// A slice of zeros as long as this one and of its element type; a scalar is
+    /// returned as it is.
+    pub fn zeros_like(&self) -> Val {
+        match self {
+            Val::F64s(x) => Val::F64s(vec![0.0; x.len()]),
+            Val::F32s(x) => Val::F32s(vec![0.0; x.len()]),
+            Val::I64s(x) => Val::I64s(vec![0; x.len()]),
+            other => other.clone(),
+        }
+    }
 }
 
 impl From<Scalar> for Val {

@@ -280,7 +280,7 @@ pub(crate) fn shadows_from_json(
         }
         let shadow =
             convert(p.ty, item).map_err(|e| format!("--shadows: the shadow of {which}{e}"))?;
-        let (n, m) = (slice_len(&shadow), args.get(k).and_then(slice_len));
+        let (n, m) = (shadow.slice_len(), args.get(k).and_then(Val::slice_len));
         if let (Some(n), Some(m)) = (n, m)
             && n != m
         {
@@ -292,16 +292,6 @@ pub(crate) fn shadows_from_json(
         shadows.push(Some(shadow));
     }
     Ok(shadows)
-}
-
-/// The length of a slice value.
-fn slice_len(v: &Val) -> Option<usize> {
-    match v {
-        Val::F64s(x) => Some(x.len()),
-        Val::F32s(x) => Some(x.len()),
-        Val::I64s(x) => Some(x.len()),
-        _ => None,
-    }
 }
 
 /// The results of a call as `run` and `grad` print `value`: null for none, the one
