@@ -28,8 +28,8 @@ use cranelift_module::{FuncId as ClFuncId, Linkage, Module as ClModule};
 use gradlift_ir::flowgraph::ControlFlowGraph;
 use gradlift_ir::ops::Shape;
 use gradlift_ir::{
-    Block, CmpPred, Elem, FuncId, Function, Imm, Inst, Module, Opcode, Pos, Scalar, Terminator,
-    Type, Value, ValueDef,
+    Block, Body, CmpPred, Elem, FuncId, Function, Imm, Inst, Module, Opcode, Pos, Scalar,
+    Terminator, Type, Value, ValueDef,
 };
 use std::collections::HashMap;
 
@@ -811,14 +811,23 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let Some(decl) = self.module.funcs.get(callee) else {
             return Err(self.internal("a call to no function"));
         };
-        if decl.function().is_none() {
-            return Err(self.unsupported(
-                inst,
-                &format!(
-                    "@{} is an extern function: the JIT does not call host functions yet",
-                    decl.name
-                ),
-            ));
+        match decl.body {
+            Body::Defined(_) => {}
+            Body::Extern => {
+                return Err(self.unsupported(
+                    inst,
+                    &format!(
+                        "@{} is an extern function: the JIT does not call host functions yet",
+                        decl.name
+                    ),
+                ));
+            }
+            Body::Declared => {
+                return Err(self.unsupported(
+                    inst,
+                    &format!("@{} is declared but never defined", decl.name),
+                ));
+            }
         }
         let r = match self.callees.get(&callee) {
             Some(&r) => r,
