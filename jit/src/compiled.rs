@@ -1,0 +1,482 @@
+//! Compiling a module ([`compile`], [`compile_funcs`]) and calling what was compiled
+//! ([`Compiled::call`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use cranelift_codegen::Context;
+use cranelift_entity::EntityRef;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId as ClFuncId, Linkage, Module as ClModule, ModuleError};
+use gradlift_ir::interp::Val;
+use gradlift_ir::verify::verify_function;
+use gradlift_ir::{Elem, FuncId, Inst, Module, Msg, Opcode, Pos, Type, VerifierErrors};
+
+use crate::abi::{self, slots};
+use crate::error::{CompileError, JitError, JitErrorKind};
+use crate::helpers::Helper;
+use crate::isa;
+use crate::lower::{Decls, Lower, clif_signature};
+use crate::runtime::{Ctx, OK, Workspace, code, stack_limit};
+
+/// A trampoline: `(ctx, args, results) -> status`.
+type Trampoline = unsafe extern "C" fn(*mut Ctx, *const u64, *mut u64) -> u32;
+
+/// How to call one compiled function from Rust.
+#[derive(Copy, Clone)]
+struct Entry {
+    trampoline: Trampoline,
+}
+
+/// The memory holding the generated code. Freed when the [`Compiled`] that owns it
+/// is dropped; never touched before then (the mutex only makes the handle `Sync`).
+struct CodeMemory(Mutex<Option<JITModule>>);
+
+impl Drop for CodeMemory {
+    fn drop(&mut self) {
+        let module = match self.0.get_mut() {
+            Ok(m) => m.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(module) = module {
+            // SAFETY: the code memory belongs to the `Compiled` being dropped. Calls
+            // into it borrow that `Compiled` for their whole duration, so none is
+            // running, and the trampoline pointers die with it.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+/// A module's functions compiled to native code for the host.
+///
+/// Immutable once made, and `Send + Sync`: share it between threads (an `Arc`, or
+/// a reference in scoped threads) and give each thread its own [`Workspace`].
+///
+/// ```
+/// use gradlift_ir::{interp::Val, parse};
+/// let module = parse("
+///     func @f(%x: f64, %y: f64) -> f64 {
+///     entry:
+///         %xx = fmul %x, %x
+///         %y3 = fmul 3.0, %y
+///         %r = fadd %xx, %y3
+///         ret %r
+///     }
+/// ").unwrap();
+/// let compiled = gradlift_jit::compile(&module).unwrap();
+/// let mut ws = gradlift_jit::Workspace::new();
+/// let f = module.func_by_name("f").unwrap();
+/// let out = compiled.call(&mut ws, f, &mut [Val::F64(2.0), Val::F64(1.0)]).unwrap();
+/// assert_eq!(out, [Val::F64(7.0)]);
+/// ```
+pub struct Compiled {
+    /// The IR, for names, signatures, messages and source positions.
+    module: Module,
+    /// The entry of each compiled function, by `FuncId` index.
+    entries: Vec<Option<Entry>>,
+    /// A bound on the native stack frame of any compiled function.
+    frame_margin: usize,
+    /// Declared last: dropped after everything that points into it.
+    _code: CodeMemory,
+}
+
+impl core::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let names: Vec<&str> = self
+            .module
+            .funcs
+            .iter()
+            .filter(|(id, _)| self.is_compiled(*id))
+            .map(|(_, d)| d.name.as_str())
+            .collect();
+        f.debug_struct("Compiled").field("funcs", &names).finish()
+    }
+}
+
+/// Compiles every defined function of `module` (which must verify).
+///
+/// Fails on the first function that cannot be compiled: see [`compile_funcs`] to
+/// compile only some functions and what they call.
+pub fn compile(module: &Module) -> Result<Compiled, CompileError> {
+    let roots: Vec<FuncId> = module.defined().map(|(id, _)| id).collect();
+    compile_funcs(module, &roots)
+}
+
+/// Compiles the functions `roots` and every function they call, directly or not.
+/// Those functions must verify; the rest of the module is not looked at.
+pub fn compile_funcs(module: &Module, roots: &[FuncId]) -> Result<Compiled, CompileError> {
+    let funcs = call_closure(module, roots)?;
+    let mut errors = Vec::new();
+    for &f in &funcs {
+        errors.extend(verify_function(module, f));
+    }
+    if !errors.is_empty() {
+        return Err(CompileError::Verify(VerifierErrors(errors)));
+    }
+
+    let isa = isa::host_isa()?;
+    let call_conv = isa.default_call_conv();
+    let frontend = isa.frontend_config();
+    let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+    for h in Helper::all() {
+        builder.symbol(h.name(), h.addr());
+    }
+    let mut jm = JITModule::new(builder);
+    let codegen = |func: Option<&str>, e: ModuleError| CompileError::Codegen {
+        func: func.map(str::to_string),
+        message: match e {
+            ModuleError::Compilation(e) => format!("{e:?}"),
+            e => e.to_string(),
+        },
+    };
+
+    let mut ids: HashMap<FuncId, ClFuncId> = HashMap::new();
+    for &f in &funcs {
+        let sig = clif_signature(module.sig(f), call_conv);
+        let name = format!("gradlift_fn{}", f.index());
+        let id = jm
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| codegen(Some(module.name(f)), e))?;
+        ids.insert(f, id);
+    }
+    let decls = Decls {
+        funcs: &ids,
+        call_conv,
+        frontend,
+    };
+    let mut ctx: Context = jm.make_context();
+    let mut fbc = FunctionBuilderContext::new();
+    let mut frame_margin = 0usize;
+    for &f in &funcs {
+        let name = module.name(f);
+        ctx.func.signature = clif_signature(module.sig(f), call_conv);
+        {
+            let b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
+            Lower::run(module, f, &mut jm, &decls, b)?;
+        }
+        jm.define_function(ids[&f], &mut ctx)
+            .map_err(|e| codegen(Some(name), e))?;
+        frame_margin = frame_margin.max(frame_bound(&ctx));
+        jm.clear_context(&mut ctx);
+    }
+    let mut tramps = Vec::new();
+    for &f in &funcs {
+        let name = module.name(f);
+        let sig = abi::trampoline_signature(call_conv);
+        let id = jm
+            .declare_function(
+                &format!("gradlift_entry{}", f.index()),
+                Linkage::Local,
+                &sig,
+            )
+            .map_err(|e| codegen(Some(name), e))?;
+        ctx.func.signature = sig;
+        let callee = jm.declare_func_in_func(ids[&f], &mut ctx.func);
+        abi::trampoline(
+            FunctionBuilder::new(&mut ctx.func, &mut fbc),
+            module.sig(f),
+            callee,
+            frontend,
+        );
+        jm.define_function(id, &mut ctx)
+            .map_err(|e| codegen(Some(name), e))?;
+        frame_margin = frame_margin.max(frame_bound(&ctx));
+        jm.clear_context(&mut ctx);
+        tramps.push((f, id));
+    }
+    jm.finalize_definitions().map_err(|e| codegen(None, e))?;
+
+    let mut entries = vec![None; module.funcs.len()];
+    for (f, id) in tramps {
+        let ptr = jm.get_finalized_function(id);
+        // SAFETY: `ptr` is the finalized code of a trampoline generated with
+        // `abi::trampoline_signature` in the ISA's default calling convention, which
+        // is the C calling convention of the host for these parameter types
+        // (`extern "C"`): three pointer-sized integers in, an `i32` out.
+        let trampoline = unsafe { core::mem::transmute::<*const u8, Trampoline>(ptr) };
+        entries[f.index()] = Some(Entry { trampoline });
+    }
+    Ok(Compiled {
+        module: module.clone(),
+        entries,
+        frame_margin,
+        _code: CodeMemory(Mutex::new(Some(jm))),
+    })
+}
+
+/// An upper bound on the native stack frame of a compiled function: every value
+/// spilled (regalloc's temporaries included) in a 16-byte slot and twice over, plus
+/// saved registers and outgoing arguments.
+fn frame_bound(ctx: &Context) -> usize {
+    32 * ctx.func.dfg.num_values() + 1024
+}
+
+/// `roots` and every function they call, in a deterministic order; an error for a
+/// root that has no body.
+fn call_closure(module: &Module, roots: &[FuncId]) -> Result<Vec<FuncId>, CompileError> {
+    let mut seen = vec![false; module.funcs.len()];
+    let mut order = Vec::new();
+    let mut queue = VecDeque::new();
+    for &r in roots {
+        let Some(decl) = module.funcs.get(r) else {
+            return Err(CompileError::NotDefined(r.to_string()));
+        };
+        if decl.function().is_none() {
+            return Err(CompileError::NotDefined(decl.name.clone()));
+        }
+        if !seen[r.index()] {
+            seen[r.index()] = true;
+            queue.push_back(r);
+        }
+    }
+    while let Some(f) = queue.pop_front() {
+        order.push(f);
+        let Some(body) = module.funcs[f].function() else {
+            continue;
+        };
+        for (_, inst) in body.placed_insts() {
+            let data = &body.insts[inst];
+            if let (Opcode::Call, gradlift_ir::Imm::Func(g)) = (data.opcode, data.imm)
+                && module.function(g).is_some()
+                && !seen[g.index()]
+            {
+                seen[g.index()] = true;
+                queue.push_back(g);
+            }
+        }
+    }
+    Ok(order)
+}
+
+impl Compiled {
+    /// The module the functions were compiled from.
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    /// Whether `func` was compiled.
+    pub fn is_compiled(&self, func: FuncId) -> bool {
+        self.entries.get(func.index()).is_some_and(Option::is_some)
+    }
+
+    /// Calls the function named `name` (without `@`); see [`Compiled::call`].
+    pub fn call_by_name(
+        &self,
+        ws: &mut Workspace,
+        name: &str,
+        args: &mut [Val],
+    ) -> Result<Vec<Val>, JitError> {
+        match self.module.func_by_name(name) {
+            Some(id) => self.call(ws, id, args),
+            None => Err(JitError {
+                func: name.to_string(),
+                op: String::new(),
+                pos: Pos::NONE,
+                kind: JitErrorKind::BadArguments(format!("the module has no function @{name}")),
+            }),
+        }
+    }
+
+    /// Calls `func` with `args`, as [`Interpreter::call`](gradlift_ir::interp::Interpreter::call)
+    /// does: the arguments must fit the signature (one per parameter, a scalar of
+    /// the parameter's type or a slice of its element type), else
+    /// [`JitErrorKind::BadArguments`]; `mut` slices are written in place (also when
+    /// the call fails: stores made before the error stay); returned slices come
+    /// back as copies.
+    ///
+    /// Runtime errors of the generated code (out of bounds, division by zero, a
+    /// negative `alloc`, the depth limit, `trap_if`) are `Err`s naming the function
+    /// and the op; the workspace is ready for the next call afterwards.
+    pub fn call(
+        &self,
+        ws: &mut Workspace,
+        func: FuncId,
+        args: &mut [Val],
+    ) -> Result<Vec<Val>, JitError> {
+        let Some(decl) = self.module.funcs.get(func) else {
+            return Err(refuse(
+                &func.to_string(),
+                JitErrorKind::BadArguments(format!("the module has no function {func}")),
+            ));
+        };
+        let name = decl.name.as_str();
+        let Some(entry) = self.entries.get(func.index()).copied().flatten() else {
+            return Err(refuse(name, JitErrorKind::NotCompiled(name.to_string())));
+        };
+        let sig = &decl.sig;
+        if args.len() != sig.params.len() {
+            let kind = JitErrorKind::BadArguments(format!(
+                "@{name} takes {} argument{}, found {}",
+                sig.params.len(),
+                if sig.params.len() == 1 { "" } else { "s" },
+                args.len()
+            ));
+            return Err(refuse(name, kind));
+        }
+        for (k, (arg, &ty)) in args.iter().zip(&sig.params).enumerate() {
+            if !arg.fits(ty) {
+                let kind = JitErrorKind::BadArguments(format!(
+                    "argument {} of @{name} must be {ty}, found {}",
+                    k + 1,
+                    arg.ty()
+                ));
+                return Err(refuse(name, kind));
+            }
+        }
+        if ws.max_depth == 0 {
+            return Err(refuse(name, JitErrorKind::RecursionLimit(0)));
+        }
+
+        ws.args.clear();
+        for arg in args.iter_mut() {
+            match arg {
+                Val::F64(x) => ws.args.push(x.to_bits()),
+                Val::F32(x) => ws.args.push(u64::from(x.to_bits())),
+                Val::I64(x) => ws.args.push(*x as u64),
+                Val::Bool(x) => ws.args.push(u64::from(*x)),
+                Val::F64s(v) => ws.args.extend([v.as_mut_ptr() as u64, v.len() as u64]),
+                Val::F32s(v) => ws.args.extend([v.as_mut_ptr() as u64, v.len() as u64]),
+                Val::I64s(v) => ws.args.extend([v.as_mut_ptr() as u64, v.len() as u64]),
+            }
+        }
+        ws.results.clear();
+        ws.results.resize(slots(&sig.results), 0);
+
+        let here = 0u8;
+        let sp = core::ptr::addr_of!(here) as usize;
+        let limit = stack_limit(sp, self.frame_margin);
+        if sp <= limit {
+            return Err(refuse(name, JitErrorKind::StackExhausted(0)));
+        }
+        let max_depth = u64::try_from(ws.max_depth).unwrap_or(u64::MAX);
+        ws.ctx.reset(max_depth, limit);
+        let ctx: *mut Ctx = &mut *ws.ctx;
+        // SAFETY: the trampoline was generated for `func`'s signature: it reads
+        // `slots(params)` slots from `args`, exactly what was pushed above (the count
+        // and types were checked), and writes `slots(results)` slots, the length of
+        // `results`. The slices it passes on are the argument `Vec`s, exclusively
+        // borrowed through `args` for the whole call and not touched by Rust until it
+        // returns; generated code checks every index against their lengths before
+        // any access and stores only through `mut` parameters (the IR verifier's
+        // rule, checked at compile time). `ctx` is the workspace's boxed context,
+        // exclusively borrowed through `ws` and not used by Rust during the call;
+        // the native stack has room for `max_depth` frames or the calls check it
+        // (`stack_limit`). The code memory lives as long as `self`.
+        let status = unsafe { (entry.trampoline)(ctx, ws.args.as_ptr(), ws.results.as_mut_ptr()) };
+        if status != OK {
+            return Err(self.runtime_error(&ws.ctx));
+        }
+        let mut out = Vec::with_capacity(sig.results.len());
+        let mut k = 0;
+        for &ty in &sig.results {
+            let bits = ws.results[k];
+            let val = match ty {
+                Type::F64 => Val::F64(f64::from_bits(bits)),
+                Type::F32 => Val::F32(f32::from_bits(bits as u32)),
+                Type::I64 => Val::I64(bits as i64),
+                Type::Bool => Val::Bool(bits != 0),
+                Type::Slice { elem, .. } => {
+                    let (ptr, len) = (bits as usize, ws.results[k + 1] as usize);
+                    k += 1;
+                    read_slice(&ws.ctx, args, elem, ptr, len).ok_or_else(|| {
+                        refuse(
+                            name,
+                            JitErrorKind::Internal(format!(
+                                "@{name} returned a slice outside its arguments"
+                            )),
+                        )
+                    })?
+                }
+            };
+            k += 1;
+            out.push(val);
+        }
+        Ok(out)
+    }
+
+    /// The error the context holds after a call that failed.
+    fn runtime_error(&self, ctx: &Ctx) -> JitError {
+        let fid = FuncId::new(ctx.err_func as usize);
+        let Some(decl) = self.module.funcs.get(fid) else {
+            return refuse(
+                "",
+                JitErrorKind::Internal(format!("an error in no function ({})", ctx.err_func)),
+            );
+        };
+        let func = decl.function();
+        let inst = Inst::new(ctx.err_inst as usize);
+        let op = func
+            .and_then(|f| f.insts.get(inst))
+            .map_or("", |d| d.opcode.name());
+        let pos = func
+            .and_then(|f| f.srcmap.insts.get(inst).copied())
+            .unwrap_or(Pos::NONE);
+        let (a, b) = (ctx.err_a, ctx.err_b);
+        let kind = match ctx.status {
+            code::OUT_OF_BOUNDS => JitErrorKind::OutOfBounds {
+                index: a,
+                len: b as usize,
+            },
+            code::DIVISION_BY_ZERO => JitErrorKind::DivisionByZero,
+            code::NEGATIVE_ALLOC => JitErrorKind::NegativeAlloc(a),
+            code::ALLOC_FAILED => JitErrorKind::AllocFailed(a),
+            code::RECURSION_LIMIT => JitErrorKind::RecursionLimit(a as usize),
+            code::STACK_EXHAUSTED => JitErrorKind::StackExhausted(a as usize),
+            code::TRAP => match func.and_then(|f| f.message(Msg::new(a as usize))) {
+                Some(m) => JitErrorKind::Trap(m.to_string()),
+                None => JitErrorKind::Internal(format!("trap_if with no message {a}")),
+            },
+            s => JitErrorKind::Internal(format!("unknown error code {s}")),
+        };
+        JitError {
+            func: decl.name.clone(),
+            op: op.to_string(),
+            pos,
+            kind,
+        }
+    }
+}
+
+fn refuse(name: &str, kind: JitErrorKind) -> JitError {
+    JitError {
+        func: name.to_string(),
+        op: String::new(),
+        pos: Pos::NONE,
+        kind,
+    }
+}
+
+/// A copy of the returned slice (`ptr`, `len`) of `elem`s, if it lies inside one of
+/// the argument buffers or the arena (verified code returns only those).
+fn read_slice(ctx: &Ctx, args: &[Val], elem: Elem, ptr: usize, len: usize) -> Option<Val> {
+    let size = match elem {
+        Elem::F64 | Elem::I64 => 8,
+        Elem::F32 => 4,
+    };
+    let bytes = len.checked_mul(size)?;
+    let end = ptr.checked_add(bytes)?;
+    if !ptr.is_multiple_of(size) || ptr == 0 {
+        return None;
+    }
+    let inside = |start: usize, n: usize| ptr >= start && end <= start + n * size;
+    let in_args = args.iter().any(|a| match (a, elem) {
+        (Val::F64s(v), Elem::F64) => inside(v.as_ptr() as usize, v.len()),
+        (Val::F32s(v), Elem::F32) => inside(v.as_ptr() as usize, v.len()),
+        (Val::I64s(v), Elem::I64) => inside(v.as_ptr() as usize, v.len()),
+        _ => false,
+    });
+    if !in_args && !ctx.arena_contains(ptr, bytes) {
+        return None;
+    }
+    // SAFETY: `len` elements of `elem` from `ptr` lie inside a live buffer (an
+    // argument `Vec` of that element type, or a chunk of the arena, whose bytes are
+    // all initialised), and `ptr` is aligned for the element.
+    Some(unsafe {
+        match elem {
+            Elem::F64 => Val::F64s(core::slice::from_raw_parts(ptr as *const f64, len).to_vec()),
+            Elem::F32 => Val::F32s(core::slice::from_raw_parts(ptr as *const f32, len).to_vec()),
+            Elem::I64 => Val::I64s(core::slice::from_raw_parts(ptr as *const i64, len).to_vec()),
+        }
+    })
+}

@@ -1,0 +1,66 @@
+//! The target: which ISA code is generated for, and with which settings. The one
+//! place that chooses; the lowering only asks the ISA for its pointer type and
+//! calling convention, so the same lowering can later feed an object file for
+//! another target (aarch64 through cranelift-object) built from [`isa_for`].
+
+use cranelift_codegen::ir::types;
+use cranelift_codegen::isa::{self, OwnedTargetIsa};
+use cranelift_codegen::settings::{self, Configurable};
+
+use crate::error::CompileError;
+
+/// The settings every gradlift target gets.
+fn flags() -> Result<settings::Flags, CompileError> {
+    let mut b = settings::builder();
+    let set = |b: &mut settings::Builder, name: &str, value: &str| {
+        b.set(name, value).map_err(|e| CompileError::Codegen {
+            func: None,
+            message: format!("setting {name}={value}: {e}"),
+        })
+    };
+    set(&mut b, "opt_level", "speed")?;
+    // Functions return every result of the IR function, slices as two values each:
+    // more than fit in registers go through a hidden return area.
+    set(&mut b, "enable_multi_ret_implicit_sret", "true")?;
+    // cranelift-jit needs these: code is placed anywhere in memory, and calls to
+    // Rust helpers and libcalls use absolute addresses.
+    set(&mut b, "is_pic", "false")?;
+    set(&mut b, "use_colocated_libcalls", "false")?;
+    Ok(settings::Flags::new(b))
+}
+
+/// The host's ISA, with the features the CPU has (cranelift-native).
+pub(crate) fn host_isa() -> Result<OwnedTargetIsa, CompileError> {
+    let builder = cranelift_native::builder().map_err(|m| CompileError::Codegen {
+        func: None,
+        message: format!("the host machine is not supported: {m}"),
+    })?;
+    finish(builder)
+}
+
+/// The ISA for the target `triple` (baseline features), for emitting code for
+/// another machine.
+#[allow(dead_code)] // The aarch64 object path of the next step uses it.
+pub(crate) fn isa_for(triple: target_lexicon::Triple) -> Result<OwnedTargetIsa, CompileError> {
+    let builder = isa::lookup(triple).map_err(|e| CompileError::Codegen {
+        func: None,
+        message: format!("unsupported target: {e}"),
+    })?;
+    finish(builder)
+}
+
+fn finish(builder: isa::Builder) -> Result<OwnedTargetIsa, CompileError> {
+    let isa = builder
+        .finish(flags()?)
+        .map_err(|e| CompileError::Codegen {
+            func: None,
+            message: format!("building the ISA: {e}"),
+        })?;
+    if isa.pointer_type() != types::I64 {
+        return Err(CompileError::Codegen {
+            func: None,
+            message: format!("only 64-bit targets are supported, not {}", isa.triple()),
+        });
+    }
+    Ok(isa)
+}

@@ -1,0 +1,154 @@
+//! gradlift's JIT: IR functions compiled to native code for the host with Cranelift,
+//! computing exactly what the reference interpreter
+//! ([`gradlift_ir::interp`]) computes.
+//!
+//! ```
+//! use gradlift_ir::{interp::Val, parse};
+//! use gradlift_jit::{Workspace, compile};
+//!
+//! let module = parse("
+//!     func @sumsq(%x: [f64]) -> f64 {
+//!     entry:
+//!         %n = len %x
+//!         jump head
+//!     head:
+//!         %i = phi i64 [entry: 0, body: %i1]
+//!         %acc = phi f64 [entry: 0.0, body: %acc1]
+//!         %more = icmp lt %i, %n
+//!         br %more, body, exit
+//!     body:
+//!         %xi = load %x[%i]
+//!         %sq = fmul %xi, %xi
+//!         %acc1 = fadd %acc, %sq
+//!         %i1 = iadd %i, 1
+//!         jump head
+//!     exit:
+//!         ret %acc
+//!     }
+//! ").unwrap();
+//! let compiled = compile(&module).unwrap();
+//! let mut ws = Workspace::new();
+//! let out = compiled.call_by_name(&mut ws, "sumsq", &mut [Val::F64s(vec![1.0, 2.0])]).unwrap();
+//! assert_eq!(out, [Val::F64(5.0)]);
+//! // Out of bounds is an error, not a crash; the workspace serves the next call.
+//! let bad = gradlift_ir::parse("
+//!     func @at(%x: [f64], %i: i64) -> f64 {
+//!     entry:
+//!         %v = load %x[%i]
+//!         ret %v
+//!     }
+//! ").unwrap();
+//! let c = compile(&bad).unwrap();
+//! let e = c.call_by_name(&mut ws, "at", &mut [Val::F64s(vec![1.0]), Val::I64(-1)]).unwrap_err();
+//! assert_eq!(e.to_string(), "in @at, load at 4:9: index -1 out of bounds for length 1");
+//! ```
+//!
+//! # Pieces
+//!
+//! - [`compile`] / [`compile_funcs`]: verified IR to a [`Compiled`] module (every
+//!   function, or some functions and what they call). Failures are
+//!   [`CompileError`]s, never panics.
+//! - [`Compiled::call`]: calls a compiled function with the interpreter's
+//!   [`Val`](gradlift_ir::interp::Val)s, checking count, kinds and types first.
+//!   `Compiled` is `Send + Sync`.
+//! - [`Workspace`]: the per-thread state of calls (the context, the arena for
+//!   `alloc`, argument buffers, the depth limit). It keeps its memory between calls.
+//! - [`JitError`]: a runtime error naming the function, the op and its position,
+//!   with the interpreter's kinds where they overlap ([`JitErrorKind::to_interp`]).
+//!
+//! # The ABI
+//!
+//! Every compiled function takes a hidden first parameter, `ctx`, a pointer to the
+//! workspace's `Ctx` (a `#[repr(C)]` struct): the error status word and the error
+//! site (function, instruction, two payload words), the current call depth and its
+//! limit, the lowest stack address calls may reach, the bump arena for `alloc`
+//! (address, bytes used, capacity, chunk number), and fields reserved for the tape
+//! of the next step (the scalar stack's address, length and capacity; the table of
+//! tape buffers). Then come the IR parameters: a scalar is one Cranelift value
+//! (`f64`, `f32`, `i64`, a `bool` as an `i8` 0 or 1), a slice two (its address and
+//! its length as `i64`). Results are flattened the same way (more than fit in
+//! registers go through a hidden return area). Functions use the ISA's default
+//! calling convention.
+//!
+//! For Rust, each function also gets a generated trampoline,
+//! `extern "C" fn(ctx, args: *const u64, results: *mut u64) -> u32`, that unpacks
+//! the arguments from 8-byte slots (an `f64` or `f32` as its bits, an `i64`, a
+//! `bool` 0 or 1, a slice as two slots: address, length), calls the function,
+//! writes its results the same way and returns the status word.
+//!
+//! # Errors without unwinding
+//!
+//! A failing check in generated code (an index out of bounds, `idiv`/`irem` by
+//! zero, a negative `alloc`, the depth limit or the stack limit at a `call`, a
+//! `trap_if`) jumps to the function's cold error block, which writes the error code,
+//! the function, the instruction and the payloads into `ctx` and returns zeros. After
+//! every call to another compiled function the caller reads the status and returns
+//! at once if it is set, so the error travels up to the trampoline, which hands the
+//! status to Rust; Rust turns `ctx` into a [`JitError`]. No unwinding, no traps, no
+//! signal handlers. The next call resets the context, so a workspace stays usable.
+//!
+//! - Bounds: every `load` and `store` compares the index (unsigned, so negative
+//!   indices fail too) with the slice's length.
+//! - Depth: `ctx` counts active calls (1 in the outermost function). A `call` made
+//!   at the limit fails with [`JitErrorKind::RecursionLimit`], at the `call`, as in
+//!   the interpreter (default 10,000, [`Workspace::with_max_depth`]).
+//! - Native stack: compiled functions recurse on the thread's own stack, so a
+//!   `call` also checks the stack pointer against a limit computed before the call
+//!   from the thread's stack bounds, a bound on the largest frame of the module and
+//!   room for the Rust helpers; below it the call fails with
+//!   [`JitErrorKind::StackExhausted`] instead of overflowing. The interpreter has no
+//!   such limit, so deep recursion needs a thread with a big enough stack to match
+//!   it.
+//! - Stores go only through `mut` slices: the IR verifier checks it, and only
+//!   verified functions are compiled.
+//!
+//! # The arena
+//!
+//! `alloc` takes zeroed memory from the workspace's arena, a list of chunks that
+//! never move: the fast path bumps the current chunk inline, the slow path (a Rust
+//! helper) moves to a bigger chunk. A function that allocates marks the arena at
+//! entry and frees back to the mark when it returns, so an `alloc` lives until its
+//! function returns, as in the interpreter. Each top-level call starts with an empty
+//! arena; if the last call needed several chunks they are merged into one, so calls
+//! in steady state allocate nothing.
+//!
+//! # Semantics
+//!
+//! The interpreter's, op for op (see [`gradlift_ir::interp`]): float ops in their
+//! own type; `fmin`/`fmax` with NaN if either operand is NaN (the canonical NaN
+//! of Rust, as the interpreter returns) and `-0.0` below `0.0`; integers wrapping,
+//! `i64::MIN / -1` wrapping; shifts modulo 64; `cast` float to int truncating and
+//! saturating (NaN to 0). Transcendental ops (`exp`, `log`, `sin`, `cos`, `tan`,
+//! `tanh`, `pow`, `powi`) call Rust helpers that are the very `std` functions the
+//! interpreter uses, so results agree bit for bit; `sqrt`, `floor`, `ceil`, `fabs`,
+//! `fneg` are Cranelift instructions (exact in IEEE arithmetic).
+//!
+//! # Not yet
+//!
+//! The tape ops (`push`, `pop`, `tape_alloc`, `tape_view`) and calls to `extern`
+//! functions are refused at compile time with [`CompileError::Unsupported`]; the
+//! next step compiles derived code and binds host functions.
+//!
+//! # Code map
+//!
+//! `isa` chooses the target (the one place to change for cross-compilation);
+//! `lower` lowers one IR function (one method per op family); `abi` writes the
+//! trampolines; `helpers` are the Rust functions generated code calls; `runtime`
+//! holds `Ctx`, the arena and [`Workspace`]; `compiled` compiles a module and calls
+//! into it; `error` has the error types.
+
+// Calling generated code cannot be done without `unsafe`. It is confined to small
+// blocks, each with a `SAFETY` comment; the public API is safe.
+#![allow(unsafe_code)]
+
+mod abi;
+mod compiled;
+mod error;
+mod helpers;
+mod isa;
+mod lower;
+mod runtime;
+
+pub use compiled::{Compiled, compile, compile_funcs};
+pub use error::{CompileError, JitError, JitErrorKind};
+pub use runtime::Workspace;

@@ -1,0 +1,890 @@
+//! Lowering: one verified IR function to one Cranelift function, with the
+//! [ABI](crate#the-abi) of the crate docs.
+//!
+//! The IR is already SSA with phis at block heads, so the lowering is direct: every
+//! reachable IR block becomes a Cranelift block whose parameters are its phis, every
+//! IR value one Cranelift value (a slice two: address and length), and every edge
+//! passes the phis' incoming values as block arguments. Blocks are emitted in
+//! reverse postorder, so every definition is emitted before its uses (the IR
+//! verifier checked dominance); unreachable blocks are left out. Constants are
+//! materialised where they are used (Cranelift's optimiser merges them).
+//!
+//! The ops follow the op table ([`gradlift_ir::ops`]), one method per [`Shape`]:
+//! [`Lower::float_binary`], [`Lower::float_unary`], ... Checks that can fail
+//! (bounds, division by zero, negative `alloc`, the depth and stack limits at a
+//! `call`, `trap_if`) branch to one cold error block per function, which writes the
+//! error into the context and returns zeros; after every call the caller tests the
+//! context's status and returns at once if it is set.
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
+use cranelift_codegen::ir::{
+    self as cl, AbiParam, BlockArg, FuncRef, InstBuilder, MemFlagsData, types,
+};
+use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
+use cranelift_entity::{EntityRef, SecondaryMap};
+use cranelift_frontend::FunctionBuilder;
+use cranelift_module::{FuncId as ClFuncId, Linkage, Module as ClModule};
+use gradlift_ir::flowgraph::ControlFlowGraph;
+use gradlift_ir::ops::Shape;
+use gradlift_ir::{
+    Block, Body, CmpPred, Elem, FuncId, Function, Imm, Inst, Module, Opcode, Pos, Scalar,
+    Terminator, Type, Value, ValueDef,
+};
+use std::collections::HashMap;
+
+use crate::error::CompileError;
+use crate::helpers::{Helper, MathFn};
+use crate::runtime::{Offsets, code};
+
+/// The Cranelift types one IR type is passed as: a scalar one value, a slice two
+/// (address, length).
+pub(crate) fn clif_types(ty: Type) -> &'static [cl::Type] {
+    match ty {
+        Type::F64 => &[types::F64],
+        Type::F32 => &[types::F32],
+        Type::I64 => &[types::I64],
+        Type::Bool => &[types::I8],
+        Type::Slice { .. } => &[types::I64, types::I64],
+    }
+}
+
+/// The Cranelift signature of a compiled IR function: the context pointer, then
+/// the flattened parameters; the flattened results.
+pub(crate) fn clif_signature(sig: &gradlift_ir::Signature, call_conv: CallConv) -> cl::Signature {
+    let mut s = cl::Signature::new(call_conv);
+    s.params.push(AbiParam::new(types::I64));
+    for &t in &sig.params {
+        s.params
+            .extend(clif_types(t).iter().map(|&t| AbiParam::new(t)));
+    }
+    for &t in &sig.results {
+        s.returns
+            .extend(clif_types(t).iter().map(|&t| AbiParam::new(t)));
+    }
+    s
+}
+
+/// An IR value in Cranelift: a scalar, or a slice's address and length.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum Lv {
+    One(cl::Value),
+    Slice(cl::Value, cl::Value),
+}
+
+impl Lv {
+    fn one(self) -> cl::Value {
+        match self {
+            Lv::One(v) | Lv::Slice(v, _) => v,
+        }
+    }
+
+    pub(crate) fn push_to(self, out: &mut Vec<cl::Value>) {
+        match self {
+            Lv::One(v) => out.push(v),
+            Lv::Slice(p, n) => {
+                out.push(p);
+                out.push(n);
+            }
+        }
+    }
+}
+
+/// Memory accesses through the context and through checked slice addresses: the
+/// address is in bounds and aligned, so the access cannot trap.
+fn trusted() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+/// Log2 of an element's size.
+fn elem_shift(e: Elem) -> i64 {
+    match e {
+        Elem::F64 | Elem::I64 => 3,
+        Elem::F32 => 2,
+    }
+}
+
+fn elem_type(e: Elem) -> cl::Type {
+    match e {
+        Elem::F64 => types::F64,
+        Elem::F32 => types::F32,
+        Elem::I64 => types::I64,
+    }
+}
+
+/// What a function needs from the module being built: the declared IR functions
+/// and helpers.
+pub(crate) struct Decls<'a> {
+    /// The Cranelift function of each IR function being compiled.
+    pub(crate) funcs: &'a HashMap<FuncId, ClFuncId>,
+    /// The calling convention of every function.
+    pub(crate) call_conv: CallConv,
+    /// The target's pointer type and the like, for the builder.
+    pub(crate) frontend: TargetFrontendConfig,
+}
+
+/// The lowering of one function.
+pub(crate) struct Lower<'a, 'b, M: ClModule> {
+    module: &'a Module,
+    fid: FuncId,
+    func: &'a Function,
+    jm: &'a mut M,
+    decls: &'a Decls<'a>,
+    b: FunctionBuilder<'b>,
+    ctx: cl::Value,
+    vals: SecondaryMap<Value, Option<Lv>>,
+    blocks: SecondaryMap<Block, Option<cl::Block>>,
+    /// Writes an error into the context and returns: parameters code, inst, a, b.
+    err_block: cl::Block,
+    /// Returns zeros (after an error, written here or by a callee).
+    bail_block: cl::Block,
+    helpers: HashMap<Helper, FuncRef>,
+    callees: HashMap<FuncId, FuncRef>,
+    /// The arena's chunk and used bytes at entry, for functions that `alloc`.
+    arena_mark: Option<(cl::Value, cl::Value)>,
+}
+
+impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
+    /// Lowers `fid` of `module` into the builder's function (whose signature is set).
+    pub(crate) fn run(
+        module: &'a Module,
+        fid: FuncId,
+        jm: &'a mut M,
+        decls: &'a Decls<'a>,
+        b: FunctionBuilder<'b>,
+    ) -> Result<(), CompileError> {
+        let decl = &module.funcs[fid];
+        let Some(func) = decl.function() else {
+            return Err(CompileError::NotDefined(decl.name.clone()));
+        };
+        let mut b = b;
+        let cfg = ControlFlowGraph::new(func);
+        let rpo = cfg.reverse_postorder().to_vec();
+        let Some(&entry) = rpo.first() else {
+            return Err(internal(module, fid, "a function without an entry block"));
+        };
+        // One Cranelift block per reachable IR block; phis become parameters.
+        let mut blocks = SecondaryMap::new();
+        let mut vals: SecondaryMap<Value, Option<Lv>> = SecondaryMap::new();
+        for &blk in &rpo {
+            let cb = b.create_block();
+            blocks[blk] = Some(cb);
+            for phi in &func.blocks[blk].phis {
+                let lv = match *clif_types(func.value_type(phi.value)) {
+                    [t] => Lv::One(b.append_block_param(cb, t)),
+                    [p, n] => {
+                        let p = b.append_block_param(cb, p);
+                        Lv::Slice(p, b.append_block_param(cb, n))
+                    }
+                    _ => return Err(internal(module, fid, "a type of no Cranelift type")),
+                };
+                vals[phi.value] = Some(lv);
+            }
+        }
+        let centry = blocks[entry].expect("made above");
+        b.append_block_params_for_function_params(centry);
+        let params = b.block_params(centry).to_vec();
+        let ctx = params[0];
+        let mut k = 1;
+        for (&v, &ty) in func.params.iter().zip(&decl.sig.params) {
+            let lv = if ty.is_slice() {
+                k += 2;
+                Lv::Slice(params[k - 2], params[k - 1])
+            } else {
+                k += 1;
+                Lv::One(params[k - 1])
+            };
+            vals[v] = Some(lv);
+        }
+        let err_block = b.create_block();
+        for t in [types::I32, types::I32, types::I64, types::I64] {
+            b.append_block_param(err_block, t);
+        }
+        b.set_cold_block(err_block);
+        let bail_block = b.create_block();
+        b.set_cold_block(bail_block);
+
+        let mut lower = Lower {
+            module,
+            fid,
+            func,
+            jm,
+            decls,
+            b,
+            ctx,
+            vals,
+            blocks,
+            err_block,
+            bail_block,
+            helpers: HashMap::new(),
+            callees: HashMap::new(),
+            arena_mark: None,
+        };
+        lower.b.switch_to_block(centry);
+        let allocates = func
+            .placed_insts()
+            .any(|(_, i)| func.insts[i].opcode == Opcode::Alloc);
+        if allocates {
+            let chunk = lower.load_ctx(types::I64, Offsets::ARENA_CHUNK);
+            let used = lower.load_ctx(types::I64, Offsets::ARENA_USED);
+            lower.arena_mark = Some((chunk, used));
+        }
+        for &blk in &rpo {
+            lower.block(blk)?;
+        }
+        lower.error_blocks();
+        lower.b.seal_all_blocks();
+        lower.b.finalize(decls.frontend);
+        Ok(())
+    }
+
+    fn block(&mut self, blk: Block) -> Result<(), CompileError> {
+        let cb = self.blocks[blk].expect("reachable blocks have Cranelift blocks");
+        if self.b.current_block() != Some(cb) {
+            self.b.switch_to_block(cb);
+        }
+        for &inst in &self.func.blocks[blk].insts {
+            self.inst(inst)?;
+        }
+        let Some(term) = &self.func.blocks[blk].term else {
+            return Err(self.internal("a block without terminator"));
+        };
+        match term {
+            Terminator::Jump(to) => {
+                let args = self.edge_args(blk, *to)?;
+                let target = self.target(*to)?;
+                self.b.ins().jump(target, &args);
+            }
+            Terminator::Br {
+                cond,
+                then_dest,
+                else_dest,
+            } => {
+                let c = self.val(*cond)?.one();
+                let then_args = self.edge_args(blk, *then_dest)?;
+                let else_args = self.edge_args(blk, *else_dest)?;
+                let (t, e) = (self.target(*then_dest)?, self.target(*else_dest)?);
+                self.b.ins().brif(c, t, &then_args, e, &else_args);
+            }
+            Terminator::Ret(vals) => {
+                let mut out = Vec::new();
+                for &v in vals {
+                    self.val(v)?.push_to(&mut out);
+                }
+                self.release_arena();
+                self.b.ins().return_(&out);
+            }
+        }
+        Ok(())
+    }
+
+    fn target(&self, blk: Block) -> Result<cl::Block, CompileError> {
+        self.blocks
+            .get(blk)
+            .copied()
+            .flatten()
+            .ok_or_else(|| self.internal("a branch to an unreachable block"))
+    }
+
+    /// The arguments of the edge `from` -> `to`: the incoming values of `to`'s phis.
+    fn edge_args(&mut self, from: Block, to: Block) -> Result<Vec<BlockArg>, CompileError> {
+        let mut out = Vec::new();
+        let func = self.func;
+        for phi in &func.blocks[to].phis {
+            let Some(&(_, v)) = phi.incoming.iter().find(|(p, _)| *p == from) else {
+                return Err(self.internal("a phi without an entry for its predecessor"));
+            };
+            self.val(v)?.push_to(&mut out);
+        }
+        Ok(out.into_iter().map(BlockArg::Value).collect())
+    }
+
+    /// The Cranelift value of `v`, materialising constants.
+    fn val(&mut self, v: Value) -> Result<Lv, CompileError> {
+        let Some(data) = self.func.values.get(v) else {
+            return Err(self.internal("a value out of range"));
+        };
+        if let ValueDef::Const(c) = data.def {
+            return Ok(Lv::One(self.constant(c)));
+        }
+        self.vals[v].ok_or_else(|| self.internal("a value used before its definition"))
+    }
+
+    fn constant(&mut self, c: Scalar) -> cl::Value {
+        let ins = self.b.ins();
+        match c {
+            Scalar::F64(x) => ins.f64const(Ieee64::with_bits(x.to_bits())),
+            Scalar::F32(x) => ins.f32const(Ieee32::with_bits(x.to_bits())),
+            Scalar::I64(x) => ins.iconst(types::I64, x),
+            Scalar::Bool(x) => ins.iconst(types::I8, i64::from(x)),
+        }
+    }
+
+    fn internal(&self, message: &str) -> CompileError {
+        internal(self.module, self.fid, message)
+    }
+
+    fn unsupported(&self, inst: Inst, what: &str) -> CompileError {
+        CompileError::Unsupported {
+            func: self.module.name(self.fid).to_string(),
+            op: self.func.insts[inst].opcode.name().to_string(),
+            pos: self
+                .func
+                .srcmap
+                .insts
+                .get(inst)
+                .copied()
+                .unwrap_or(Pos::NONE),
+            what: what.to_string(),
+        }
+    }
+
+    fn load_ctx(&mut self, ty: cl::Type, offset: i32) -> cl::Value {
+        self.b.ins().load(ty, trusted(), self.ctx, offset)
+    }
+
+    fn store_ctx(&mut self, v: cl::Value, offset: i32) {
+        self.b.ins().store(trusted(), v, self.ctx, offset);
+    }
+
+    /// Fails with `code` (payloads `a`, `b`) at `inst` when `cond` is nonzero, and
+    /// goes on in a new block otherwise.
+    fn fail_if(&mut self, cond: cl::Value, code: u32, inst: Inst, a: cl::Value, b: cl::Value) {
+        let code = self.b.ins().iconst(types::I32, i64::from(code));
+        let at = self.b.ins().iconst(types::I32, inst.index() as i64);
+        let cont = self.b.create_block();
+        let args = [code, at, a, b].map(BlockArg::Value);
+        self.b.ins().brif(cond, self.err_block, &args, cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    /// The error block and the bail-out block of the function.
+    fn error_blocks(&mut self) {
+        self.b.switch_to_block(self.err_block);
+        let p = self.b.block_params(self.err_block).to_vec();
+        self.store_ctx(p[0], Offsets::STATUS);
+        let f = self.b.ins().iconst(types::I32, self.fid.index() as i64);
+        self.store_ctx(f, Offsets::ERR_FUNC);
+        self.store_ctx(p[1], Offsets::ERR_INST);
+        self.store_ctx(p[2], Offsets::ERR_A);
+        self.store_ctx(p[3], Offsets::ERR_B);
+        self.b.ins().jump(self.bail_block, &[]);
+
+        self.b.switch_to_block(self.bail_block);
+        let results = &self.module.funcs[self.fid].sig.results;
+        let mut zeros = Vec::new();
+        for &t in results {
+            for &ct in clif_types(t) {
+                let z = match ct {
+                    types::F64 => self.b.ins().f64const(0.0),
+                    types::F32 => self.b.ins().f32const(0.0),
+                    t => self.b.ins().iconst(t, 0),
+                };
+                zeros.push(z);
+            }
+        }
+        self.b.ins().return_(&zeros);
+    }
+
+    fn helper(&mut self, h: Helper) -> Result<FuncRef, CompileError> {
+        if let Some(&r) = self.helpers.get(&h) {
+            return Ok(r);
+        }
+        let sig = h.signature(types::I64, self.decls.call_conv);
+        let id = self
+            .jm
+            .declare_function(h.name(), Linkage::Import, &sig)
+            .map_err(|e| self.internal(&format!("declaring {}: {e}", h.name())))?;
+        let r = self.jm.declare_func_in_func(id, self.b.func);
+        self.helpers.insert(h, r);
+        Ok(r)
+    }
+
+    fn call_helper(
+        &mut self,
+        h: Helper,
+        args: &[cl::Value],
+    ) -> Result<Option<cl::Value>, CompileError> {
+        let r = self.helper(h)?;
+        let call = self.b.ins().call(r, args);
+        Ok(self.b.inst_results(call).first().copied())
+    }
+
+    /// Before a `ret`: frees what the function allocated (back to the mark taken at
+    /// entry).
+    fn release_arena(&mut self) {
+        let Some((chunk, used)) = self.arena_mark else {
+            return;
+        };
+        let now = self.load_ctx(types::I64, Offsets::ARENA_CHUNK);
+        let same = self.b.ins().icmp(IntCC::Equal, now, chunk);
+        let (fast, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().brif(same, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        self.store_ctx(used, Offsets::ARENA_USED);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(slow);
+        let ctx = self.ctx;
+        // The helper cannot fail; its FuncRef was declared when the first alloc was
+        // lowered, or is declared now.
+        if let Ok(r) = self.helper(Helper::ArenaRestore) {
+            self.b.ins().call(r, &[ctx, chunk, used]);
+        }
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+    }
+
+    /// Defines the results of `inst`.
+    fn def(&mut self, inst: Inst, k: usize, lv: Lv) -> Result<(), CompileError> {
+        let Some(&v) = self.func.insts[inst].results.get(k) else {
+            return Err(self.internal("an instruction with too few results"));
+        };
+        self.vals[v] = Some(lv);
+        Ok(())
+    }
+
+    fn inst(&mut self, inst: Inst) -> Result<(), CompileError> {
+        let data = &self.func.insts[inst];
+        let op = data.opcode;
+        let imm = data.imm;
+        let args: Vec<Value> = data.args.to_vec();
+        let mut a = Vec::with_capacity(args.len());
+        for &v in &args {
+            a.push(self.val(v)?);
+        }
+        let arg_ty = |k: usize| args.get(k).map(|&v| self.func.value_type(v));
+        let out = match op.shape() {
+            Shape::FloatBinary => Some(self.float_binary(op, a[0].one(), a[1].one())?),
+            Shape::FloatUnary => Some(self.float_unary(op, a[0].one())?),
+            Shape::Powi => Some(self.powi(a[0].one(), a[1].one())?),
+            Shape::IntBinary => Some(self.int_binary(inst, op, a[0].one(), a[1].one())),
+            Shape::IntUnary => Some(self.b.ins().ineg(a[0].one())),
+            Shape::FloatCmp | Shape::IntCmp => {
+                let Imm::Cmp(p) = imm else {
+                    return Err(self.internal("a comparison without predicate"));
+                };
+                Some(self.compare(op, p, a[0].one(), a[1].one()))
+            }
+            Shape::BoolBinary => Some(self.bool_binary(op, a[0].one(), a[1].one())),
+            Shape::BoolUnary => Some(self.b.ins().bxor_imm_u(a[0].one(), 1)),
+            Shape::Select => {
+                let c = a[0].one();
+                let lv = match (a[1], a[2]) {
+                    (Lv::One(x), Lv::One(y)) => Lv::One(self.b.ins().select(c, x, y)),
+                    (Lv::Slice(p, n), Lv::Slice(q, m)) => {
+                        let ptr = self.b.ins().select(c, p, q);
+                        Lv::Slice(ptr, self.b.ins().select(c, n, m))
+                    }
+                    _ => return Err(self.internal("select of a scalar and a slice")),
+                };
+                self.def(inst, 0, lv)?;
+                None
+            }
+            Shape::Cast => {
+                let (Imm::Type(to), Some(from)) = (imm, arg_ty(0)) else {
+                    return Err(self.internal("a cast without types"));
+                };
+                Some(self.cast(from, to, a[0].one())?)
+            }
+            Shape::Bitcast => {
+                let Imm::Type(to) = imm else {
+                    return Err(self.internal("a bitcast without type"));
+                };
+                let to = if to == Type::F64 {
+                    types::F64
+                } else {
+                    types::I64
+                };
+                Some(self.b.ins().bitcast(to, MemFlagsData::new(), a[0].one()))
+            }
+            Shape::Const => {
+                let Imm::Const(c) = imm else {
+                    return Err(self.internal("a const without constant"));
+                };
+                Some(self.constant(c))
+            }
+            Shape::Len => match a[0] {
+                Lv::Slice(_, n) => Some(n),
+                Lv::One(_) => return Err(self.internal("len of a scalar")),
+            },
+            Shape::Load => {
+                let elem = arg_ty(0).and_then(Type::elem);
+                let (Lv::Slice(p, n), Some(elem)) = (a[0], elem) else {
+                    return Err(self.internal("load from a scalar"));
+                };
+                let addr = self.element(inst, p, n, a[1].one(), elem);
+                Some(self.b.ins().load(elem_type(elem), trusted(), addr, 0))
+            }
+            Shape::Store => {
+                let elem = arg_ty(0).and_then(Type::elem);
+                let (Lv::Slice(p, n), Some(elem)) = (a[0], elem) else {
+                    return Err(self.internal("store into a scalar"));
+                };
+                let addr = self.element(inst, p, n, a[1].one(), elem);
+                self.b.ins().store(trusted(), a[2].one(), addr, 0);
+                None
+            }
+            Shape::Alloc => {
+                let Some(elem) = (match imm {
+                    Imm::Type(t) => Elem::of(t),
+                    _ => None,
+                }) else {
+                    return Err(self.internal("an alloc without element type"));
+                };
+                let n = a[0].one();
+                let p = self.alloc(inst, elem, n)?;
+                self.def(inst, 0, Lv::Slice(p, n))?;
+                None
+            }
+            Shape::Call => {
+                let Imm::Func(callee) = imm else {
+                    return Err(self.internal("a call without callee"));
+                };
+                self.call(inst, callee, &a)?;
+                None
+            }
+            Shape::TrapIf => {
+                let Imm::Msg(m) = imm else {
+                    return Err(self.internal("a trap_if without message"));
+                };
+                let msg = self.b.ins().iconst(types::I64, m.index() as i64);
+                let zero = self.b.ins().iconst(types::I64, 0);
+                self.fail_if(a[0].one(), code::TRAP, inst, msg, zero);
+                None
+            }
+            Shape::Push | Shape::Pop | Shape::TapeAlloc | Shape::TapeView => {
+                return Err(self.unsupported(
+                    inst,
+                    "the tape ops are not supported by the JIT yet (a later step compiles derived code)",
+                ));
+            }
+        };
+        if let Some(v) = out {
+            self.def(inst, 0, Lv::One(v))?;
+        }
+        Ok(())
+    }
+
+    // The op families, in the order of the op table.
+
+    fn float_binary(
+        &mut self,
+        op: Opcode,
+        x: cl::Value,
+        y: cl::Value,
+    ) -> Result<cl::Value, CompileError> {
+        let ty = self.b.func.dfg.value_type(x);
+        let ins = self.b.ins();
+        Ok(match op {
+            Opcode::Fadd => ins.fadd(x, y),
+            Opcode::Fsub => ins.fsub(x, y),
+            Opcode::Fmul => ins.fmul(x, y),
+            Opcode::Fdiv => ins.fdiv(x, y),
+            Opcode::Fmin | Opcode::Fmax => {
+                // Cranelift orders -0.0 below 0.0 as the interpreter does, but its NaN
+                // is of unspecified sign and payload: the interpreter's is the
+                // canonical `NAN` of Rust.
+                let r = if op == Opcode::Fmin {
+                    ins.fmin(x, y)
+                } else {
+                    ins.fmax(x, y)
+                };
+                let nan = self.b.ins().fcmp(FloatCC::Unordered, x, y);
+                let canon = if ty == types::F32 {
+                    self.b.ins().f32const(Ieee32::with_bits(f32::NAN.to_bits()))
+                } else {
+                    self.b.ins().f64const(Ieee64::with_bits(f64::NAN.to_bits()))
+                };
+                self.b.ins().select(nan, canon, r)
+            }
+            Opcode::Pow => {
+                let h = if ty == types::F32 {
+                    Helper::PowF32
+                } else {
+                    Helper::PowF64
+                };
+                return self.helper_result(h, &[x, y]);
+            }
+            _ => return Err(self.internal("not a float binary op")),
+        })
+    }
+
+    fn float_unary(&mut self, op: Opcode, x: cl::Value) -> Result<cl::Value, CompileError> {
+        let f32 = self.b.func.dfg.value_type(x) == types::F32;
+        let math = |f: MathFn| {
+            if f32 {
+                Helper::F32Unary(f)
+            } else {
+                Helper::F64Unary(f)
+            }
+        };
+        let ins = self.b.ins();
+        let h = match op {
+            Opcode::Fneg => return Ok(ins.fneg(x)),
+            Opcode::Fabs => return Ok(ins.fabs(x)),
+            Opcode::Sqrt => return Ok(ins.sqrt(x)),
+            Opcode::Floor => return Ok(ins.floor(x)),
+            Opcode::Ceil => return Ok(ins.ceil(x)),
+            Opcode::Exp => math(MathFn::Exp),
+            Opcode::Log => math(MathFn::Log),
+            Opcode::Sin => math(MathFn::Sin),
+            Opcode::Cos => math(MathFn::Cos),
+            Opcode::Tan => math(MathFn::Tan),
+            Opcode::Tanh => math(MathFn::Tanh),
+            _ => return Err(self.internal("not a float unary op")),
+        };
+        self.helper_result(h, &[x])
+    }
+
+    fn powi(&mut self, x: cl::Value, n: cl::Value) -> Result<cl::Value, CompileError> {
+        let h = if self.b.func.dfg.value_type(x) == types::F32 {
+            Helper::PowiF32
+        } else {
+            Helper::PowiF64
+        };
+        self.helper_result(h, &[x, n])
+    }
+
+    fn helper_result(&mut self, h: Helper, args: &[cl::Value]) -> Result<cl::Value, CompileError> {
+        self.call_helper(h, args)?
+            .ok_or_else(|| self.internal("a helper without result"))
+    }
+
+    fn int_binary(&mut self, inst: Inst, op: Opcode, x: cl::Value, y: cl::Value) -> cl::Value {
+        let ins = self.b.ins();
+        match op {
+            Opcode::Iadd => ins.iadd(x, y),
+            Opcode::Isub => ins.isub(x, y),
+            Opcode::Imul => ins.imul(x, y),
+            // Cranelift takes shift amounts modulo the width, as the IR does.
+            Opcode::Ishl => ins.ishl(x, y),
+            Opcode::Ishr => ins.sshr(x, y),
+            Opcode::Iand => ins.band(x, y),
+            Opcode::Ior => ins.bor(x, y),
+            Opcode::Ixor => ins.bxor(x, y),
+            Opcode::Idiv | Opcode::Irem => {
+                let zero = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+                let z = self.b.ins().iconst(types::I64, 0);
+                self.fail_if(zero, code::DIVISION_BY_ZERO, inst, z, z);
+                // `i64::MIN / -1` traps in Cranelift and wraps in the IR: divide by 1
+                // instead, and negate (x % -1 and x % 1 are both 0).
+                let minus_one = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
+                let one = self.b.ins().iconst(types::I64, 1);
+                let d = self.b.ins().select(minus_one, one, y);
+                if op == Opcode::Idiv {
+                    let q = self.b.ins().sdiv(x, d);
+                    let neg = self.b.ins().ineg(x);
+                    self.b.ins().select(minus_one, neg, q)
+                } else {
+                    self.b.ins().srem(x, d)
+                }
+            }
+            // Unreachable for a verified function: the shape says IntBinary.
+            _ => ins.iadd(x, y),
+        }
+    }
+
+    fn compare(&mut self, op: Opcode, p: CmpPred, x: cl::Value, y: cl::Value) -> cl::Value {
+        if op == Opcode::Fcmp {
+            // IEEE: `ne` is true on NaN, every other predicate false.
+            let cc = match p {
+                CmpPred::Eq => FloatCC::Equal,
+                CmpPred::Ne => FloatCC::NotEqual,
+                CmpPred::Lt => FloatCC::LessThan,
+                CmpPred::Le => FloatCC::LessThanOrEqual,
+                CmpPred::Gt => FloatCC::GreaterThan,
+                CmpPred::Ge => FloatCC::GreaterThanOrEqual,
+            };
+            self.b.ins().fcmp(cc, x, y)
+        } else {
+            let cc = match p {
+                CmpPred::Eq => IntCC::Equal,
+                CmpPred::Ne => IntCC::NotEqual,
+                CmpPred::Lt => IntCC::SignedLessThan,
+                CmpPred::Le => IntCC::SignedLessThanOrEqual,
+                CmpPred::Gt => IntCC::SignedGreaterThan,
+                CmpPred::Ge => IntCC::SignedGreaterThanOrEqual,
+            };
+            self.b.ins().icmp(cc, x, y)
+        }
+    }
+
+    fn bool_binary(&mut self, op: Opcode, x: cl::Value, y: cl::Value) -> cl::Value {
+        let ins = self.b.ins();
+        match op {
+            Opcode::And => ins.band(x, y),
+            Opcode::Or => ins.bor(x, y),
+            _ => ins.bxor(x, y),
+        }
+    }
+
+    fn cast(&mut self, from: Type, to: Type, x: cl::Value) -> Result<cl::Value, CompileError> {
+        let ins = self.b.ins();
+        Ok(match (from, to) {
+            (a, b) if a == b => x,
+            (Type::F32, Type::F64) => ins.fpromote(types::F64, x),
+            (Type::F64, Type::F32) => ins.fdemote(types::F32, x),
+            (Type::I64, Type::F64) => ins.fcvt_from_sint(types::F64, x),
+            (Type::I64, Type::F32) => ins.fcvt_from_sint(types::F32, x),
+            // Truncation toward zero, saturating, NaN to 0: Rust's `as`.
+            (Type::F64 | Type::F32, Type::I64) => ins.fcvt_to_sint_sat(types::I64, x),
+            (Type::Bool, Type::I64) => ins.uextend(types::I64, x),
+            (Type::Bool, Type::F64) => {
+                let (one, zero) = (ins.f64const(1.0), self.b.ins().f64const(0.0));
+                self.b.ins().select(x, one, zero)
+            }
+            (Type::Bool, Type::F32) => {
+                let (one, zero) = (ins.f32const(1.0), self.b.ins().f32const(0.0));
+                self.b.ins().select(x, one, zero)
+            }
+            _ => return Err(self.internal(&format!("cast {from} to {to}"))),
+        })
+    }
+
+    /// The address of element `i` of the slice (`p`, `n`), after checking bounds.
+    fn element(
+        &mut self,
+        inst: Inst,
+        p: cl::Value,
+        n: cl::Value,
+        i: cl::Value,
+        elem: Elem,
+    ) -> cl::Value {
+        // Unsigned: a negative index is a huge one.
+        let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
+        self.fail_if(out, code::OUT_OF_BOUNDS, inst, i, n);
+        let off = self.b.ins().ishl_imm_u(i, elem_shift(elem));
+        self.b.ins().iadd(p, off)
+    }
+
+    /// `alloc`: `n` zeroed elements from the arena. Fast path inline (bump the
+    /// current chunk), slow path in Rust.
+    fn alloc(&mut self, inst: Inst, elem: Elem, n: cl::Value) -> Result<cl::Value, CompileError> {
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
+        self.fail_if(neg, code::NEGATIVE_ALLOC, inst, n, zero);
+        let shift = elem_shift(elem);
+        let used = self.load_ctx(types::I64, Offsets::ARENA_USED);
+        let cap = self.load_ctx(types::I64, Offsets::ARENA_CAP);
+        let room = self.b.ins().isub(cap, used);
+        let max = self.b.ins().ushr_imm_u(room, shift);
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, n, max);
+        let (fast, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let p = self.b.append_block_param(done, types::I64);
+        self.b.set_cold_block(slow);
+        self.b.ins().brif(fits, fast, &[], slow, &[]);
+
+        self.b.switch_to_block(fast);
+        let bytes = self.b.ins().ishl_imm_u(n, shift);
+        let base = self.load_ctx(types::I64, Offsets::ARENA_PTR);
+        let ptr = self.b.ins().iadd(base, used);
+        // Keep `used` a multiple of 8 (the chunk's capacity is one).
+        let padded = self.b.ins().iadd_imm_u(bytes, 7);
+        let padded = self.b.ins().band_imm_s(padded, -8);
+        let used1 = self.b.ins().iadd(used, padded);
+        self.store_ctx(used1, Offsets::ARENA_USED);
+        self.call_helper(Helper::MemZero, &[ptr, bytes])?;
+        self.b.ins().jump(done, &[BlockArg::Value(ptr)]);
+
+        self.b.switch_to_block(slow);
+        let ctx = self.ctx;
+        let size = self.b.ins().iconst(types::I64, 1 << shift);
+        let got = self.helper_result(Helper::ArenaGrow, &[ctx, n, size])?;
+        let failed = self.b.ins().icmp_imm_s(IntCC::Equal, got, 0);
+        self.fail_if(failed, code::ALLOC_FAILED, inst, n, zero);
+        self.b.ins().jump(done, &[BlockArg::Value(got)]);
+
+        self.b.switch_to_block(done);
+        Ok(p)
+    }
+
+    /// `call @g(args)`: the depth and stack checks, the call, and the status check.
+    fn call(&mut self, inst: Inst, callee: FuncId, args: &[Lv]) -> Result<(), CompileError> {
+        let Some(decl) = self.module.funcs.get(callee) else {
+            return Err(self.internal("a call to no function"));
+        };
+        match decl.body {
+            Body::Defined(_) => {}
+            Body::Extern => {
+                return Err(self.unsupported(
+                    inst,
+                    &format!(
+                        "@{} is an extern function: the JIT does not call host functions yet",
+                        decl.name
+                    ),
+                ));
+            }
+            Body::Declared => {
+                return Err(self.unsupported(
+                    inst,
+                    &format!("@{} is declared but never defined", decl.name),
+                ));
+            }
+        }
+        let r = match self.callees.get(&callee) {
+            Some(&r) => r,
+            None => {
+                let Some(&id) = self.decls.funcs.get(&callee) else {
+                    return Err(self.internal(&format!("@{} was not declared", decl.name)));
+                };
+                let r = self.jm.declare_func_in_func(id, self.b.func);
+                self.callees.insert(callee, r);
+                r
+            }
+        };
+        let depth = self.load_ctx(types::I64, Offsets::DEPTH);
+        let max = self.load_ctx(types::I64, Offsets::MAX_DEPTH);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let deep = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, depth, max);
+        self.fail_if(deep, code::RECURSION_LIMIT, inst, max, zero);
+        let sp = self.b.ins().get_stack_pointer(types::I64);
+        let limit = self.load_ctx(types::I64, Offsets::STACK_LIMIT);
+        let low = self.b.ins().icmp(IntCC::UnsignedLessThan, sp, limit);
+        self.fail_if(low, code::STACK_EXHAUSTED, inst, depth, zero);
+        let deeper = self.b.ins().iadd_imm_u(depth, 1);
+        self.store_ctx(deeper, Offsets::DEPTH);
+
+        let mut flat = vec![self.ctx];
+        for &a in args {
+            a.push_to(&mut flat);
+        }
+        let call = self.b.ins().call(r, &flat);
+        let results = self.b.inst_results(call).to_vec();
+        self.store_ctx(depth, Offsets::DEPTH);
+        let status = self.load_ctx(types::I32, Offsets::STATUS);
+        let cont = self.b.create_block();
+        self.b.ins().brif(status, self.bail_block, &[], cont, &[]);
+        self.b.switch_to_block(cont);
+
+        let mut k = 0;
+        for (j, &t) in decl.sig.results.iter().enumerate() {
+            let lv = if t.is_slice() {
+                k += 2;
+                Lv::Slice(results[k - 2], results[k - 1])
+            } else {
+                k += 1;
+                Lv::One(results[k - 1])
+            };
+            self.def(inst, j, lv)?;
+        }
+        Ok(())
+    }
+}
+
+fn internal(module: &Module, fid: FuncId, message: &str) -> CompileError {
+    CompileError::Codegen {
+        func: module.funcs.get(fid).map(|d| d.name.clone()),
+        message: format!("lowering bug: {message}"),
+    }
+}
