@@ -14,7 +14,11 @@ use gradlift_adjoint::{
 use gradlift_ir::interp::{Interpreter, Val};
 use gradlift_ir::{FuncId, Module, Opcode, Type, parse, verify};
 
+#[path = "corpus/inputs.rs"]
+mod inputs;
 mod support;
+
+use inputs::{f, i, s};
 
 const CORPUS: &str = include_str!("corpus/scalars.ir");
 
@@ -22,139 +26,6 @@ fn corpus() -> Module {
     let m = parse(CORPUS).unwrap_or_else(|e| panic!("{e}"));
     verify(&m).unwrap_or_else(|e| panic!("{e}"));
     m
-}
-
-fn f(x: f64) -> Val {
-    Val::F64(x)
-}
-
-fn s(x: f32) -> Val {
-    Val::F32(x)
-}
-
-fn i(x: i64) -> Val {
-    Val::I64(x)
-}
-
-/// The inputs each function is checked at. Points stay away from kinks (ties of
-/// `fmin`/`fmax`, branch boundaries), where finite differences mean nothing.
-fn inputs() -> Vec<(&'static str, Vec<Vec<Val>>)> {
-    let two = |a: [f64; 2], b: [f64; 2]| vec![vec![f(a[0]), f(a[1])], vec![f(b[0]), f(b[1])]];
-    let one = |xs: &[f64]| xs.iter().map(|&x| vec![f(x)]).collect::<Vec<_>>();
-    vec![
-        ("op_fadd", two([1.5, -0.7], [-2.0, 3.25])),
-        ("op_fsub", two([1.5, -0.7], [-2.0, 3.25])),
-        ("op_fmul", two([1.5, -0.7], [-2.0, 3.25])),
-        ("op_fdiv", two([1.5, -0.7], [-2.0, 3.25])),
-        ("op_fmin", two([1.5, -0.7], [-2.0, 3.25])),
-        ("op_fmax", two([1.5, -0.7], [-2.0, 3.25])),
-        ("op_pow", two([1.7, 2.3], [0.5, -1.2])),
-        ("op_fneg", one(&[1.5, -0.25])),
-        ("op_fabs", one(&[-1.3, 2.0])),
-        ("op_sqrt", one(&[0.3, 4.0])),
-        ("op_exp", one(&[-1.0, 0.7])),
-        ("op_log", one(&[0.3, 5.0])),
-        ("op_sin", one(&[0.4, -2.0])),
-        ("op_cos", one(&[0.4, -2.0])),
-        ("op_tan", one(&[0.3, -1.0])),
-        ("op_tanh", one(&[0.3, -1.5])),
-        ("op_floor_ceil", one(&[1.3, -2.6])),
-        (
-            "op_powi",
-            vec![
-                vec![f(1.3), i(3)],
-                vec![f(-0.8), i(4)],
-                vec![f(2.0), i(0)],
-                vec![f(1.5), i(-2)],
-            ],
-        ),
-        ("op_powi_const", one(&[1.3, -0.7])),
-        ("op_pow_const", one(&[1.3, 0.6])),
-        ("op_select", two([2.0, 1.0], [0.5, 1.0])),
-        ("op_const_inst", one(&[1.0, -3.0])),
-        ("poly", two([2.0, 1.0], [-1.5, 0.3])),
-        ("logsumexp2", two([0.3, 1.2], [-2.0, -1.9])),
-        ("sigmoid", one(&[0.3, -2.0])),
-        (
-            "clamp",
-            vec![
-                vec![f(0.5), f(0.0), f(1.0)],
-                vec![f(2.0), f(0.0), f(1.0)],
-                vec![f(-1.0), f(0.0), f(1.0)],
-            ],
-        ),
-        ("reuse_and_unused", two([1.2, -0.5], [0.3, 2.0])),
-        ("constant_return", one(&[2.0, -1.0])),
-        (
-            "mixed",
-            vec![
-                vec![f(1.5), i(3), Val::Bool(true)],
-                vec![f(-0.5), i(-2), Val::Bool(false)],
-            ],
-        ),
-        (
-            "f32_poly",
-            vec![vec![s(0.7), s(1.3)], vec![s(-0.4), s(0.9)]],
-        ),
-        ("f32_ops", vec![vec![s(0.7), s(1.3)], vec![s(1.6), s(0.4)]]),
-        ("casts", vec![vec![s(0.7), f(2.3)], vec![s(-1.5), f(-0.6)]]),
-        ("multiple_results", two([0.7, 2.5], [-1.0, 0.3])),
-        ("diamond", two([1.5, 0.5], [-1.5, 0.5])),
-        (
-            "phi_of_phis",
-            vec![
-                vec![f(1.0), f(0.5)],
-                vec![f(1.0), f(-0.5)],
-                vec![f(-1.0), f(2.0)],
-                vec![f(-1.0), f(0.5)],
-            ],
-        ),
-        (
-            "early_return",
-            vec![
-                vec![f(-1.0), f(2.0)],
-                vec![f(20.0), f(1.5)],
-                vec![f(2.0), f(0.5)],
-            ],
-        ),
-        (
-            "pown",
-            vec![vec![f(1.3), i(5)], vec![f(-0.7), i(3)], vec![f(2.0), i(0)]],
-        ),
-        ("halve", one(&[5.3, 0.7, 100.0])),
-        (
-            "nested",
-            vec![
-                vec![f(0.9), f(0.3), i(3), i(2)],
-                vec![f(1.1), f(-0.2), i(2), i(3)],
-            ],
-        ),
-        ("two_carried", vec![vec![f(0.5), i(4)], vec![f(1.2), i(0)]]),
-        (
-            "swap",
-            vec![vec![f(1.2), f(0.7), i(3)], vec![f(0.5), f(2.0), i(4)]],
-        ),
-        ("loop_break", vec![vec![f(1.5), i(5)], vec![f(1.01), i(3)]]),
-        ("never_returns_branch", one(&[2.0, -0.5])),
-        ("unreachable_block", one(&[1.5, -0.5])),
-        (
-            "loop_diamond",
-            vec![vec![f(0.8), i(5)], vec![f(-0.3), i(2)]],
-        ),
-        (
-            "same_target",
-            vec![
-                vec![f(1.5), Val::Bool(true)],
-                vec![f(1.5), Val::Bool(false)],
-            ],
-        ),
-        ("identity2", two([0.3, 0.4], [-1.0, 2.0])),
-        (
-            "irreducible",
-            vec![vec![f(0.8), i(5)], vec![f(-0.6), i(4)], vec![f(0.3), i(1)]],
-        ),
-        ("self_loop", vec![vec![f(1.3), i(4)], vec![f(-0.9), i(1)]]),
-    ]
 }
 
 /// Functions checked by closed forms only: their derivative convention is not the
@@ -176,7 +47,7 @@ fn check(m: &Module, name: &str, config: &RuleConfig, points: &[Vec<Val>]) {
 #[test]
 fn every_function_of_the_corpus_passes_check_rule() {
     let m = corpus();
-    let cases = inputs();
+    let cases = inputs::scalar_inputs();
     for (id, decl) in m.funcs.iter() {
         let listed = cases.iter().any(|(n, _)| *n == decl.name);
         assert!(
@@ -560,7 +431,7 @@ fn edge_signatures_derive_and_round_trip() {
 fn f64_functions_of_the_corpus_match_forward_mode() {
     let m = corpus();
     let mut compared = 0;
-    for (name, points) in inputs() {
+    for (name, points) in inputs::scalar_inputs() {
         let id = m.func_by_name(name).unwrap();
         let sig = m.sig(id);
         let body = m.function(id).unwrap();

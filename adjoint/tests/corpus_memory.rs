@@ -14,7 +14,12 @@ use gradlift_adjoint::{
     Activity, CheckOptions, RetActivity, Rule, RuleConfig, build_rrule, check_derived,
 };
 use gradlift_ir::interp::{Interpreter, Val};
-use gradlift_ir::{FuncId, Module, Type, parse, verify};
+use gradlift_ir::{FuncId, Module, parse, verify};
+
+#[path = "corpus/inputs.rs"]
+mod inputs;
+
+use inputs::{f, i, wave, xs};
 
 const MEMORY: &str = include_str!("corpus/memory.ir");
 
@@ -22,125 +27,6 @@ fn memory() -> Module {
     let m = parse(MEMORY).unwrap_or_else(|e| panic!("{e}"));
     verify(&m).unwrap_or_else(|e| panic!("{e}"));
     m
-}
-
-fn f(x: f64) -> Val {
-    Val::F64(x)
-}
-
-fn i(x: i64) -> Val {
-    Val::I64(x)
-}
-
-fn xs(v: &[f64]) -> Val {
-    Val::F64s(v.to_vec())
-}
-
-/// A slice of `n` distinct values in (-1.2, 1.3), away from ties.
-fn wave(n: usize, phase: f64) -> Val {
-    Val::F64s(
-        (0..n)
-            .map(|k| 1.25 * (0.9 * k as f64 + phase).sin() + 0.03 * k as f64)
-            .collect(),
-    )
-}
-
-/// The inputs each function of `memory.ir` is checked at.
-fn inputs() -> Vec<(&'static str, Vec<Vec<Val>>)> {
-    let a = || xs(&[0.5, 1.2, -0.3, 0.8]);
-    let b = || xs(&[-0.7, 0.4, 1.1, 0.25]);
-    vec![
-        (
-            "slice_sum_sin",
-            vec![vec![a()], vec![wave(7, 0.3)], vec![xs(&[])]],
-        ),
-        (
-            "dot",
-            vec![vec![a(), b()], vec![wave(5, 0.1), wave(5, 1.7)]],
-        ),
-        (
-            "scale_inplace",
-            vec![vec![f(1.5), a()], vec![f(-0.4), wave(6, 0.2)]],
-        ),
-        ("square_twice", vec![vec![a()], vec![wave(5, 0.9)]]),
-        ("square_twice_sum", vec![vec![a()]]),
-        ("axpy", vec![vec![f(0.7), a(), b()]]),
-        ("overwrite", vec![vec![a(), f(0.7)], vec![b(), f(-1.3)]]),
-        ("prefix_sums", vec![vec![a()], vec![wave(9, 0.4)]]),
-        ("alloc_in_loop", vec![vec![a()], vec![wave(4, 2.0)]]),
-        (
-            "f32_norm",
-            vec![
-                vec![Val::F32s(vec![0.5, 1.25, -0.75])],
-                vec![Val::F32s(vec![2.0, -1.5])],
-            ],
-        ),
-        (
-            "gather",
-            vec![
-                vec![a(), Val::I64s(vec![0, 2, 2, 3, 0, 0])],
-                vec![wave(5, 0.6), Val::I64s(vec![4, 1])],
-            ],
-        ),
-        (
-            "running_max",
-            vec![vec![xs(&[0.5, 1.2, -0.3, 2.0, 1.7])], vec![a()]],
-        ),
-        (
-            "until_threshold",
-            vec![
-                vec![a(), f(1.0)],
-                vec![a(), f(100.0)],
-                vec![wave(6, 0.5), f(0.3)],
-            ],
-        ),
-        (
-            "hashed_pick",
-            vec![vec![wave(6, 0.3), i(5)], vec![wave(9, 1.3), i(-77)]],
-        ),
-        ("g_scalar", vec![vec![f(0.8)], vec![f(-2.1)]]),
-        ("call_scalar", vec![vec![f(0.8)], vec![f(-1.3)]]),
-        ("h2", vec![vec![f(0.8), f(0.3)]]),
-        ("two_patterns", vec![vec![f(0.8)], vec![f(-0.6)]]),
-        ("sumsq", vec![vec![a()]]),
-        (
-            "slices_to_calls",
-            vec![vec![a(), b()], vec![wave(3, 0.0), wave(2, 1.0)]],
-        ),
-        ("square_into", vec![vec![a(), b()]]),
-        ("buffer_through_calls", vec![vec![a()], vec![wave(6, 1.1)]]),
-        ("output_through_call", vec![vec![a(), b(), f(1.7)]]),
-        ("minmax", vec![vec![a()], vec![wave(6, 0.7)]]),
-        ("range_times_min", vec![vec![a()], vec![wave(6, 0.7)]]),
-        ("stats", vec![vec![f(0.4)]]),
-        ("use_first", vec![vec![f(0.4)], vec![f(-1.1)]]),
-        ("call_in_loop", vec![vec![a()], vec![wave(5, 0.2)]]),
-        (
-            "count_down",
-            vec![vec![f(2.5)], vec![f(-0.5)], vec![f(7.25)]],
-        ),
-        (
-            "rec_pow",
-            vec![vec![f(1.3), i(4)], vec![f(-0.8), i(0)], vec![f(0.9), i(7)]],
-        ),
-        (
-            "ping",
-            vec![vec![f(0.3), i(5)], vec![f(0.7), i(0)], vec![f(-0.2), i(4)]],
-        ),
-        ("pong", vec![vec![f(0.3), i(3)]]),
-        (
-            "rec_sum",
-            vec![vec![a(), i(0)], vec![a(), i(2)], vec![wave(5, 0.3), i(0)]],
-        ),
-        ("cube", vec![vec![f(0.6)]]),
-        ("cube_vjp", vec![vec![f(0.6), f(1.5)]]),
-        ("uses_vjp", vec![vec![f(0.6)], vec![f(-1.2)]]),
-        ("round_down", vec![vec![f(2.5)]]),
-        ("uses_nodiff", vec![vec![f(2.5)], vec![f(-0.7)]]),
-        ("softplus", vec![vec![f(0.6)]]),
-        ("softplus_stable", vec![vec![f(0.6)], vec![f(-2.0)]]),
-        ("uses_overlay", vec![vec![f(0.6)], vec![f(-2.0)]]),
-    ]
 }
 
 /// Derives the rule of `@name` under `config` once and checks it at every point.
@@ -194,7 +80,7 @@ fn check_variants(m: &Module, name: &str, points: &[Vec<Val>]) {
 #[test]
 fn every_function_of_the_memory_corpus_passes_check_rule() {
     let m = memory();
-    let cases = inputs();
+    let cases = inputs::memory_inputs();
     for (_, decl) in m.funcs.iter() {
         assert!(
             cases.iter().any(|(n, _)| *n == decl.name),
@@ -364,7 +250,7 @@ fn declarations_at_call_sites_match_closed_forms() {
 #[test]
 fn every_derived_module_round_trips_through_text() {
     let m = memory();
-    let cases = inputs();
+    let cases = inputs::memory_inputs();
     for (name, points) in &cases {
         let id = m.func_by_name(name).unwrap();
         let default = RuleConfig::default_for(m.sig(id));
@@ -429,5 +315,4 @@ fn the_corpus_covers_every_op_and_has_fifty_functions() {
         .filter(|n| !matches!(*n, "push" | "pop" | "tape_alloc" | "tape_view" | "trap_if"))
         .collect();
     assert!(missing.is_empty(), "not in the corpus: {missing:?}");
-    let _ = Type::F64;
 }
