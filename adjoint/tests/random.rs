@@ -23,28 +23,7 @@ use gradlift_ir::interp::{Interpreter, Val};
 use gradlift_ir::{
     CmpPred, FunctionBuilder, Module, Signature, Type, Value, Variable, parse, verify,
 };
-use support::{Tan, jvp_finite};
-
-/// SplitMix64, for reproducible programs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+use support::{Rng, Tan, jvp_finite};
 
 struct Gen<'a> {
     rng: Rng,

@@ -49,6 +49,8 @@
 //! `RANDOM_MEMORY_SEED=5000..9000`; the fuzzing run (3000 modules, about a minute)
 //! is `cargo test --release -p gradlift-adjoint --test random_memory -- --ignored`.
 
+mod support;
+
 use gradlift_adjoint::{
     Activity, AdError, CheckOptions, RetActivity, Rule, RuleConfig, build_rrule, check_derived,
 };
@@ -56,37 +58,7 @@ use gradlift_ir::interp::Val;
 use gradlift_ir::{
     CmpPred, Elem, FuncId, FunctionBuilder, Module, Signature, Type, Value, Variable, parse, verify,
 };
-
-/// SplitMix64, for reproducible programs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// True with probability `k / n`.
-    fn chance(&mut self, k: u64, n: u64) -> bool {
-        self.below(n) < k
-    }
-
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-}
+use support::Rng;
 
 /// A float slice in scope: its value, its length (computed where it is defined, so
 /// it dominates every use), and whether it may be stored into. Every slice the
