@@ -1,23 +1,19 @@
 //! Compiling a module ([`compile`], [`compile_funcs`]) and calling what was compiled
 //! ([`Compiled::call`]).
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use cranelift_codegen::Context;
 use cranelift_entity::EntityRef;
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{FuncId as ClFuncId, Linkage, Module as ClModule, ModuleError};
+use cranelift_module::Linkage;
 use gradlift_ir::interp::Val;
-use gradlift_ir::verify::verify_function;
-use gradlift_ir::{Elem, FuncId, Inst, Module, Msg, Opcode, Pos, Type, VerifierErrors};
+use gradlift_ir::{Elem, FuncId, Inst, Module, Msg, Pos, Type};
 
-use crate::abi::{self, slots};
+use crate::abi::slots;
+use crate::codegen::{self, Listing};
 use crate::error::{CompileError, JitError, JitErrorKind};
 use crate::helpers::Helper;
 use crate::isa;
-use crate::lower::{Decls, Lower, clif_signature};
 use crate::runtime::{Ctx, OK, Workspace, code, stack_limit};
 
 /// A trampoline: `(ctx, args, results) -> status`.
@@ -106,89 +102,19 @@ pub fn compile(module: &Module) -> Result<Compiled, CompileError> {
 /// Compiles the functions `roots` and every function they call, directly or not.
 /// Those functions must verify; the rest of the module is not looked at.
 pub fn compile_funcs(module: &Module, roots: &[FuncId]) -> Result<Compiled, CompileError> {
-    let funcs = call_closure(module, roots)?;
-    let mut errors = Vec::new();
-    for &f in &funcs {
-        errors.extend(verify_function(module, f));
-    }
-    if !errors.is_empty() {
-        return Err(CompileError::Verify(VerifierErrors(errors)));
-    }
-
+    let funcs = codegen::prepare(module, roots)?;
     let isa = isa::host_isa()?;
-    let call_conv = isa.default_call_conv();
-    let frontend = isa.frontend_config();
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     for h in Helper::all() {
         builder.symbol(h.name(), h.addr());
     }
     let mut jm = JITModule::new(builder);
-    let codegen = |func: Option<&str>, e: ModuleError| CompileError::Codegen {
-        func: func.map(str::to_string),
-        message: match e {
-            ModuleError::Compilation(e) => format!("{e:?}"),
-            e => e.to_string(),
-        },
-    };
-
-    let mut ids: HashMap<FuncId, ClFuncId> = HashMap::new();
-    for &f in &funcs {
-        let sig = clif_signature(module.sig(f), call_conv);
-        let name = format!("gradlift_fn{}", f.index());
-        let id = jm
-            .declare_function(&name, Linkage::Local, &sig)
-            .map_err(|e| codegen(Some(module.name(f)), e))?;
-        ids.insert(f, id);
-    }
-    let decls = Decls {
-        funcs: &ids,
-        call_conv,
-        frontend,
-    };
-    let mut ctx: Context = jm.make_context();
-    let mut fbc = FunctionBuilderContext::new();
-    let mut frame_margin = 0usize;
-    for &f in &funcs {
-        let name = module.name(f);
-        ctx.func.signature = clif_signature(module.sig(f), call_conv);
-        {
-            let b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
-            Lower::run(module, f, &mut jm, &decls, b)?;
-        }
-        jm.define_function(ids[&f], &mut ctx)
-            .map_err(|e| codegen(Some(name), e))?;
-        frame_margin = frame_margin.max(frame_bound(&ctx));
-        jm.clear_context(&mut ctx);
-    }
-    let mut tramps = Vec::new();
-    for &f in &funcs {
-        let name = module.name(f);
-        let sig = abi::trampoline_signature(call_conv);
-        let id = jm
-            .declare_function(
-                &format!("gradlift_entry{}", f.index()),
-                Linkage::Local,
-                &sig,
-            )
-            .map_err(|e| codegen(Some(name), e))?;
-        ctx.func.signature = sig;
-        let callee = jm.declare_func_in_func(ids[&f], &mut ctx.func);
-        abi::trampoline(
-            FunctionBuilder::new(&mut ctx.func, &mut fbc),
-            module.sig(f),
-            callee,
-            frontend,
-        );
-        jm.define_function(id, &mut ctx)
-            .map_err(|e| codegen(Some(name), e))?;
-        frame_margin = frame_margin.max(frame_bound(&ctx));
-        jm.clear_context(&mut ctx);
-        tramps.push((f, id));
-    }
-    jm.finalize_definitions().map_err(|e| codegen(None, e))?;
+    let defined = codegen::define(&mut jm, module, &funcs, Linkage::Local, None)?;
+    jm.finalize_definitions()
+        .map_err(|e| codegen::codegen(None, e))?;
 
     let mut entries = vec![None; module.funcs.len()];
-    for (f, id) in tramps {
+    for (f, id) in defined.trampolines {
         let ptr = jm.get_finalized_function(id);
         // SAFETY: `ptr` is the finalized code of a trampoline generated with
         // `abi::trampoline_signature` in the ISA's default calling convention, which
@@ -200,53 +126,44 @@ pub fn compile_funcs(module: &Module, roots: &[FuncId]) -> Result<Compiled, Comp
     Ok(Compiled {
         module: module.clone(),
         entries,
-        frame_margin,
+        frame_margin: defined.frame_margin,
         _code: CodeMemory(Mutex::new(Some(jm))),
     })
 }
 
-/// An upper bound on the native stack frame of a compiled function: every value
-/// spilled (regalloc's temporaries included) in a 16-byte slot and twice over, plus
-/// saved registers and outgoing arguments.
-fn frame_bound(ctx: &Context) -> usize {
-    32 * ctx.func.dfg.num_values() + 1024
-}
-
-/// `roots` and every function they call, in a deterministic order; an error for a
-/// root that has no body.
-fn call_closure(module: &Module, roots: &[FuncId]) -> Result<Vec<FuncId>, CompileError> {
-    let mut seen = vec![false; module.funcs.len()];
-    let mut order = Vec::new();
-    let mut queue = VecDeque::new();
-    for &r in roots {
-        let Some(decl) = module.funcs.get(r) else {
-            return Err(CompileError::NotDefined(r.to_string()));
-        };
-        if decl.function().is_none() {
-            return Err(CompileError::NotDefined(decl.name.clone()));
-        }
-        if !seen[r.index()] {
-            seen[r.index()] = true;
-            queue.push_back(r);
-        }
+/// The Cranelift IR and the host machine code of `roots` and every function they
+/// call (each followed by its trampolines), for reading: what `gradlift dump --stage
+/// clif` and `--stage asm` print. Nothing is made callable.
+///
+/// ```
+/// let module = gradlift_ir::parse("
+///     func @twice(%x: f64) -> f64 {
+///     entry:
+///         %y = fadd %x, %x
+///         ret %y
+///     }
+/// ").unwrap();
+/// let f = module.func_by_name("twice").unwrap();
+/// let listing = gradlift_jit::listing(&module, &[f]).unwrap();
+/// assert_eq!(listing[0].name, "twice");
+/// assert!(listing[0].clif.contains("fadd"));
+/// assert!(!listing[0].asm.is_empty());
+/// ```
+pub fn listing(module: &Module, roots: &[FuncId]) -> Result<Vec<Listing>, CompileError> {
+    let funcs = codegen::prepare(module, roots)?;
+    let isa = isa::host_isa()?;
+    let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+    for h in Helper::all() {
+        builder.symbol(h.name(), h.addr());
     }
-    while let Some(f) = queue.pop_front() {
-        order.push(f);
-        let Some(body) = module.funcs[f].function() else {
-            continue;
-        };
-        for (_, inst) in body.placed_insts() {
-            let data = &body.insts[inst];
-            if let (Opcode::Call, gradlift_ir::Imm::Func(g)) = (data.opcode, data.imm)
-                && module.function(g).is_some()
-                && !seen[g.index()]
-            {
-                seen[g.index()] = true;
-                queue.push_back(g);
-            }
-        }
-    }
-    Ok(order)
+    let mut jm = JITModule::new(builder);
+    let mut out = Vec::new();
+    let defined = codegen::define(&mut jm, module, &funcs, Linkage::Local, Some(&mut out));
+    // SAFETY: nothing was finalized, so no code of this module can run or be
+    // referred to.
+    unsafe { jm.free_memory() };
+    defined?;
+    Ok(out)
 }
 
 impl Compiled {

@@ -142,6 +142,7 @@
 #![allow(unsafe_code)]
 
 mod abi;
+mod codegen;
 mod compiled;
 mod error;
 mod helpers;
@@ -149,6 +150,7 @@ mod isa;
 mod lower;
 mod runtime;
 
-pub use compiled::{Compiled, compile, compile_funcs};
+pub use codegen::Listing;
+pub use compiled::{Compiled, compile, compile_funcs, listing};
 pub use error::{CompileError, JitError, JitErrorKind};
 pub use runtime::Workspace;
