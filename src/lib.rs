@@ -37,8 +37,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod api;
+
+pub use api::{CompiledFunction, CompiledGradient, Error, GradientCache, GradientRef};
 pub use gradlift_adjoint as adjoint;
+pub use gradlift_adjoint::{Gradient, Seeds};
 pub use gradlift_ir as ir;
+pub use gradlift_jit as jit;
+pub use gradlift_jit::{Hosts, TapeStats, Workspace};
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[doc = include_str!("../README.md")]
