@@ -140,6 +140,8 @@ pub struct Ctx {
     tape_peak: usize,
     /// What the last failing host function said: (function, message).
     pub(crate) host_error: Option<(String, String)>,
+    /// The most bytes the tape may hold ([`Workspace::with_max_tape_bytes`]).
+    pub(crate) max_tape_bytes: usize,
 }
 
 /// The byte offsets of the fields of [`Ctx`] that generated code uses.
@@ -207,12 +209,16 @@ impl Ctx {
             tape_chunk_used: 0,
             tape_peak: 0,
             host_error: None,
+            max_tape_bytes: usize::MAX,
         }
     }
 
     /// The slow path of `push`: the scalar stack is full. Doubles it (at least 1024
     /// slots), keeping its contents; false if the memory cannot be had.
     pub(crate) fn tape_grow(&mut self) -> bool {
+        if self.tape_bytes().saturating_add(8) > self.max_tape_bytes {
+            return false;
+        }
         let want = self.tape_cap.saturating_mul(2).max(1024);
         let Some(mut mem) = zeroed_words(want) else {
             return false;
@@ -232,7 +238,10 @@ impl Ctx {
             _ => 8,
         };
         let bytes = u128::from(n) * size;
-        if bytes > MAX_ALLOC_BYTES || self.tape_table.len() >= u32::MAX as usize {
+        if bytes > MAX_ALLOC_BYTES
+            || self.tape_table.len() >= u32::MAX as usize
+            || (self.tape_bytes() as u128).saturating_add(bytes) > self.max_tape_bytes as u128
+        {
             return None;
         }
         let words = (bytes as usize).div_ceil(8);
@@ -472,6 +481,27 @@ impl Workspace {
     pub fn with_max_depth(mut self, max_depth: usize) -> Workspace {
         self.max_depth = max_depth;
         self
+    }
+
+    /// Limits the tape to `bytes` (counted as [`TapeStats::bytes`] counts): a
+    /// `push` or `tape_alloc` beyond it fails the call
+    /// ([`JitErrorKind::TapeFull`](crate::JitErrorKind::TapeFull),
+    /// [`JitErrorKind::AllocFailed`](crate::JitErrorKind::AllocFailed)) instead of
+    /// taking memory without end, as a runaway loop in a forward pass would. No limit
+    /// by default.
+    ///
+    /// ```
+    /// let ws = gradlift_jit::Workspace::new().with_max_tape_bytes(1 << 30);
+    /// assert_eq!(ws.max_tape_bytes(), Some(1 << 30));
+    /// ```
+    pub fn with_max_tape_bytes(mut self, bytes: usize) -> Workspace {
+        self.ctx.max_tape_bytes = bytes;
+        self
+    }
+
+    /// The tape's limit, if one was set.
+    pub fn max_tape_bytes(&self) -> Option<usize> {
+        (self.ctx.max_tape_bytes != usize::MAX).then_some(self.ctx.max_tape_bytes)
     }
 
     /// The depth limit.

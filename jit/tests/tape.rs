@@ -426,3 +426,37 @@ fn host_functions_run_as_on_the_interpreter() {
         .unwrap();
     assert_eq!(out, [Val::F64(6.0)]);
 }
+
+#[test]
+fn a_tape_limit_stops_a_runaway_forward_pass() {
+    let m = module(TAPE);
+    let c = compile(&m).unwrap();
+    let id = m.func_by_name("roundtrip").unwrap();
+    let make = m.func_by_name("make").unwrap();
+    let mut ws = Workspace::new().with_max_tape_bytes(64 * 1024);
+    // 4 slots per iteration: 2,048 iterations fill 64 KiB.
+    let e = c
+        .call(
+            &mut ws,
+            id,
+            &mut [Val::I64(1 << 40), Val::F64(0.0), Val::F32(0.0)],
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e.kind, JitErrorKind::TapeFull(n) if n == 8192),
+        "{e}"
+    );
+    assert_eq!(e.op, "push");
+    let e = c.call(&mut ws, make, &mut [Val::I64(1 << 20)]).unwrap_err();
+    assert_eq!(e.kind, JitErrorKind::AllocFailed(1 << 20));
+    // After a reset the workspace serves calls within the limit.
+    ws.reset_tape();
+    let out = c
+        .call(
+            &mut ws,
+            id,
+            &mut [Val::I64(100), Val::F64(0.0), Val::F32(0.0)],
+        )
+        .unwrap();
+    assert_eq!(out.len(), 1);
+}

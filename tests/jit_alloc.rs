@@ -1,0 +1,161 @@
+//! A gradient in steady state allocates nothing: a counting global allocator sees
+//! zero allocations per `GradientCache::value_and_gradient` call after the first,
+//! on rosenbrock at n = 10,000 (the forward pass pushes onto the tape, which keeps
+//! its memory), on normalize (a call in a loop) and on a function with a local
+//! buffer (a tape buffer in its rule).
+
+// A global allocator cannot be written without `unsafe`; it only forwards.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gradlift::ir::interp::Val;
+use gradlift::ir::{parse, verify};
+use gradlift::{CompiledFunction, CompiledGradient, Workspace};
+
+/// Counts allocations (and reallocations) made by threads that asked to be counted.
+struct Counting;
+
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+}
+
+fn note() {
+    if COUNTING.with(Cell::get) {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every method forwards to the system allocator unchanged; counting has no
+// effect on the memory handed out.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// The allocations `f` makes on this thread.
+fn allocations(f: impl FnOnce()) -> usize {
+    let before = ALLOCS.load(Ordering::Relaxed);
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    ALLOCS.load(Ordering::Relaxed) - before
+}
+
+fn example(name: &str) -> gradlift::ir::Module {
+    let path = format!("{}/examples/ir/{name}", env!("CARGO_MANIFEST_DIR"));
+    let m = parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    verify(&m).unwrap();
+    m
+}
+
+#[test]
+fn the_allocator_counts() {
+    // The counter works: a Vec allocates once, a reserved one not again.
+    assert_eq!(allocations(|| drop(std::hint::black_box(vec![1u8; 10]))), 1);
+}
+
+#[test]
+fn rosenbrock_gradients_allocate_nothing_after_the_first() {
+    let m = example("rosenbrock.ir");
+    let grad = CompiledGradient::new(&m, "rosenbrock").unwrap();
+    let n = 10_000;
+    let x: Vec<f64> = (0..n)
+        .map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin())
+        .collect();
+    let args = [Val::F64s(x.clone())];
+    let mut cache = grad.prepare(&args).unwrap();
+    let mut args2 = [Val::F64s(x.iter().map(|v| v * 0.9).collect())];
+    let mut sum = 0.0;
+    for round in 0..5 {
+        let arg = if round % 2 == 0 { &args } else { &args2 };
+        let count = allocations(|| {
+            let g = cache.value_and_gradient(arg).unwrap();
+            let Some(Val::F64s(dx)) = &g.gradient[0] else {
+                panic!()
+            };
+            sum += dx[0];
+        });
+        assert_eq!(count, 0, "round {round}");
+    }
+    assert!(sum.is_finite());
+    // The tape held what the forward pass saved, and keeps its memory.
+    assert!(cache.workspace().tape().capacity_bytes >= 8 * n);
+    assert_eq!(cache.workspace().tape().scalars, 0);
+    // New contents of the same size: still nothing.
+    if let Val::F64s(v) = &mut args2[0] {
+        v[3] = 2.0;
+    }
+    assert_eq!(
+        allocations(|| {
+            cache.value_and_gradient(&args2).unwrap();
+        }),
+        0
+    );
+
+    // The primal alone, with `call_into`.
+    let f = CompiledFunction::new(&m, "rosenbrock").unwrap();
+    let mut ws = Workspace::new();
+    let mut out = Vec::new();
+    let mut a = args.clone();
+    f.call_into(&mut ws, &mut a, &mut out).unwrap();
+    assert_eq!(
+        allocations(|| f.call_into(&mut ws, &mut a, &mut out).unwrap()),
+        0
+    );
+}
+
+#[test]
+fn local_buffers_and_tape_buffers_allocate_nothing_after_the_first() {
+    // normalize (a call in a loop) and a function with a local buffer (a tape
+    // buffer in its rule).
+    for (file, func, args) in [
+        (
+            "normalize.ir",
+            "normalize",
+            vec![
+                Val::F64s((0..200).map(|i| (0.3 * i as f64).sin()).collect()),
+                Val::F64s(vec![0.0; 200]),
+            ],
+        ),
+        (
+            "alloc.ir",
+            "sumsq_buffered",
+            vec![Val::F64s((0..100).map(|i| 0.01 * i as f64).collect())],
+        ),
+    ] {
+        let m = example(file);
+        let grad = CompiledGradient::new(&m, func).unwrap();
+        let mut cache = grad.prepare(&args).unwrap();
+        for round in 0..3 {
+            let count = allocations(|| {
+                cache.value_and_gradient(&args).unwrap();
+            });
+            assert_eq!(count, 0, "{file} round {round}");
+        }
+    }
+}
