@@ -1,14 +1,15 @@
-//! The README's main job: parse two functions, verify them, derive their rules
-//! (forward pass and pullback) for `f(x, y) = x*x + 3*y` and the suite's Rosenbrock
-//! function, run them on the reference interpreter, and print values, gradients (with
-//! closed forms to compare) and the IR.
+//! The README's main job: parse `f(x, y) = x*x + 3*y` and the suite's Rosenbrock
+//! function, derive their rules (forward pass and pullback), compile them to native
+//! code with the JIT, and print values, gradients (with closed forms computed here
+//! in plain Rust to compare), the time of a compiled gradient, and the IR.
 //!
-//! Run with `cargo run --example quickstart`. Native code joins when the JIT lands.
+//! Run with `cargo run --example quickstart`.
 
-use gradlift::adjoint::eval::{Seeds, value_and_gradient};
-use gradlift::adjoint::{RuleConfig, build_rrule};
-use gradlift::ir::interp::{Interpreter, Val};
+use std::time::Instant;
+
+use gradlift::ir::interp::Val;
 use gradlift::ir::{parse, verify};
+use gradlift::{CompiledFunction, CompiledGradient, Workspace};
 
 const SOURCE: &str = "
 ; f(x, y) = x*x + 3*y
@@ -27,45 +28,28 @@ const ROSENBROCK: &str = include_str!("ir/rosenbrock.ir");
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let module = parse(&format!("{SOURCE}\n{ROSENBROCK}"))?;
     verify(&module)?;
-    let mut interp = Interpreter::new(&module);
+    // One workspace per thread: the tape and buffers of compiled calls.
+    let mut ws = Workspace::new();
 
-    let f = module.func_by_name("f").ok_or("no @f")?;
-    let value = interp.call(f, &mut [Val::F64(2.0), Val::F64(1.0)])?;
-    println!("f(2, 1) = {value:?}   (expected 2*2 + 3*1 = 7)");
+    // f: derive, compile, run.
+    let f = CompiledGradient::new(&module, "f")?;
+    let g = f.value_and_gradient(&mut ws, &[Val::F64(2.0), Val::F64(1.0)])?;
+    println!(
+        "f(2, 1) = {:?}, gradient {:?}\n   (expected 2*2 + 3*1 = 7, (2x, 3) = (4, 3))",
+        g.value, g.gradient
+    );
 
-    let rosenbrock = module.func_by_name("rosenbrock").ok_or("no @rosenbrock")?;
+    // Rosenbrock: `x` is a `dup` slice, whose shadow receives the gradient.
     let x: Vec<f64> = (0..5)
         .map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin())
         .collect();
-    let value = interp.call(rosenbrock, &mut [Val::F64s(x.clone())])?;
-    let closed_form: f64 = x
+    let rosenbrock = CompiledGradient::new(&module, "rosenbrock")?;
+    let out = rosenbrock.value_and_gradient(&mut ws, &[Val::F64s(x.clone())])?;
+    let n = x.len();
+    let value: f64 = x
         .windows(2)
         .map(|w| 100.0 * (w[1] - w[0] * w[0]).powi(2) + (1.0 - w[0]).powi(2))
         .sum();
-    println!("rosenbrock({x:.4?}) = {value:?}   (closed form in Rust: {closed_form})");
-
-    // The rule of f: a forward pass that saves what the pullback needs on the tape,
-    // and a pullback from the result's cotangent to the parameters' cotangents.
-    let rule = build_rrule(&module, f, &RuleConfig::default_for(module.sig(f)))?;
-    let mut engine = Interpreter::new(&rule.module);
-    let value = engine.call(rule.forward, &mut [Val::F64(2.0), Val::F64(1.0)])?;
-    let gradient = engine.call(rule.pullback, &mut [Val::F64(1.0)])?;
-    println!("f(2, 1) = {value:?}, gradient {gradient:?}   (expected (2x, 3) = (4, 3))");
-
-    // Rosenbrock's rule: `x` is a `dup` slice, whose shadow receives the gradient.
-    let rule_r = build_rrule(
-        &module,
-        rosenbrock,
-        &RuleConfig::default_for(module.sig(rosenbrock)),
-    )?;
-    let mut engine = Interpreter::new(&rule_r.module);
-    let out = value_and_gradient(
-        &mut engine,
-        &rule_r,
-        &[Val::F64s(x.clone())],
-        &Seeds::default(),
-    )?;
-    let n = x.len();
     let closed_form: Vec<f64> = (0..n)
         .map(|i| {
             let mut g = 0.0;
@@ -79,19 +63,49 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     println!(
-        "rosenbrock value {:?}, gradient {:?}\n   (closed form in Rust: {closed_form:.6?})",
+        "rosenbrock({x:.4?})\n   value {:?}, gradient {:?}\n   (closed form in Rust: {value}, {closed_form:.6?})",
         out.value, out.gradient[0]
     );
 
-    println!("\nthe IR, as gradlift prints it (primal, forward pass, pullback):\n");
-    print!("{}", rule.module);
-    let derived = |name: &str| name.contains(".fwd") || name.contains(".rvs");
-    for (id, decl) in rule_r.module.funcs.iter() {
-        if derived(&decl.name) && rule.module.func_by_name(&decl.name).is_none() {
-            let mut text = String::new();
-            gradlift::ir::write::write_function(&mut text, &rule_r.module, id)?;
-            println!("\n{text}");
+    // Native speed: a prepared gradient at n = 100,000, against the primal.
+    let big: Vec<f64> = (0..100_000)
+        .map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin())
+        .collect();
+    let args = [Val::F64s(big)];
+    let primal = CompiledFunction::new(&module, "rosenbrock")?;
+    let mut primal_args = args.clone();
+    let mut results = Vec::new();
+    let mut cache = rosenbrock.prepare(&args)?;
+    let time = |f: &mut dyn FnMut()| {
+        let start = Instant::now();
+        for _ in 0..20 {
+            f();
         }
+        start.elapsed().as_secs_f64() / 20.0 * 1e3
+    };
+    let primal_ms = time(&mut || {
+        primal
+            .call_into(&mut ws, &mut primal_args, &mut results)
+            .expect("the primal runs");
+    });
+    let mut tape_bytes = 0;
+    let gradient_ms = time(&mut || {
+        let g = cache.value_and_gradient(&args).expect("the gradient runs");
+        tape_bytes = g.tape_peak_bytes;
+    });
+    println!(
+        "rosenbrock at n = 100,000: primal {primal_ms:.3} ms, gradient {gradient_ms:.3} ms \
+         (compiled in {:.1} ms; tape {} bytes)",
+        rosenbrock.compile_time().as_secs_f64() * 1e3,
+        tape_bytes
+    );
+
+    println!("\nthe IR of f, as gradlift prints it (primal, forward pass, pullback):");
+    let rule = f.rule();
+    for func in [rule.layout.primal, rule.forward, rule.pullback] {
+        let mut text = String::new();
+        gradlift::ir::write::write_function(&mut text, &rule.module, func)?;
+        print!("\n{text}");
     }
     Ok(())
 }
