@@ -35,6 +35,7 @@
 
 pub mod builder;
 pub mod dominators;
+pub mod dot;
 pub mod entities;
 pub mod flowgraph;
 pub mod function;
