@@ -3,7 +3,7 @@
 //! A [`Diagnostic`] knows the file and the position when they are known and prints
 //! `FILE:LINE:COL: error: MESSAGE`, `FILE: error: MESSAGE` or `error: MESSAGE`
 //! accordingly. The functions below turn the IR crate's errors (parse, verifier,
-//! interpreter) and the derivation's (`build_rrule`, `value_and_gradient`) into
+//! interpreter), the JIT's (compilation, run time) and the derivation's (`build_rrule`, `value_and_gradient`) into
 //! diagnostics; the messages name the function, the op and the entity as the text
 //! format writes them.
 
@@ -13,6 +13,7 @@ use std::path::Path;
 use gradlift_adjoint::{AdError, EvalError};
 use gradlift_ir::interp::{ErrorKind, InterpError};
 use gradlift_ir::{FuncId, Module, ParseErrors, Pos, VerifierErrors};
+use gradlift_jit::{CompileError, JitError};
 
 /// One error, with where it is when that is known.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -79,16 +80,62 @@ pub(crate) fn verifier_errors(file: &Path, errors: &VerifierErrors) -> Vec<Diagn
 /// The position goes in front, as in every diagnostic, so this does not use
 /// `InterpError`'s own `Display` (which puts it after the op).
 pub(crate) fn interp_error(file: &Path, e: &InterpError) -> Diagnostic {
-    let func = &e.func;
-    let mut message = if e.op.is_empty() {
-        format!("in @{func}: {}", e.kind)
-    } else {
-        format!("in @{func}, {}: {}", e.op, e.kind)
-    };
+    let mut message = runtime_message(&e.func, &e.op, &e.kind);
     if matches!(e.kind, ErrorKind::UnboundExtern(_)) {
-        message.push_str(" (the command line has no host functions: call it from Rust)");
+        message.push_str(NO_HOST);
     }
     Diagnostic::at(file, e.pos, message)
+}
+
+/// What the command line adds to an error about calling an `extern` function.
+const NO_HOST: &str = " (the command line has no host functions: call it from Rust)";
+
+/// `in @f, op: KIND`, or `in @f: KIND` without an op.
+fn runtime_message(func: &str, op: &str, kind: &dyn fmt::Display) -> String {
+    if op.is_empty() {
+        format!("in @{func}: {kind}")
+    } else {
+        format!("in @{func}, {op}: {kind}")
+    }
+}
+
+/// A runtime error of compiled code, reported exactly as the interpreter's
+/// ([`interp_error`]): `FILE:LINE:COL: error: in @f, load: index 3 out of bounds for
+/// length 3`. (`JitError`'s own `Display`, like `InterpError`'s, puts the position
+/// after the op.)
+pub(crate) fn jit_error(file: &Path, e: &JitError) -> Diagnostic {
+    Diagnostic::at(file, e.pos, runtime_message(&e.func, &e.op, &e.kind))
+}
+
+/// Why the JIT could not compile a function of `file`: an op or call it does not
+/// compile (at its position), a module that does not verify (every error), or a
+/// failure of code generation (a bug in gradlift).
+pub(crate) fn compile_error(file: &Path, e: &CompileError) -> Vec<Diagnostic> {
+    match e {
+        CompileError::Verify(errors) => verifier_errors(file, errors),
+        CompileError::Unsupported {
+            func,
+            op,
+            pos,
+            what,
+        } => {
+            let mut message = format!("in @{func}, {op}: the JIT cannot compile this: {what}");
+            if op == "call" {
+                message.push_str(NO_HOST);
+            }
+            vec![Diagnostic::at(file, *pos, message)]
+        }
+        CompileError::NotDefined(_) => vec![Diagnostic::at(
+            file,
+            Pos::NONE,
+            format!("the JIT cannot compile this: {e}"),
+        )],
+        CompileError::Codegen { .. } => vec![Diagnostic::at(
+            file,
+            Pos::NONE,
+            format!("internal error (a bug in gradlift) while compiling: {e}"),
+        )],
+    }
 }
 
 /// Why the derivation refused `@func` of `module` (read from `file`).
