@@ -127,10 +127,22 @@ pub(crate) fn derive(
     needs_primal: bool,
     debug: DebugArgs,
 ) -> Result<Rule, Diagnostic> {
-    let config: RuleConfig = ActivityList::config(activity, module.sig(id))
+    build_rrule(module, id, &config(module, id, activity, needs_primal, debug))
+        .map_err(|e| report::ad_error(file, module, id, &e))
+}
+
+/// The configuration of the rule of `@id`: `--activity` (`None`: the defaults),
+/// with or without the primal result, in debug mode or not.
+pub(crate) fn config(
+    module: &Module,
+    id: FuncId,
+    activity: Option<&ActivityList>,
+    needs_primal: bool,
+    debug: DebugArgs,
+) -> RuleConfig {
+    ActivityList::config(activity, module.sig(id))
         .with_primal(needs_primal)
-        .with_debug(debug.debug || debug.check_nan, debug.check_nan);
-    build_rrule(module, id, &config).map_err(|e| report::ad_error(file, module, id, &e))
+        .with_debug(debug.debug || debug.check_nan, debug.check_nan)
 }
 
 /// `--seed` and `--shadows` as [`Seeds`], checked against `@id` and its rule.

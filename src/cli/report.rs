@@ -2,7 +2,7 @@
 //!
 //! A [`Diagnostic`] knows the file and the position when they are known and prints
 //! `FILE:LINE:COL: error: MESSAGE`, `FILE: error: MESSAGE` or `error: MESSAGE`
-//! accordingly. The functions below turn the IR crate's errors (parse, verifier,
+//! accordingly (`warning:` for the rare warning, which does not fail a command). The functions below turn the IR crate's errors (parse, verifier,
 //! interpreter), the JIT's (compilation, run time) and the derivation's (`build_rrule`, `value_and_gradient`) into
 //! diagnostics; the messages name the function, the op and the entity as the text
 //! format writes them.
@@ -24,6 +24,8 @@ pub(crate) struct Diagnostic {
     pos: Pos,
     /// What is wrong, as a sentence without a trailing period.
     message: String,
+    /// A warning (`warning:`) rather than an error (`error:`).
+    warning: bool,
 }
 
 impl Diagnostic {
@@ -33,6 +35,7 @@ impl Diagnostic {
             file: None,
             pos: Pos::NONE,
             message: message.into(),
+            warning: false,
         }
     }
 
@@ -42,6 +45,24 @@ impl Diagnostic {
             file: Some(file.display().to_string()),
             pos,
             message: message.into(),
+            warning: false,
+        }
+    }
+
+    /// The same, with `prefix` in front of the message.
+    pub fn prefixed(self, prefix: &str) -> Diagnostic {
+        Diagnostic {
+            message: format!("{prefix}{}", self.message),
+            ..self
+        }
+    }
+
+    /// The same, as a warning: it prints `warning:` instead of `error:`, and does
+    /// not fail the command.
+    pub fn into_warning(self) -> Diagnostic {
+        Diagnostic {
+            warning: true,
+            ..self
         }
     }
 }
@@ -53,7 +74,8 @@ impl fmt::Display for Diagnostic {
             Some(file) => write!(f, "{file}: ")?,
             None => {}
         }
-        write!(f, "error: {}", self.message)
+        let severity = if self.warning { "warning" } else { "error" };
+        write!(f, "{severity}: {}", self.message)
     }
 }
 
@@ -184,6 +206,10 @@ mod tests {
             "dir/f.ir: error: boom"
         );
         assert_eq!(Diagnostic::new("boom").to_string(), "error: boom");
+        assert_eq!(
+            Diagnostic::at(file, Pos::NONE, "hm").into_warning().to_string(),
+            "dir/f.ir: warning: hm"
+        );
     }
 
     #[test]
