@@ -28,6 +28,7 @@ use gradlift_adjoint::{AdError, build_rrule};
 use gradlift_ir::dot::{Cluster, signature_title, write_dot};
 use gradlift_ir::write::write_function;
 use gradlift_ir::{FuncId, Module};
+use gradlift_jit::Listing;
 
 use super::activity::ActivityList;
 use super::report::{self, Diagnostic};
@@ -121,12 +122,42 @@ fn push_item(text: &mut String, item: &str) {
 
 /// The Cranelift IR (`clif`) or the machine code of `@id` and what it calls.
 fn native(file: &Path, module: &Module, id: FuncId, clif: bool) -> Result<String, Vec<Diagnostic>> {
-    let listing =
-        gradlift_jit::listing(module, &[id]).map_err(|e| report::compile_error(file, &e))?;
-    let mut text = String::new();
+    let compile_error = |e| report::compile_error(file, &e);
+    let mut listing = gradlift_jit::listing(module, &[id]).map_err(compile_error)?;
+    if !clif {
+        // TODO(jit listing): `gradlift_jit::listing` disassembles only the first
+        // function it defines (`Context::clear` resets `want_disasm`, and codegen.rs
+        // does not set it again). Until that is fixed, list each function as the root
+        // of its own listing, where it comes first; trampolines keep what they have.
+        for l in listing.iter_mut().filter(|l| l.asm.is_empty()) {
+            if let Some(g) = module.func_by_name(&l.name) {
+                let own = gradlift_jit::listing(module, &[g]).map_err(compile_error)?;
+                if let Some(first) = own.into_iter().find(|o| o.name == l.name) {
+                    l.asm = first.asm;
+                }
+            }
+        }
+    }
+    // Each function, then its trampoline (`NAME (entry)`), then anything else.
+    let mut order: Vec<&Listing> = Vec::new();
+    for l in listing.iter().filter(|l| !l.name.ends_with(" (entry)")) {
+        order.push(l);
+        let entry = format!("{} (entry)", l.name);
+        order.extend(listing.iter().filter(|t| t.name == entry));
+    }
     for l in &listing {
+        if !order.iter().any(|o| std::ptr::eq(*o, l)) {
+            order.push(l);
+        }
+    }
+    let mut text = String::new();
+    for l in order {
         let body = if clif { &l.clif } else { &l.asm };
-        push_item(&mut text, &format!("; @{}\n{}", l.name, body.trim_end()));
+        let body = match body.trim_end() {
+            "" => "; (the JIT's listing has no text for this function)",
+            body => body,
+        };
+        push_item(&mut text, &format!("; @{}\n{body}", l.name));
     }
     Ok(text)
 }

@@ -127,8 +127,12 @@ pub(crate) fn derive(
     needs_primal: bool,
     debug: DebugArgs,
 ) -> Result<Rule, Diagnostic> {
-    build_rrule(module, id, &config(module, id, activity, needs_primal, debug))
-        .map_err(|e| report::ad_error(file, module, id, &e))
+    build_rrule(
+        module,
+        id,
+        &config(module, id, activity, needs_primal, debug),
+    )
+    .map_err(|e| report::ad_error(file, module, id, &e))
 }
 
 /// The configuration of the rule of `@id`: `--activity` (`None`: the defaults),

@@ -207,7 +207,9 @@ mod tests {
         );
         assert_eq!(Diagnostic::new("boom").to_string(), "error: boom");
         assert_eq!(
-            Diagnostic::at(file, Pos::NONE, "hm").into_warning().to_string(),
+            Diagnostic::at(file, Pos::NONE, "hm")
+                .into_warning()
+                .to_string(),
             "dir/f.ir: warning: hm"
         );
     }
