@@ -295,6 +295,64 @@ mod tests {
     }
 
     #[test]
+    fn jit_errors_read_as_the_interpreters() {
+        use gradlift_jit::JitErrorKind;
+        let file = Path::new("r.ir");
+        let jit = JitError {
+            func: "rosenbrock".into(),
+            op: "load".into(),
+            pos: Pos::new(14, 5),
+            kind: JitErrorKind::OutOfBounds { index: 3, len: 3 },
+        };
+        let interp = InterpError {
+            func: "rosenbrock".into(),
+            op: "load".into(),
+            pos: Pos::new(14, 5),
+            kind: ErrorKind::OutOfBounds { index: 3, len: 3 },
+        };
+        assert_eq!(jit_error(file, &jit), interp_error(file, &interp));
+        // A kind only the JIT has.
+        let jit = JitError {
+            func: "f".into(),
+            op: "call".into(),
+            pos: Pos::NONE,
+            kind: JitErrorKind::StackExhausted(7),
+        };
+        assert_eq!(
+            jit_error(file, &jit).to_string(),
+            "r.ir: error: in @f, call: native stack exhausted at call depth 7"
+        );
+    }
+
+    #[test]
+    fn compile_errors() {
+        let file = Path::new("d.ir");
+        let e = CompileError::Unsupported {
+            func: "f".into(),
+            op: "push".into(),
+            pos: Pos::new(3, 5),
+            what: "the tape".into(),
+        };
+        let lines: Vec<String> = compile_error(file, &e)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            lines,
+            ["d.ir:3:5: error: in @f, push: the JIT cannot compile this: the tape"]
+        );
+        let e = CompileError::Codegen {
+            func: Some("f".into()),
+            message: "boom".into(),
+        };
+        assert_eq!(
+            compile_error(file, &e)[0].to_string(),
+            "d.ir: error: internal error (a bug in gradlift) while compiling: code \
+             generation failed for @f: boom"
+        );
+    }
+
+    #[test]
     fn derivation_errors_point_at_the_parameter_when_they_can() {
         use gradlift_adjoint::{Activity, RuleConfig, build_rrule};
         let module =
