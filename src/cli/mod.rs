@@ -174,17 +174,17 @@ pub(crate) struct DebugArgs {
 enum Stage {
     /// The function as parsed.
     Primal,
-    /// After the optimiser.
+    /// After the optimiser (not available yet).
     Optimized,
     /// The derived forward pass.
     Forward,
     /// The derived pullback.
     Pullback,
-    /// Cranelift IR of the JIT.
+    /// Cranelift IR of the JIT (the primal and what it calls).
     Clif,
-    /// The host's machine code.
+    /// The host's machine code (the primal and what it calls).
     Asm,
-    /// Graphviz of the control-flow graphs.
+    /// Graphviz of the control-flow graphs of the primal, forward pass and pullback.
     Dot,
 }
 
