@@ -12,6 +12,7 @@
 //!   with `print(parse(text))` a fixed point;
 //! - a [verifier](verify()) that reports every error it finds, never panicking;
 //! - a reference [interpreter](interp), the oracle for every other engine.
+//! - [Graphviz](dot) of control-flow graphs, for looking at functions.
 //!
 //! It knows nothing about derivatives or Cranelift.
 //!
@@ -35,6 +36,7 @@
 
 pub mod builder;
 pub mod dominators;
+pub mod dot;
 pub mod entities;
 pub mod flowgraph;
 pub mod function;

@@ -1,7 +1,8 @@
 //! `gradlift check FILE...`: parse and verify, reporting every error.
 //!
 //! [`load`] is the first step of every command that reads a file: read it, parse it
-//! (all parse errors), verify it (all verifier errors). `check` runs it on each file
+//! (all parse errors), verify it (all verifier errors); `run` calls its two halves
+//! ([`read`], [`parse_verified`]) itself, to time the second. `check` runs it on each file
 //! and prints `ok: N functions` (N counts the defined functions, not the externs);
 //! with several files each line starts with the file's name. A failing file does not
 //! stop the others.
@@ -17,13 +18,22 @@ use super::report::{self, Diagnostic};
 
 /// Reads, parses and verifies `file`; on failure, every error found.
 pub(crate) fn load(file: &Path) -> Result<Module, Vec<Diagnostic>> {
-    let text = fs::read_to_string(file).map_err(|e| {
+    parse_verified(file, &read(file)?)
+}
+
+/// The text of `file`.
+pub(crate) fn read(file: &Path) -> Result<String, Vec<Diagnostic>> {
+    fs::read_to_string(file).map_err(|e| {
         vec![Diagnostic::new(format!(
             "cannot read {}: {e}",
             file.display()
         ))]
-    })?;
-    let module = parse(&text).map_err(|e| report::parse_errors(file, &e))?;
+    })
+}
+
+/// Parses and verifies `text`, read from `file`; on failure, every error found.
+pub(crate) fn parse_verified(file: &Path, text: &str) -> Result<Module, Vec<Diagnostic>> {
+    let module = parse(text).map_err(|e| report::parse_errors(file, &e))?;
     verify(&module).map_err(|e| report::verifier_errors(file, &e))?;
     Ok(module)
 }

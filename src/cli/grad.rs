@@ -16,14 +16,15 @@
 //! warm-up, the median of N gradients after the first (the one printed), and the
 //! most bytes the tape holds during one gradient.
 //!
-//! Only the interpreter exists yet; `--engine jit`, the spec's default, is a user
-//! error that says so, after the request has been checked (so the user learns of
-//! every other mistake first, as with `run`).
+//! The engine is chosen in one `match` in `try_grad`. Gradients run on the
+//! interpreter only yet; `--engine jit`, the spec's default, is a user error that
+//! says so, after the request has been checked (so the user learns of every other
+//! mistake first).
 
 use std::path::Path;
 use std::time::Instant;
 
-use gradlift_adjoint::{Rule, RuleConfig, Seeds, build_rrule, value_and_gradient};
+use gradlift_adjoint::{Gradient, Rule, RuleConfig, Seeds, build_rrule, value_and_gradient};
 use gradlift_ir::interp::{Interpreter, Val};
 use gradlift_ir::{FuncId, Module};
 use serde_json::{Value, json};
@@ -81,15 +82,28 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
     )
     .map_err(|e| vec![e])?;
     let seeds = seeds(&module, id, &rule, &args, req).map_err(|e| vec![e])?;
-    if req.engine == Engine::Jit {
-        return Err(vec![Diagnostic::new(
-            "the JIT engine is not available yet; use --engine interp",
-        )]);
-    }
-
-    let mut engine = Interpreter::new(&rule.module);
-    let out = value_and_gradient(&mut engine, &rule, &args, &seeds)
-        .map_err(|e| vec![report::eval_error(req.file, &e)])?;
+    let ready = Ready {
+        file: req.file,
+        module: &module,
+        id,
+        rule: &rule,
+        args: &args,
+        seeds: &seeds,
+    };
+    // The one place the engine is chosen. Each branch gives the gradient of the
+    // first evaluation (the one printed) and, with `--time N`, the "time" object.
+    let (out, time) = match req.engine {
+        Engine::Interp => ready.on_interp(req.time)?,
+        // TODO(jit gradient): compile the rule (`rule.module`, roots `rule.forward`
+        // and `rule.pullback`) and evaluate it with the JIT's gradient API; with
+        // `--time`, `compile_ms` counts from the file's text to callable code,
+        // derivation included (the spec), so measure from before `check::load`.
+        Engine::Jit => {
+            return Err(vec![Diagnostic::new(
+                "the JIT engine does not compute gradients yet; use --engine interp",
+            )]);
+        }
+    };
     let value = out.value.as_deref().map_or(Value::Null, args::results_json);
     let gradient: Vec<Value> = out
         .gradient
@@ -97,16 +111,8 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
         .map(|g| g.as_ref().map_or(Value::Null, args::to_json))
         .collect();
     let mut json = json!({"value": value, "gradient": gradient});
-    if let Some(n) = req.time {
-        let timed = Timed {
-            file: req.file,
-            module: &module,
-            id,
-            rule: &rule,
-            args: &args,
-            seeds: &seeds,
-        };
-        json["time"] = timed.measure(&mut engine, n).map_err(|e| vec![e])?;
+    if let Some(time) = time {
+        json["time"] = time;
     }
     Ok(args::render(&json) + "\n")
 }
@@ -121,10 +127,26 @@ pub(crate) fn derive(
     needs_primal: bool,
     debug: DebugArgs,
 ) -> Result<Rule, Diagnostic> {
-    let config: RuleConfig = ActivityList::config(activity, module.sig(id))
+    build_rrule(
+        module,
+        id,
+        &config(module, id, activity, needs_primal, debug),
+    )
+    .map_err(|e| report::ad_error(file, module, id, &e))
+}
+
+/// The configuration of the rule of `@id`: `--activity` (`None`: the defaults),
+/// with or without the primal result, in debug mode or not.
+pub(crate) fn config(
+    module: &Module,
+    id: FuncId,
+    activity: Option<&ActivityList>,
+    needs_primal: bool,
+    debug: DebugArgs,
+) -> RuleConfig {
+    ActivityList::config(activity, module.sig(id))
         .with_primal(needs_primal)
-        .with_debug(debug.debug || debug.check_nan, debug.check_nan);
-    build_rrule(module, id, &config).map_err(|e| report::ad_error(file, module, id, &e))
+        .with_debug(debug.debug || debug.check_nan, debug.check_nan)
 }
 
 /// `--seed` and `--shadows` as [`Seeds`], checked against `@id` and its rule.
@@ -164,8 +186,8 @@ fn parse_json(option: &str, text: &str) -> Result<Value, Diagnostic> {
         .map_err(|e| Diagnostic::new(format!("{option} is not valid JSON: {e}")))
 }
 
-/// What `--time` measures.
-struct Timed<'a> {
+/// A checked request: the rule, its arguments and seeds, ready for an engine.
+struct Ready<'a> {
     file: &'a Path,
     module: &'a Module,
     id: FuncId,
@@ -174,12 +196,25 @@ struct Timed<'a> {
     seeds: &'a Seeds,
 }
 
-impl Timed<'_> {
+impl Ready<'_> {
+    /// The gradient on the interpreter and, with `Some(n)`, the "time" object.
+    fn on_interp(&self, time: Option<u32>) -> Result<(Gradient, Option<Value>), Vec<Diagnostic>> {
+        let mut engine = Interpreter::new(&self.rule.module);
+        let out = value_and_gradient(&mut engine, self.rule, self.args, self.seeds)
+            .map_err(|e| vec![report::eval_error(self.file, &e)])?;
+        let time = match time {
+            None => None,
+            Some(n) => Some(self.measure(&mut engine, n).map_err(|e| vec![e])?),
+        };
+        Ok((out, time))
+    }
+
     /// `{"primal_ns": ..., "gradient_ns": ..., "tape_bytes": ...}` from `n` timed
     /// calls each. `engine` has already computed one gradient (the warm-up).
     fn measure(&self, engine: &mut Interpreter<'_>, n: u32) -> Result<Value, Diagnostic> {
-        let (_, _, primal_ns) = run::interpret(self.module, self.id, self.args.to_vec(), Some(n))
-            .map_err(|e| report::interp_error(self.file, &e))?;
+        let primal_ns = run::interpret(self.module, self.id, self.args.to_vec(), Some(n))
+            .map_err(|e| report::interp_error(self.file, &e))?
+            .primal_ns;
         // No `with_capacity(n)`: a huge N must not allocate up front.
         let mut samples = Vec::new();
         let mut tape_bytes = 0;

@@ -56,10 +56,11 @@ enum Command {
     ///
     /// `gradient` holds, per parameter, the cotangent for `active`, the final shadow
     /// for `dup`/`dupnoneed`, null for `const`. For now it runs on the interpreter
-    /// only (`--engine interp`), and reverse mode derives functions of scalars only.
+    /// only (`--engine interp`).
     Grad(GradArgs),
-    /// Print one stage of a function in the text format (so far `primal`, `forward`
-    /// and `pullback`).
+    /// Print one stage of a function: IR text (`primal`, `forward`, `pullback`), the
+    /// JIT's Cranelift IR or machine code of the primal (`clif`, `asm`), or Graphviz
+    /// of the control-flow graphs (`dot`). `optimized` is not available yet.
     Dump(DumpArgs),
 }
 
@@ -101,7 +102,7 @@ impl ArgsSource {
 enum Engine {
     /// The reference interpreter.
     Interp,
-    /// Native code compiled with Cranelift (not available yet).
+    /// Native code compiled with Cranelift (for `run`; `grad` not yet).
     Jit,
 }
 
@@ -173,17 +174,17 @@ pub(crate) struct DebugArgs {
 enum Stage {
     /// The function as parsed.
     Primal,
-    /// After the optimiser.
+    /// After the optimiser (not available yet).
     Optimized,
     /// The derived forward pass.
     Forward,
     /// The derived pullback.
     Pullback,
-    /// Cranelift IR of the JIT.
+    /// Cranelift IR of the JIT (the primal and what it calls).
     Clif,
-    /// The host's machine code.
+    /// The host's machine code (the primal and what it calls).
     Asm,
-    /// Graphviz of the control-flow graphs.
+    /// Graphviz of the control-flow graphs of the primal, forward pass and pullback.
     Dot,
 }
 
@@ -211,6 +212,9 @@ pub(crate) struct Outcome {
     pub out: String,
     /// Written to stderr, one per line. Any diagnostic makes the exit status 1.
     pub errors: Vec<Diagnostic>,
+    /// Written to stderr before the errors, one per line; they do not change the
+    /// exit status.
+    pub warnings: Vec<Diagnostic>,
 }
 
 impl Outcome {
@@ -219,6 +223,7 @@ impl Outcome {
         Outcome {
             out,
             errors: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -227,6 +232,7 @@ impl Outcome {
         Outcome {
             out: String::new(),
             errors,
+            warnings: Vec::new(),
         }
     }
 
@@ -243,7 +249,7 @@ impl Outcome {
             status = 1;
         }
         let mut stderr = io::stderr().lock();
-        for d in &self.errors {
+        for d in self.warnings.iter().chain(&self.errors) {
             let _ = writeln!(stderr, "{d}");
         }
         ExitCode::from(status)

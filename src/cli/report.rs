@@ -2,8 +2,8 @@
 //!
 //! A [`Diagnostic`] knows the file and the position when they are known and prints
 //! `FILE:LINE:COL: error: MESSAGE`, `FILE: error: MESSAGE` or `error: MESSAGE`
-//! accordingly. The functions below turn the IR crate's errors (parse, verifier,
-//! interpreter) and the derivation's (`build_rrule`, `value_and_gradient`) into
+//! accordingly (`warning:` for the rare warning, which does not fail a command). The functions below turn the IR crate's errors (parse, verifier,
+//! interpreter), the JIT's (compilation, run time) and the derivation's (`build_rrule`, `value_and_gradient`) into
 //! diagnostics; the messages name the function, the op and the entity as the text
 //! format writes them.
 
@@ -13,6 +13,7 @@ use std::path::Path;
 use gradlift_adjoint::{AdError, EvalError};
 use gradlift_ir::interp::{ErrorKind, InterpError};
 use gradlift_ir::{FuncId, Module, ParseErrors, Pos, VerifierErrors};
+use gradlift_jit::{CompileError, JitError};
 
 /// One error, with where it is when that is known.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -23,6 +24,8 @@ pub(crate) struct Diagnostic {
     pos: Pos,
     /// What is wrong, as a sentence without a trailing period.
     message: String,
+    /// A warning (`warning:`) rather than an error (`error:`).
+    warning: bool,
 }
 
 impl Diagnostic {
@@ -32,6 +35,7 @@ impl Diagnostic {
             file: None,
             pos: Pos::NONE,
             message: message.into(),
+            warning: false,
         }
     }
 
@@ -41,6 +45,24 @@ impl Diagnostic {
             file: Some(file.display().to_string()),
             pos,
             message: message.into(),
+            warning: false,
+        }
+    }
+
+    /// The same, with `prefix` in front of the message.
+    pub fn prefixed(self, prefix: &str) -> Diagnostic {
+        Diagnostic {
+            message: format!("{prefix}{}", self.message),
+            ..self
+        }
+    }
+
+    /// The same, as a warning: it prints `warning:` instead of `error:`, and does
+    /// not fail the command.
+    pub fn into_warning(self) -> Diagnostic {
+        Diagnostic {
+            warning: true,
+            ..self
         }
     }
 }
@@ -52,7 +74,8 @@ impl fmt::Display for Diagnostic {
             Some(file) => write!(f, "{file}: ")?,
             None => {}
         }
-        write!(f, "error: {}", self.message)
+        let severity = if self.warning { "warning" } else { "error" };
+        write!(f, "{severity}: {}", self.message)
     }
 }
 
@@ -79,16 +102,62 @@ pub(crate) fn verifier_errors(file: &Path, errors: &VerifierErrors) -> Vec<Diagn
 /// The position goes in front, as in every diagnostic, so this does not use
 /// `InterpError`'s own `Display` (which puts it after the op).
 pub(crate) fn interp_error(file: &Path, e: &InterpError) -> Diagnostic {
-    let func = &e.func;
-    let mut message = if e.op.is_empty() {
-        format!("in @{func}: {}", e.kind)
-    } else {
-        format!("in @{func}, {}: {}", e.op, e.kind)
-    };
+    let mut message = runtime_message(&e.func, &e.op, &e.kind);
     if matches!(e.kind, ErrorKind::UnboundExtern(_)) {
-        message.push_str(" (the command line has no host functions: call it from Rust)");
+        message.push_str(NO_HOST);
     }
     Diagnostic::at(file, e.pos, message)
+}
+
+/// What the command line adds to an error about calling an `extern` function.
+const NO_HOST: &str = " (the command line has no host functions: call it from Rust)";
+
+/// `in @f, op: KIND`, or `in @f: KIND` without an op.
+fn runtime_message(func: &str, op: &str, kind: &dyn fmt::Display) -> String {
+    if op.is_empty() {
+        format!("in @{func}: {kind}")
+    } else {
+        format!("in @{func}, {op}: {kind}")
+    }
+}
+
+/// A runtime error of compiled code, reported exactly as the interpreter's
+/// ([`interp_error`]): `FILE:LINE:COL: error: in @f, load: index 3 out of bounds for
+/// length 3`. (`JitError`'s own `Display`, like `InterpError`'s, puts the position
+/// after the op.)
+pub(crate) fn jit_error(file: &Path, e: &JitError) -> Diagnostic {
+    Diagnostic::at(file, e.pos, runtime_message(&e.func, &e.op, &e.kind))
+}
+
+/// Why the JIT could not compile a function of `file`: an op or call it does not
+/// compile (at its position), a module that does not verify (every error), or a
+/// failure of code generation (a bug in gradlift).
+pub(crate) fn compile_error(file: &Path, e: &CompileError) -> Vec<Diagnostic> {
+    match e {
+        CompileError::Verify(errors) => verifier_errors(file, errors),
+        CompileError::Unsupported {
+            func,
+            op,
+            pos,
+            what,
+        } => {
+            let mut message = format!("in @{func}, {op}: the JIT cannot compile this: {what}");
+            if op == "call" {
+                message.push_str(NO_HOST);
+            }
+            vec![Diagnostic::at(file, *pos, message)]
+        }
+        CompileError::NotDefined(_) => vec![Diagnostic::at(
+            file,
+            Pos::NONE,
+            format!("the JIT cannot compile this: {e}"),
+        )],
+        CompileError::Codegen { .. } => vec![Diagnostic::at(
+            file,
+            Pos::NONE,
+            format!("internal error (a bug in gradlift) while compiling: {e}"),
+        )],
+    }
 }
 
 /// Why the derivation refused `@func` of `module` (read from `file`).
@@ -137,6 +206,12 @@ mod tests {
             "dir/f.ir: error: boom"
         );
         assert_eq!(Diagnostic::new("boom").to_string(), "error: boom");
+        assert_eq!(
+            Diagnostic::at(file, Pos::NONE, "hm")
+                .into_warning()
+                .to_string(),
+            "dir/f.ir: warning: hm"
+        );
     }
 
     #[test]
@@ -216,6 +291,64 @@ mod tests {
         assert_eq!(
             interp_error(Path::new("r.ir"), &e).to_string(),
             "r.ir: error: in @f: calls nested deeper than 10000"
+        );
+    }
+
+    #[test]
+    fn jit_errors_read_as_the_interpreters() {
+        use gradlift_jit::JitErrorKind;
+        let file = Path::new("r.ir");
+        let jit = JitError {
+            func: "rosenbrock".into(),
+            op: "load".into(),
+            pos: Pos::new(14, 5),
+            kind: JitErrorKind::OutOfBounds { index: 3, len: 3 },
+        };
+        let interp = InterpError {
+            func: "rosenbrock".into(),
+            op: "load".into(),
+            pos: Pos::new(14, 5),
+            kind: ErrorKind::OutOfBounds { index: 3, len: 3 },
+        };
+        assert_eq!(jit_error(file, &jit), interp_error(file, &interp));
+        // A kind only the JIT has.
+        let jit = JitError {
+            func: "f".into(),
+            op: "call".into(),
+            pos: Pos::NONE,
+            kind: JitErrorKind::StackExhausted(7),
+        };
+        assert_eq!(
+            jit_error(file, &jit).to_string(),
+            "r.ir: error: in @f, call: native stack exhausted at call depth 7"
+        );
+    }
+
+    #[test]
+    fn compile_errors() {
+        let file = Path::new("d.ir");
+        let e = CompileError::Unsupported {
+            func: "f".into(),
+            op: "push".into(),
+            pos: Pos::new(3, 5),
+            what: "the tape".into(),
+        };
+        let lines: Vec<String> = compile_error(file, &e)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            lines,
+            ["d.ir:3:5: error: in @f, push: the JIT cannot compile this: the tape"]
+        );
+        let e = CompileError::Codegen {
+            func: Some("f".into()),
+            message: "boom".into(),
+        };
+        assert_eq!(
+            compile_error(file, &e)[0].to_string(),
+            "d.ir: error: internal error (a bug in gradlift) while compiling: code \
+             generation failed for @f: boom"
         );
     }
 

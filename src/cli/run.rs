@@ -8,15 +8,21 @@
 //! warm-up), each time on fresh copies of the arguments, and the output gains
 //! `"time": {"primal_ns": MEDIAN}`.
 //!
-//! Only the interpreter exists yet; `--engine jit`, the spec's default, is a user
-//! error that says so.
+//! Two engines: the interpreter, and the JIT (the default), which compiles `@F` and
+//! what it calls with [`gradlift_jit::compile_funcs`] and prints the same JSON. Its
+//! runtime errors are reported as the interpreter's (`FILE:LINE:COL: error: in @f,
+//! load: ...`), and what it cannot compile (a call to an `extern`: the command line
+//! has no host functions) is a user error at the op. With `--time` the JIT adds
+//! `"compile_ms"`: milliseconds from the file's text to callable code (parsing,
+//! verifying, compiling).
 
 use std::fs;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use gradlift_ir::interp::{Interpreter, Val};
 use gradlift_ir::{FuncId, Module};
+use gradlift_jit::Workspace;
 use serde_json::{Value, json};
 
 use super::args::{self, Param};
@@ -56,25 +62,26 @@ pub(crate) fn run(req: &Request<'_>) -> Outcome {
 }
 
 fn try_run(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
-    let module = check::load(req.file)?;
+    let text = check::read(req.file)?;
+    // `compile_ms` counts from the file's text: parsing and verifying, then
+    // compiling (the JSON arguments are read in between, and not counted).
+    let start = Instant::now();
+    let module = check::parse_verified(req.file, &text)?;
     let id = find(&module, req.file, req.func).map_err(|e| vec![e])?;
+    let load_time = start.elapsed();
     let json = read_args(req.args).map_err(|e| vec![e])?;
     let args = convert_args(&module, id, &json).map_err(|e| vec![Diagnostic::new(e)])?;
-    let (results, final_args, primal_ns) = match req.engine {
+    let evaluated = match req.engine {
         Engine::Interp => interpret(&module, id, args, req.time)
             .map_err(|e| vec![report::interp_error(req.file, &e)])?,
-        Engine::Jit => {
-            return Err(vec![Diagnostic::new(
-                "the JIT engine is not available yet; use --engine interp",
-            )]);
-        }
+        Engine::Jit => jit(req.file, &module, id, args, req.time, load_time)?,
     };
-    let value = args::results_json(&results);
+    let value = args::results_json(&evaluated.results);
     let sig = module.sig(id);
     let final_args: Vec<Value> = sig
         .params
         .iter()
-        .zip(&final_args)
+        .zip(&evaluated.args)
         .map(|(ty, val)| {
             if ty.is_mut_slice() {
                 args::to_json(val)
@@ -84,8 +91,11 @@ fn try_run(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
         })
         .collect();
     let mut out = json!({"value": value, "args": final_args});
-    if let Some(ns) = primal_ns {
+    if let Some(ns) = evaluated.primal_ns {
         out["time"] = json!({ "primal_ns": ns });
+        if let Some(ms) = evaluated.compile_ms {
+            out["time"]["compile_ms"] = ms;
+        }
     }
     Ok(args::render(&out) + "\n")
 }
@@ -155,8 +165,19 @@ pub(crate) fn params(module: &Module, id: FuncId) -> Vec<Param<'_>> {
         .collect()
 }
 
-/// The results, the final arguments, and the median time of `time` further calls.
-pub(crate) type Evaluated = (Vec<Val>, Vec<Val>, Option<u64>);
+/// What one evaluation of a function gave.
+#[derive(Debug)]
+pub(crate) struct Evaluated {
+    /// The results of the first call.
+    pub results: Vec<Val>,
+    /// The arguments after the first call (`mut` slices written).
+    pub args: Vec<Val>,
+    /// With `--time N`: the median nanoseconds of N further calls.
+    pub primal_ns: Option<u64>,
+    /// With `--time N` on the JIT: milliseconds from the file's text to callable
+    /// code, as a JSON number.
+    pub compile_ms: Option<Value>,
+}
 
 /// Calls `id` on the interpreter, then `time` more times on fresh copies of `args`.
 pub(crate) fn interpret(
@@ -168,23 +189,72 @@ pub(crate) fn interpret(
     let mut interp = Interpreter::new(module);
     let mut first = args.clone();
     let results = interp.call(id, &mut first)?;
-    let median = match time {
-        None => None,
-        Some(n) => {
-            // No `with_capacity(n)`: a huge N must not allocate up front.
-            let mut samples = Vec::new();
-            for _ in 0..n {
-                let mut fresh = args.clone();
-                let start = Instant::now();
-                let r = interp.call(id, &mut fresh);
-                let elapsed = start.elapsed().as_nanos();
-                r?;
-                samples.push(u64::try_from(elapsed).unwrap_or(u64::MAX));
-            }
-            median(&mut samples)
-        }
+    let primal_ns = timed(time, &args, |a| interp.call(id, a))?;
+    Ok(Evaluated {
+        results,
+        args: first,
+        primal_ns,
+        compile_ms: None,
+    })
+}
+
+/// Compiles `id` (and what it calls) with the JIT, calls it, then `time` more times
+/// on fresh copies of `args`. `load_time` is how long parsing and verifying took:
+/// `compile_ms` adds the compilation to it.
+pub(crate) fn jit(
+    file: &Path,
+    module: &Module,
+    id: FuncId,
+    args: Vec<Val>,
+    time: Option<u32>,
+    load_time: Duration,
+) -> Result<Evaluated, Vec<Diagnostic>> {
+    let start = Instant::now();
+    let compiled =
+        gradlift_jit::compile_funcs(module, &[id]).map_err(|e| report::compile_error(file, &e))?;
+    let compile_time = load_time + start.elapsed();
+    let mut ws = Workspace::new();
+    let mut first = args.clone();
+    let results = compiled
+        .call(&mut ws, id, &mut first)
+        .map_err(|e| vec![report::jit_error(file, &e)])?;
+    let primal_ns = timed(time, &args, |a| compiled.call(&mut ws, id, a))
+        .map_err(|e| vec![report::jit_error(file, &e)])?;
+    Ok(Evaluated {
+        results,
+        args: first,
+        primal_ns,
+        compile_ms: time.map(|_| millis(compile_time)),
+    })
+}
+
+/// `d` in milliseconds, to the microsecond, as a JSON number.
+fn millis(d: Duration) -> Value {
+    let ms = (d.as_secs_f64() * 1e6).round() / 1e3;
+    json!(ms)
+}
+
+/// With `Some(n)`: the median nanoseconds of `n` calls of `call`, each on a fresh
+/// copy of `args` (the caller has made the warm-up call). The first error ends it.
+fn timed<R, E>(
+    time: Option<u32>,
+    args: &[Val],
+    mut call: impl FnMut(&mut [Val]) -> Result<R, E>,
+) -> Result<Option<u64>, E> {
+    let Some(n) = time else {
+        return Ok(None);
     };
-    Ok((results, first, median))
+    // No `with_capacity(n)`: a huge N must not allocate up front.
+    let mut samples = Vec::new();
+    for _ in 0..n {
+        let mut fresh = args.to_vec();
+        let start = Instant::now();
+        let r = call(&mut fresh);
+        let elapsed = start.elapsed().as_nanos();
+        r?;
+        samples.push(u64::try_from(elapsed).unwrap_or(u64::MAX));
+    }
+    Ok(median(&mut samples))
 }
 
 /// The median (the mean of the two middle samples for an even count).
