@@ -263,6 +263,16 @@ impl CompiledGradient {
         let start = Instant::now();
         let func = lookup(module, name)?;
         let rule = build_rrule(module, func, config).map_err(Error::Derive)?;
+        let mut grad = CompiledGradient::from_rule(rule, hosts)?;
+        grad.compile_time = start.elapsed();
+        Ok(grad)
+    }
+
+    /// Compiles a rule derived already ([`build_rrule`]), with host functions for
+    /// the `extern`s it calls. [`CompiledGradient::compile_time`] is then the
+    /// compilation alone.
+    pub fn from_rule(rule: Rule, hosts: &Hosts) -> Result<CompiledGradient, Error> {
+        let start = Instant::now();
         let compiled = compile_with(&rule.module, &[rule.forward, rule.pullback], hosts)
             .map_err(Error::Compile)?;
         Ok(CompiledGradient {
@@ -361,12 +371,18 @@ impl CompiledGradient {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn prepare(&self, args: &[Val]) -> Result<GradientCache<'_>, Error> {
+        self.prepare_with(args, &Seeds::default())
+    }
+
+    /// [`CompiledGradient::prepare`], sized by a pullback of `seeds` (whose shadows
+    /// give the cache its shadow buffers).
+    pub fn prepare_with(&self, args: &[Val], seeds: &Seeds) -> Result<GradientCache<'_>, Error> {
         let mut cache = GradientCache {
             grad: self,
             ws: Workspace::new(),
             bufs: EvalBuffers::default(),
         };
-        cache.value_and_gradient(args)?;
+        cache.value_and_pullback(args, seeds)?;
         Ok(cache)
     }
 

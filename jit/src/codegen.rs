@@ -108,6 +108,8 @@ pub(crate) fn define<M: ClModule>(
         }
         let bound = frame_bound(ctx);
         jm.clear_context(ctx);
+        // Clearing switches disassembly off.
+        ctx.set_disasm(listing.is_some());
         Ok(bound)
     };
     for &f in funcs {

@@ -175,6 +175,7 @@ fn host_table(
                 return Err(CompileError::UnboundExtern {
                     name: decl.name.clone(),
                     caller: module.name(f).to_string(),
+                    pos: body.srcmap.insts.get(inst).copied().unwrap_or(Pos::NONE),
                 });
             };
             table[g.index()] = Some(HostSlot {

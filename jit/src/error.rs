@@ -194,6 +194,8 @@ pub enum CompileError {
         name: String,
         /// A function that calls it.
         caller: String,
+        /// The call's source position, when the caller was parsed.
+        pos: Pos,
     },
     /// A function asked for is not defined in the module (extern, declared only, or
     /// no such function).
@@ -224,10 +226,16 @@ impl fmt::Display for CompileError {
                 }
                 write!(f, ": {what}")
             }
-            CompileError::UnboundExtern { name, caller } => write!(
-                f,
-                "@{caller} calls the extern function @{name}, which has no host function (bind one with Hosts::bind)"
-            ),
+            CompileError::UnboundExtern { name, caller, pos } => {
+                write!(f, "in @{caller}, call")?;
+                if pos.is_known() {
+                    write!(f, " at {pos}")?;
+                }
+                write!(
+                    f,
+                    ": @{name} is an extern function without a host function (bind one with Hosts::bind)"
+                )
+            }
             CompileError::NotDefined(name) => {
                 write!(f, "@{name} has no IR body to compile")
             }

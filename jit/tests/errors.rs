@@ -366,7 +366,7 @@ fn what_cannot_be_compiled_is_an_error() {
     let e = compile(&m).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "@uses calls the extern function @host, which has no host function (bind one with Hosts::bind)"
+        "in @uses, call at 4:14: @host is an extern function without a host function (bind one with Hosts::bind)"
     );
     let plain = m.func_by_name("plain").unwrap();
     let c = compile_funcs(&m, &[plain]).unwrap();

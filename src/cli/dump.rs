@@ -56,10 +56,9 @@ pub(crate) fn dump(
         Stage::Forward | Stage::Pullback => {
             derived(file, &module, id, stage == Stage::Forward, activity, debug)
         }
-        // TODO(jit gradient): the forward pass and the pullback too, once the JIT
-        // compiles the tape ops (derive as `dot` does; list `rule.forward` and
-        // `rule.pullback` after the primal, under their own headers).
-        Stage::Clif | Stage::Asm => native(file, &module, id, stage == Stage::Clif),
+        Stage::Clif | Stage::Asm => {
+            native(file, &module, id, stage == Stage::Clif, activity, debug)
+        }
         Stage::Dot => return dot(file, &module, id, activity, debug),
         Stage::Optimized => Err(vec![Diagnostic::new(
             "gradlift dump: stage optimized is not available yet: the optimiser arrives \
@@ -120,23 +119,25 @@ fn push_item(text: &mut String, item: &str) {
     text.push('\n');
 }
 
-/// The Cranelift IR (`clif`) or the machine code of `@id` and what it calls.
-fn native(file: &Path, module: &Module, id: FuncId, clif: bool) -> Result<String, Vec<Diagnostic>> {
+/// The Cranelift IR (`clif`) or the machine code of `@id` and what it calls, then
+/// (when the rule derives under `--activity`) of its forward pass and pullback and
+/// the rules they call.
+fn native(
+    file: &Path,
+    module: &Module,
+    id: FuncId,
+    clif: bool,
+    activity: Option<&ActivityList>,
+    debug: DebugArgs,
+) -> Result<String, Vec<Diagnostic>> {
     let compile_error = |e| report::compile_error(file, &e);
     let mut listing = gradlift_jit::listing(module, &[id]).map_err(compile_error)?;
-    if !clif {
-        // TODO(jit listing): `gradlift_jit::listing` disassembles only the first
-        // function it defines (`Context::clear` resets `want_disasm`, and codegen.rs
-        // does not set it again). Until that is fixed, list each function as the root
-        // of its own listing, where it comes first; trampolines keep what they have.
-        for l in listing.iter_mut().filter(|l| l.asm.is_empty()) {
-            if let Some(g) = module.func_by_name(&l.name) {
-                let own = gradlift_jit::listing(module, &[g]).map_err(compile_error)?;
-                if let Some(first) = own.into_iter().find(|o| o.name == l.name) {
-                    l.asm = first.asm;
-                }
-            }
-        }
+    let config = grad::config(module, id, activity, true, debug);
+    if let Ok(rule) = build_rrule(module, id, &config) {
+        let derived = gradlift_jit::listing(&rule.module, &[rule.forward, rule.pullback])
+            .map_err(compile_error)?;
+        let primal: Vec<String> = listing.iter().map(|l| l.name.clone()).collect();
+        listing.extend(derived.into_iter().filter(|l| !primal.contains(&l.name)));
     }
     // Each function, then its trampoline (`NAME (entry)`), then anything else.
     let mut order: Vec<&Listing> = Vec::new();

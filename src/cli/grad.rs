@@ -16,13 +16,16 @@
 //! warm-up, the median of N gradients after the first (the one printed), and the
 //! most bytes the tape holds during one gradient.
 //!
-//! The engine is chosen in one `match` in `try_grad`. Gradients run on the
-//! interpreter only yet; `--engine jit`, the spec's default, is a user error that
-//! says so, after the request has been checked (so the user learns of every other
-//! mistake first).
+//! The engine is chosen in one `match` in `try_grad`: the interpreter
+//! ([`value_and_gradient`]), or the JIT (the default: the rule compiled with
+//! [`CompiledGradient::from_rule`]). With the JIT, `--time` also reports
+//! `compile_ms` (deriving and compiling, from the parsed IR to callable code) and
+//! times the gradients on a prepared [`gradlift::GradientCache`].
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use gradlift::{CompiledGradient, Hosts, Workspace};
 
 use gradlift_adjoint::{Gradient, Rule, RuleConfig, Seeds, build_rrule, value_and_gradient};
 use gradlift_ir::interp::{Interpreter, Val};
@@ -72,6 +75,9 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
     let id = run::find(&module, req.file, req.func).map_err(|e| vec![e])?;
     let json = run::read_args(req.args).map_err(|e| vec![e])?;
     let args = run::convert_args(&module, id, &json).map_err(|e| vec![Diagnostic::new(e)])?;
+    // `compile_ms` (the JIT): from the parsed IR to callable code, derivation
+    // included.
+    let start = Instant::now();
     let rule = derive(
         &module,
         req.file,
@@ -89,20 +95,13 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
         rule: &rule,
         args: &args,
         seeds: &seeds,
+        derive_time: start.elapsed(),
     };
     // The one place the engine is chosen. Each branch gives the gradient of the
     // first evaluation (the one printed) and, with `--time N`, the "time" object.
     let (out, time) = match req.engine {
         Engine::Interp => ready.on_interp(req.time)?,
-        // TODO(jit gradient): compile the rule (`rule.module`, roots `rule.forward`
-        // and `rule.pullback`) and evaluate it with the JIT's gradient API; with
-        // `--time`, `compile_ms` counts from the file's text to callable code,
-        // derivation included (the spec), so measure from before `check::load`.
-        Engine::Jit => {
-            return Err(vec![Diagnostic::new(
-                "the JIT engine does not compute gradients yet; use --engine interp",
-            )]);
-        }
+        Engine::Jit => ready.on_jit(req.time)?,
     };
     let value = out.value.as_deref().map_or(Value::Null, args::results_json);
     let gradient: Vec<Value> = out
@@ -194,6 +193,8 @@ struct Ready<'a> {
     rule: &'a Rule,
     args: &'a [Val],
     seeds: &'a Seeds,
+    /// How long deriving the rule took.
+    derive_time: Duration,
 }
 
 impl Ready<'_> {
@@ -207,6 +208,47 @@ impl Ready<'_> {
             Some(n) => Some(self.measure(&mut engine, n).map_err(|e| vec![e])?),
         };
         Ok((out, time))
+    }
+
+    /// The gradient with the JIT and, with `Some(n)`, the "time" object (with
+    /// `compile_ms`: deriving and compiling the rule).
+    fn on_jit(&self, time: Option<u32>) -> Result<(Gradient, Option<Value>), Vec<Diagnostic>> {
+        let file = self.file;
+        let start = Instant::now();
+        let grad = CompiledGradient::from_rule(self.rule.clone(), &Hosts::new())
+            .map_err(|e| api_error(file, &e))?;
+        let compile_time = self.derive_time + start.elapsed();
+        let mut ws = Workspace::new();
+        let out = grad
+            .value_and_pullback(&mut ws, self.args, self.seeds)
+            .map_err(|e| api_error(file, &e))?;
+        let Some(n) = time else {
+            return Ok((out, None));
+        };
+        let primal = run::jit(file, self.module, self.id, self.args.to_vec(), Some(n))?;
+        let mut cache = grad
+            .prepare_with(self.args, self.seeds)
+            .map_err(|e| api_error(file, &e))?;
+        let mut samples = Vec::new();
+        let mut tape_bytes = out.tape_peak_bytes;
+        for _ in 0..n {
+            let start = Instant::now();
+            let r = cache.value_and_pullback(self.args, self.seeds);
+            let elapsed = start.elapsed().as_nanos();
+            let g = r.map_err(|e| api_error(file, &e))?;
+            tape_bytes = tape_bytes.max(g.tape_peak_bytes);
+            samples.push(u64::try_from(elapsed).unwrap_or(u64::MAX));
+        }
+        let ms = (compile_time.as_secs_f64() * 1e6).round() / 1e3;
+        Ok((
+            out,
+            Some(json!({
+                "primal_ns": primal.primal_ns,
+                "gradient_ns": run::median(&mut samples),
+                "compile_ms": ms,
+                "tape_bytes": tape_bytes,
+            })),
+        ))
     }
 
     /// `{"primal_ns": ..., "gradient_ns": ..., "tape_bytes": ...}` from `n` timed
@@ -232,5 +274,14 @@ impl Ready<'_> {
             "gradient_ns": gradient_ns,
             "tape_bytes": tape_bytes,
         }))
+    }
+}
+
+/// An error of the compiled API, reported as the CLI reports the engines' errors.
+fn api_error(file: &Path, e: &gradlift::Error) -> Vec<Diagnostic> {
+    match e {
+        gradlift::Error::Compile(c) => report::compile_error(file, c),
+        gradlift::Error::Run(j) => vec![report::jit_error(file, j)],
+        e => vec![Diagnostic::new(e.to_string())],
     }
 }

@@ -147,6 +147,11 @@ pub(crate) fn compile_error(file: &Path, e: &CompileError) -> Vec<Diagnostic> {
             }
             vec![Diagnostic::at(file, *pos, message)]
         }
+        CompileError::UnboundExtern { name, caller, pos } => vec![Diagnostic::at(
+            file,
+            *pos,
+            format!("in @{caller}, call: @{name} is an extern function{NO_HOST}"),
+        )],
         CompileError::NotDefined(_) => vec![Diagnostic::at(
             file,
             Pos::NONE,
