@@ -148,9 +148,11 @@ mod error;
 mod helpers;
 mod isa;
 mod lower;
+mod object;
 mod runtime;
 
 pub use codegen::Listing;
 pub use compiled::{Compiled, compile, compile_funcs, listing};
 pub use error::{CompileError, JitError, JitErrorKind};
+pub use object::{ObjectFile, compile_object};
 pub use runtime::Workspace;
