@@ -142,6 +142,8 @@
 #![allow(unsafe_code)]
 
 mod abi;
+#[doc(hidden)]
+pub mod c_abi;
 mod codegen;
 mod compiled;
 mod error;
