@@ -173,7 +173,11 @@ mod tests {
             assert!(f.offset >= end, "{} overlaps", f.name);
             // Only alignment padding between fields: a gap as big as a field means
             // a field of `Ctx` is missing from the table.
-            assert!(f.offset - end < f.size, "a field before {} is missing", f.name);
+            assert!(
+                f.offset - end < f.size,
+                "a field before {} is missing",
+                f.name
+            );
             end = f.offset + f.size;
         }
         // What follows the table is the arena's chunks (a `Vec`), Rust's own. If
