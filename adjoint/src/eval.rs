@@ -43,7 +43,7 @@
 use core::fmt;
 
 use gradlift_ir::interp::{InterpError, Interpreter, Val};
-use gradlift_ir::{Elem, Type};
+use gradlift_ir::{Elem, FuncId, Type};
 
 use crate::rrule::Rule;
 
@@ -91,17 +91,18 @@ pub struct Gradient {
     pub tape_peak_bytes: usize,
 }
 
-/// Why [`value_and_gradient`] failed.
+/// Why [`value_and_gradient`] (or [`run_rule`] on any [`Engine`]) failed. `E` is the
+/// engine's run-time error: the interpreter's by default.
 #[derive(Clone, Debug)]
-pub enum EvalError {
+pub enum EvalError<E = InterpError> {
     /// The arguments, seeds or shadows do not fit the function.
     BadArguments(String),
     /// The forward pass or the pullback failed at run time.
     Run {
         /// Which function.
         what: String,
-        /// The interpreter's error.
-        error: Box<InterpError>,
+        /// The engine's error.
+        error: Box<E>,
     },
     /// The pullback did not take off the tape exactly what the forward pass put on
     /// it (a bug in the derivation, or a hand-written rule that is wrong).
@@ -113,7 +114,7 @@ pub enum EvalError {
     },
 }
 
-impl fmt::Display for EvalError {
+impl<E: fmt::Display> fmt::Display for EvalError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EvalError::BadArguments(m) => f.write_str(m),
@@ -126,25 +127,98 @@ impl fmt::Display for EvalError {
     }
 }
 
-impl std::error::Error for EvalError {}
+impl<E: fmt::Debug + fmt::Display> std::error::Error for EvalError<E> {}
+
+/// What runs a rule's functions: the interpreter here, the JIT in the `gradlift`
+/// crate. The tape persists across calls (see the IR's tape rules).
+pub trait Engine {
+    /// A run-time error of a call.
+    type Error;
+    /// Calls `func` with `args` (`mut` slices updated in place), writing its results
+    /// into `out` (cleared first).
+    fn call_into(
+        &mut self,
+        func: FuncId,
+        args: &mut [Val],
+        out: &mut Vec<Val>,
+    ) -> Result<(), Self::Error>;
+    /// The scalars on the tape now.
+    fn tape_scalars(&self) -> usize;
+    /// The most bytes the tape held since its last reset.
+    fn tape_peak_bytes(&self) -> usize;
+    /// Empties the tape (keeping memory for later calls, where the engine can).
+    fn reset_tape(&mut self);
+}
+
+impl Engine for Interpreter<'_> {
+    type Error = InterpError;
+
+    fn call_into(
+        &mut self,
+        func: FuncId,
+        args: &mut [Val],
+        out: &mut Vec<Val>,
+    ) -> Result<(), InterpError> {
+        let r = self.call(func, args)?;
+        out.clear();
+        out.extend(r);
+        Ok(())
+    }
+
+    fn tape_scalars(&self) -> usize {
+        self.tape().scalars
+    }
+
+    fn tape_peak_bytes(&self) -> usize {
+        self.tape().peak_bytes
+    }
+
+    fn reset_tape(&mut self) {
+        Interpreter::reset_tape(self);
+    }
+}
+
+/// The buffers of [`run_rule`], reused from call to call: once they have the sizes
+/// of the arguments, a call (on an engine that allocates nothing itself) allocates
+/// nothing.
+#[derive(Clone, Debug, Default)]
+pub struct EvalBuffers {
+    /// The arguments after the forward pass (`mut` slices as the function left
+    /// them).
+    pub args: Vec<Val>,
+    /// The primal results; empty when the rule does not return them (the primal was
+    /// not needed).
+    pub value: Vec<Val>,
+    /// Per parameter: the cotangent for `active`, the final shadow for `dup` and
+    /// `dupnoneed`, `None` for `const`.
+    pub gradient: Vec<Option<Val>>,
+    /// The most bytes the tape held during the call (since its last reset).
+    pub tape_peak_bytes: usize,
+    /// The pullback's arguments.
+    rvs_args: Vec<Val>,
+    /// The pullback's results.
+    cts: Vec<Val>,
+}
 
 /// Runs `rule`'s forward pass at `args` and its pullback from `seeds` on `engine`
-/// (which must be an interpreter of `rule.module`). See the [module docs](self).
+/// (which must run `rule.module`), with the results in `bufs`. See the
+/// [module docs](self); [`value_and_gradient`] is this on the interpreter with
+/// fresh buffers.
 ///
 /// Checks the arguments, seeds and shadows against the primal's signature first, and
 /// that the tape comes back to its height before the forward pass. When the tape
-/// held nothing before, it is reset afterwards (its buffers freed).
-pub fn value_and_gradient(
-    engine: &mut Interpreter<'_>,
+/// held nothing before, it is reset afterwards.
+pub fn run_rule<E: Engine>(
+    engine: &mut E,
     rule: &Rule,
     args: &[Val],
     seeds: &Seeds,
-) -> Result<Gradient, EvalError> {
+    bufs: &mut EvalBuffers,
+) -> Result<(), EvalError<E::Error>> {
     let module = &rule.module;
     let layout = &rule.layout;
-    let primal = layout.primal;
-    let sig = module.sig(primal).clone();
-    let fname = module.name(primal);
+    let sig = module.sig(layout.primal);
+    let fname = module.name(layout.primal);
     let bad = |m: String| EvalError::BadArguments(m);
     if args.len() != sig.params.len() {
         return Err(bad(format!(
@@ -163,56 +237,20 @@ pub fn value_and_gradient(
         }
     }
     let n_float_results = sig.results.iter().filter(|t| t.is_float()).count();
-    let result_seeds: Vec<f64> = match &seeds.results {
-        Some(s) if s.len() != n_float_results => {
-            return Err(bad(format!(
-                "@{fname} has {n_float_results} float results, given {} seeds",
-                s.len()
-            )));
-        }
-        Some(s) => s.clone(),
-        None => vec![1.0; n_float_results],
-    };
+    if let Some(s) = &seeds.results
+        && s.len() != n_float_results
+    {
+        return Err(bad(format!(
+            "@{fname} has {n_float_results} float results, given {} seeds",
+            s.len()
+        )));
+    }
     if seeds.shadows.len() > sig.params.len() {
         return Err(bad(format!(
             "@{fname} takes {} parameters, given {} shadows",
             sig.params.len(),
             seeds.shadows.len()
         )));
-    }
-
-    let before = engine.tape().scalars;
-    let mut fwd_args = args.to_vec();
-    let out = engine
-        .call(rule.forward, &mut fwd_args)
-        .map_err(|error| EvalError::Run {
-            what: format!("@{}", module.name(rule.forward)),
-            error: Box::new(error),
-        })?;
-
-    // The pullback's arguments: slices, shadows, result cotangents.
-    let mut rvs_args: Vec<Val> = Vec::new();
-    for &i in &layout.slice_params {
-        rvs_args.push(fwd_args[i].clone());
-    }
-    for &i in &layout.shadow_params {
-        let given = seeds.shadows.get(i).and_then(|s| s.as_ref());
-        let shadow = match given {
-            Some(s) => {
-                if !s.fits(sig.params[i]) || s.slice_len() != args[i].slice_len() {
-                    return Err(bad(format!(
-                        "the shadow of parameter {} of @{fname} must be a {} of length {}, given {}",
-                        i + 1,
-                        sig.params[i],
-                        args[i].slice_len().unwrap_or(0),
-                        describe(s)
-                    )));
-                }
-                s.clone()
-            }
-            None => args[i].zeros_like(),
-        };
-        rvs_args.push(shadow);
     }
     for (i, s) in seeds.shadows.iter().enumerate() {
         if s.is_some() && !layout.shadow_params.contains(&i) {
@@ -223,25 +261,80 @@ pub fn value_and_gradient(
             )));
         }
     }
-    let float_results: Vec<usize> = (0..sig.results.len())
-        .filter(|&j| sig.results[j].is_float())
-        .collect();
-    for &j in &layout.seeded_results {
-        let k = float_results.iter().position(|&f| f == j).unwrap_or(0);
-        let s = result_seeds.get(k).copied().unwrap_or(1.0);
-        rvs_args.push(match sig.results[j] {
-            Type::F32 => Val::F32(s as f32),
-            _ => Val::F64(s),
-        });
+    for &i in &layout.shadow_params {
+        if let Some(Some(s)) = seeds.shadows.get(i)
+            && (!s.fits(sig.params[i]) || s.slice_len() != args[i].slice_len())
+        {
+            return Err(bad(format!(
+                "the shadow of parameter {} of @{fname} must be a {} of length {}, given {}",
+                i + 1,
+                sig.params[i],
+                args[i].slice_len().unwrap_or(0),
+                describe(s)
+            )));
+        }
     }
-    let cts = engine
-        .call(rule.pullback, &mut rvs_args)
+
+    let before = engine.tape_scalars();
+    assign_all(&mut bufs.args, args);
+    engine
+        .call_into(rule.forward, &mut bufs.args, &mut bufs.value)
+        .map_err(|error| EvalError::Run {
+            what: format!("@{}", module.name(rule.forward)),
+            error: Box::new(error),
+        })?;
+
+    // The pullback's arguments: slices, shadows, result cotangents. The shadows'
+    // buffers are the previous call's gradient, swapped back in.
+    let n_slices = layout.slice_params.len();
+    let n_shadows = layout.shadow_params.len();
+    let n = n_slices + n_shadows + layout.seeded_results.len();
+    bufs.gradient.resize(sig.params.len(), None);
+    bufs.rvs_args.truncate(n);
+    while bufs.rvs_args.len() < n {
+        bufs.rvs_args.push(Val::Bool(false));
+    }
+    for (k, &i) in layout.slice_params.iter().enumerate() {
+        assign(&mut bufs.rvs_args[k], &bufs.args[i]);
+    }
+    for (k, &i) in layout.shadow_params.iter().enumerate() {
+        let slot = &mut bufs.rvs_args[n_slices + k];
+        if let Some(Some(g)) = bufs.gradient.get_mut(i) {
+            core::mem::swap(slot, g);
+        }
+        match seeds.shadows.get(i).and_then(|s| s.as_ref()) {
+            Some(s) => assign(slot, s),
+            None => zero_like(slot, &args[i]),
+        }
+    }
+    let mut k_float = 0;
+    let mut k_seed = n_slices + n_shadows;
+    for (j, &t) in sig.results.iter().enumerate() {
+        if !t.is_float() {
+            continue;
+        }
+        if layout.seeded_results.contains(&j) {
+            let s = seeds
+                .results
+                .as_ref()
+                .and_then(|s| s.get(k_float).copied())
+                .unwrap_or(1.0);
+            bufs.rvs_args[k_seed] = match t {
+                Type::F32 => Val::F32(s as f32),
+                _ => Val::F64(s),
+            };
+            k_seed += 1;
+        }
+        k_float += 1;
+    }
+    engine
+        .call_into(rule.pullback, &mut bufs.rvs_args, &mut bufs.cts)
         .map_err(|error| EvalError::Run {
             what: format!("@{}", module.name(rule.pullback)),
             error: Box::new(error),
         })?;
-    let stats = engine.tape();
-    let (after, tape_peak_bytes) = (stats.scalars, stats.peak_bytes);
+    let after = engine.tape_scalars();
+    bufs.tape_peak_bytes = engine.tape_peak_bytes();
     if after != before {
         return Err(EvalError::Tape { before, after });
     }
@@ -249,23 +342,75 @@ pub fn value_and_gradient(
         engine.reset_tape();
     }
 
-    let mut gradient: Vec<Option<Val>> = vec![None; sig.params.len()];
-    for (&i, ct) in layout.active_params.iter().zip(cts) {
-        gradient[i] = Some(ct);
+    for (&i, ct) in layout.active_params.iter().zip(&bufs.cts) {
+        bufs.gradient[i] = Some(ct.clone());
     }
-    let n_slices = layout.slice_params.len();
     for (k, &i) in layout.shadow_params.iter().enumerate() {
-        gradient[i] = Some(core::mem::replace(
-            &mut rvs_args[n_slices + k],
-            Val::Bool(false),
-        ));
+        let g = bufs.gradient[i].get_or_insert(Val::Bool(false));
+        core::mem::swap(g, &mut bufs.rvs_args[n_slices + k]);
     }
+    // A parameter neither active nor shadowed has no gradient.
+    for (i, g) in bufs.gradient.iter_mut().enumerate() {
+        if !layout.active_params.contains(&i) && !layout.shadow_params.contains(&i) {
+            *g = None;
+        }
+    }
+    if !layout.config.needs_primal {
+        bufs.value.clear();
+    }
+    Ok(())
+}
+
+/// Runs `rule`'s forward pass at `args` and its pullback from `seeds` on `engine`
+/// (which must be an interpreter of `rule.module`). See the [module docs](self).
+///
+/// Checks the arguments, seeds and shadows against the primal's signature first, and
+/// that the tape comes back to its height before the forward pass. When the tape
+/// held nothing before, it is reset afterwards (its buffers freed).
+pub fn value_and_gradient(
+    engine: &mut Interpreter<'_>,
+    rule: &Rule,
+    args: &[Val],
+    seeds: &Seeds,
+) -> Result<Gradient, EvalError> {
+    let mut bufs = EvalBuffers::default();
+    run_rule(engine, rule, args, seeds, &mut bufs)?;
     Ok(Gradient {
-        value: layout.config.needs_primal.then_some(out),
-        gradient,
-        args: fwd_args,
-        tape_peak_bytes,
+        value: rule.layout.config.needs_primal.then_some(bufs.value),
+        gradient: bufs.gradient,
+        args: bufs.args,
+        tape_peak_bytes: bufs.tape_peak_bytes,
     })
+}
+
+/// `dst = src`, reusing `dst`'s buffer when both are slices of one type and length.
+pub fn assign(dst: &mut Val, src: &Val) {
+    match (dst, src) {
+        (Val::F64s(d), Val::F64s(s)) if d.len() == s.len() => d.copy_from_slice(s),
+        (Val::F32s(d), Val::F32s(s)) if d.len() == s.len() => d.copy_from_slice(s),
+        (Val::I64s(d), Val::I64s(s)) if d.len() == s.len() => d.copy_from_slice(s),
+        (d, s) => *d = s.clone(),
+    }
+}
+
+/// `dst = src` element by element ([`assign`]), `dst` resized to `src`'s length.
+pub fn assign_all(dst: &mut Vec<Val>, src: &[Val]) {
+    dst.truncate(src.len());
+    for (d, s) in dst.iter_mut().zip(src) {
+        assign(d, s);
+    }
+    let have = dst.len();
+    dst.extend(src[have..].iter().cloned());
+}
+
+/// `dst` = zeros shaped like `like`, reusing `dst`'s buffer when it can.
+fn zero_like(dst: &mut Val, like: &Val) {
+    match (dst, like) {
+        (Val::F64s(d), Val::F64s(s)) if d.len() == s.len() => d.fill(0.0),
+        (Val::F32s(d), Val::F32s(s)) if d.len() == s.len() => d.fill(0.0),
+        (Val::I64s(d), Val::I64s(s)) if d.len() == s.len() => d.fill(0),
+        (d, s) => *d = s.zeros_like(),
+    }
 }
 
 /// `a [f64] of length 3`, `an f64`, ... for messages.

@@ -76,5 +76,5 @@ pub use check::Coord;
 pub use check::{CheckError, CheckOptions, CheckReport, check_derived, check_rule};
 pub use config::{Activity, RetActivity, RuleConfig};
 pub use error::AdError;
-pub use eval::{EvalError, Gradient, Seeds, value_and_gradient};
+pub use eval::{Engine, EvalBuffers, EvalError, Gradient, Seeds, run_rule, value_and_gradient};
 pub use rrule::{Rule, RuleLayout, build_rrule};

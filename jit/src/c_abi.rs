@@ -38,7 +38,8 @@ macro_rules! fields {
     };
 }
 
-/// Every field generated code or a C runtime reads or writes, in layout order.
+/// Every field generated code or a C runtime reads or writes, in layout order: the
+/// ABI prefix of [`Ctx`], up to `hosts_len` (its doc says so).
 fn fields() -> Vec<Field> {
     fields![
         status: "uint32_t",
@@ -58,12 +59,15 @@ fn fields() -> Vec<Field> {
         tape_cap: "uintptr_t",
         tape_bufs_ptr: "uintptr_t",
         tape_bufs_len: "uintptr_t",
-        tape_bufs_cap: "uintptr_t",
+        tape_hwm: "uintptr_t",
+        tape_gen: "uint64_t",
+        hosts_ptr: "uintptr_t",
+        hosts_len: "uintptr_t",
     ]
 }
 
 /// The error codes, by C name.
-fn codes() -> [(&'static str, u32); 8] {
+fn codes() -> [(&'static str, u32); 13] {
     [
         ("OK", OK),
         ("OUT_OF_BOUNDS", code::OUT_OF_BOUNDS),
@@ -73,6 +77,11 @@ fn codes() -> [(&'static str, u32); 8] {
         ("RECURSION_LIMIT", code::RECURSION_LIMIT),
         ("TRAP", code::TRAP),
         ("STACK_EXHAUSTED", code::STACK_EXHAUSTED),
+        ("TAPE_UNDERFLOW", code::TAPE_UNDERFLOW),
+        ("NO_TAPE_BUFFER", code::NO_TAPE_BUFFER),
+        ("TAPE_BUFFER_MISMATCH", code::TAPE_BUFFER_MISMATCH),
+        ("EXTERN_FAILED", code::EXTERN_FAILED),
+        ("TAPE_FULL", code::TAPE_FULL),
     ]
 }
 
@@ -165,8 +174,10 @@ fn helper_prototype(helper: Helper) -> String {
 mod tests {
     use super::*;
 
+    use crate::runtime::Offsets;
+
     #[test]
-    fn the_fields_are_in_order_and_only_rusts_own_state_is_left_out() {
+    fn the_fields_are_in_order_and_cover_every_offset_generated_code_uses() {
         let fields = fields();
         let mut end = 0;
         for f in &fields {
@@ -180,13 +191,34 @@ mod tests {
             );
             end = f.offset + f.size;
         }
-        // What follows the table is the arena's chunks (a `Vec`), Rust's own. If
-        // this fails, `Ctx` got a field: add it to `fields()` (in layout order).
-        assert_eq!(
-            size_of::<Ctx>() - end,
-            size_of::<Vec<Box<[u64]>>>(),
-            "Ctx has fields c_abi::fields() does not list"
-        );
+        // If this fails, `Offsets` got a constant: add its field to `fields()`.
+        for off in [
+            Offsets::STATUS,
+            Offsets::ERR_FUNC,
+            Offsets::ERR_INST,
+            Offsets::ERR_A,
+            Offsets::ERR_B,
+            Offsets::DEPTH,
+            Offsets::MAX_DEPTH,
+            Offsets::STACK_LIMIT,
+            Offsets::ARENA_PTR,
+            Offsets::ARENA_USED,
+            Offsets::ARENA_CAP,
+            Offsets::ARENA_CHUNK,
+            Offsets::TAPE_PTR,
+            Offsets::TAPE_LEN,
+            Offsets::TAPE_CAP,
+            Offsets::TAPE_BUFS_PTR,
+            Offsets::TAPE_BUFS_LEN,
+            Offsets::TAPE_GEN,
+            Offsets::TAPE_HWM,
+        ] {
+            assert!(
+                fields.iter().any(|f| f.offset as i32 == off),
+                "offset {off} is not in c_abi::fields()"
+            );
+        }
+        assert!(end <= size_of::<Ctx>());
     }
 
     #[test]
@@ -200,5 +232,9 @@ mod tests {
         assert!(h.contains("float gradlift_powi_f32(float a0, int64_t a1);"));
         assert!(h.contains("int64_t gradlift_arena_grow(int64_t a0, int64_t a1, int64_t a2);"));
         assert!(h.contains("void gradlift_memzero(int64_t a0, int64_t a1);"));
+        assert!(h.contains("int64_t gradlift_tape_alloc(int64_t a0, int64_t a1, int64_t a2);"));
+        assert!(h.contains(
+            "int32_t gradlift_call_host(int64_t a0, int64_t a1, int64_t a2, int64_t a3);"
+        ));
     }
 }

@@ -1,20 +1,21 @@
 //! Compiling a module ([`compile`], [`compile_funcs`]) and calling what was compiled
 //! ([`Compiled::call`]).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use cranelift_entity::EntityRef;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::Linkage;
 use gradlift_ir::interp::Val;
-use gradlift_ir::{Elem, FuncId, Inst, Module, Msg, Pos, Type};
+use gradlift_ir::{Body, Elem, FuncId, Imm, Inst, Module, Msg, Opcode, Pos, Type};
 
 use crate::abi::slots;
 use crate::codegen::{self, Listing};
 use crate::error::{CompileError, JitError, JitErrorKind};
 use crate::helpers::Helper;
+use crate::hosts::Hosts;
 use crate::isa;
-use crate::runtime::{Ctx, OK, Workspace, code, stack_limit};
+use crate::runtime::{Ctx, HostSlot, OK, Workspace, code, code_elem, stack_limit};
 
 /// A trampoline: `(ctx, args, results) -> status`.
 type Trampoline = unsafe extern "C" fn(*mut Ctx, *const u64, *mut u64) -> u32;
@@ -73,6 +74,8 @@ pub struct Compiled {
     entries: Vec<Option<Entry>>,
     /// A bound on the native stack frame of any compiled function.
     frame_margin: usize,
+    /// The host functions of the externs called, by `FuncId` index.
+    hosts: Box<[Option<HostSlot>]>,
     /// Declared last: dropped after everything that points into it.
     _code: CodeMemory,
 }
@@ -102,7 +105,20 @@ pub fn compile(module: &Module) -> Result<Compiled, CompileError> {
 /// Compiles the functions `roots` and every function they call, directly or not.
 /// Those functions must verify; the rest of the module is not looked at.
 pub fn compile_funcs(module: &Module, roots: &[FuncId]) -> Result<Compiled, CompileError> {
+    compile_with(module, roots, &Hosts::new())
+}
+
+/// Compiles the functions `roots` and every function they call, as
+/// [`compile_funcs`], with host functions for the `extern` functions they call
+/// (see [`Hosts`]). Calling an extern that has no host function is a
+/// [`CompileError::UnboundExtern`].
+pub fn compile_with(
+    module: &Module,
+    roots: &[FuncId],
+    hosts: &Hosts,
+) -> Result<Compiled, CompileError> {
     let funcs = codegen::prepare(module, roots)?;
+    let host_table = host_table(module, &funcs, hosts)?;
     let isa = isa::host_isa()?;
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     for h in Helper::all() {
@@ -127,8 +143,48 @@ pub fn compile_funcs(module: &Module, roots: &[FuncId]) -> Result<Compiled, Comp
         module: module.clone(),
         entries,
         frame_margin: defined.frame_margin,
+        hosts: host_table,
         _code: CodeMemory(Mutex::new(Some(jm))),
     })
+}
+
+/// The host function of every extern that `funcs` call, by `FuncId` index.
+fn host_table(
+    module: &Module,
+    funcs: &[FuncId],
+    hosts: &Hosts,
+) -> Result<Box<[Option<HostSlot>]>, CompileError> {
+    let mut table: Vec<Option<HostSlot>> = Vec::new();
+    table.resize_with(module.funcs.len(), || None);
+    for &f in funcs {
+        let Some(body) = module.function(f) else {
+            continue;
+        };
+        for (_, inst) in body.placed_insts() {
+            let data = &body.insts[inst];
+            let (Opcode::Call, Imm::Func(g)) = (data.opcode, data.imm) else {
+                continue;
+            };
+            let Some(decl) = module.funcs.get(g) else {
+                continue;
+            };
+            if !matches!(decl.body, Body::Extern) || table[g.index()].is_some() {
+                continue;
+            }
+            let Some(host) = hosts.get(&decl.name) else {
+                return Err(CompileError::UnboundExtern {
+                    name: decl.name.clone(),
+                    caller: module.name(f).to_string(),
+                });
+            };
+            table[g.index()] = Some(HostSlot {
+                name: decl.name.clone(),
+                sig: decl.sig.clone(),
+                f: Arc::clone(host),
+            });
+        }
+    }
+    Ok(table.into_boxed_slice())
 }
 
 /// The Cranelift IR and the host machine code of `roots` and every function they
@@ -211,6 +267,42 @@ impl Compiled {
         func: FuncId,
         args: &mut [Val],
     ) -> Result<Vec<Val>, JitError> {
+        let mut out = Vec::new();
+        self.call_into(ws, func, args, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Compiled::call`], with the results written into `out` (cleared first). A
+    /// call whose results are scalars allocates nothing once `out`, the
+    /// workspace's buffers and its tape have grown to size: the form for calls in a
+    /// loop.
+    ///
+    /// ```
+    /// use gradlift_ir::{interp::Val, parse};
+    /// let module = parse("
+    ///     func @sq(%x: f64) -> f64 {
+    ///     entry:
+    ///         %y = fmul %x, %x
+    ///         ret %y
+    ///     }
+    /// ").unwrap();
+    /// let compiled = gradlift_jit::compile(&module).unwrap();
+    /// let sq = module.func_by_name("sq").unwrap();
+    /// let mut ws = gradlift_jit::Workspace::new();
+    /// let mut out = Vec::new();
+    /// for k in 0..3 {
+    ///     compiled.call_into(&mut ws, sq, &mut [Val::F64(k as f64)], &mut out).unwrap();
+    ///     assert_eq!(out, [Val::F64((k * k) as f64)]);
+    /// }
+    /// ```
+    pub fn call_into(
+        &self,
+        ws: &mut Workspace,
+        func: FuncId,
+        args: &mut [Val],
+        out: &mut Vec<Val>,
+    ) -> Result<(), JitError> {
+        out.clear();
         let Some(decl) = self.module.funcs.get(func) else {
             return Err(refuse(
                 &func.to_string(),
@@ -268,6 +360,8 @@ impl Compiled {
         }
         let max_depth = u64::try_from(ws.max_depth).unwrap_or(u64::MAX);
         ws.ctx.reset(max_depth, limit);
+        ws.ctx.hosts_ptr = self.hosts.as_ptr() as usize;
+        ws.ctx.hosts_len = self.hosts.len();
         let ctx: *mut Ctx = &mut *ws.ctx;
         // SAFETY: the trampoline was generated for `func`'s signature: it reads
         // `slots(params)` slots from `args`, exactly what was pushed above (the count
@@ -281,10 +375,12 @@ impl Compiled {
         // the native stack has room for `max_depth` frames or the calls check it
         // (`stack_limit`). The code memory lives as long as `self`.
         let status = unsafe { (entry.trampoline)(ctx, ws.args.as_ptr(), ws.results.as_mut_ptr()) };
+        ws.ctx.hosts_ptr = 0;
+        ws.ctx.hosts_len = 0;
+        ws.ctx.note_tape();
         if status != OK {
-            return Err(self.runtime_error(&ws.ctx));
+            return Err(self.runtime_error(&mut ws.ctx));
         }
-        let mut out = Vec::with_capacity(sig.results.len());
         let mut k = 0;
         for &ty in &sig.results {
             let bits = ws.results[k];
@@ -309,11 +405,11 @@ impl Compiled {
             k += 1;
             out.push(val);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The error the context holds after a call that failed.
-    fn runtime_error(&self, ctx: &Ctx) -> JitError {
+    fn runtime_error(&self, ctx: &mut Ctx) -> JitError {
         let fid = FuncId::new(ctx.err_func as usize);
         let Some(decl) = self.module.funcs.get(fid) else {
             return refuse(
@@ -340,6 +436,21 @@ impl Compiled {
             code::ALLOC_FAILED => JitErrorKind::AllocFailed(a),
             code::RECURSION_LIMIT => JitErrorKind::RecursionLimit(a as usize),
             code::STACK_EXHAUSTED => JitErrorKind::StackExhausted(a as usize),
+            code::TAPE_UNDERFLOW => JitErrorKind::TapeUnderflow,
+            code::TAPE_FULL => JitErrorKind::TapeFull(a as usize),
+            code::NO_TAPE_BUFFER => JitErrorKind::NoTapeBuffer {
+                elem: code_elem(b as u64).unwrap_or(Elem::F64),
+                handle: a,
+            },
+            code::TAPE_BUFFER_MISMATCH => JitErrorKind::TapeBufferMismatch {
+                handle: a,
+                expected: code_elem(b as u64 / 16).unwrap_or(Elem::F64),
+                found: code_elem(b as u64 % 16).unwrap_or(Elem::F64),
+            },
+            code::EXTERN_FAILED => {
+                let (name, message) = ctx.host_error.take().unwrap_or_default();
+                JitErrorKind::ExternFailed { name, message }
+            }
             code::TRAP => match func.and_then(|f| f.message(Msg::new(a as usize))) {
                 Some(m) => JitErrorKind::Trap(m.to_string()),
                 None => JitErrorKind::Internal(format!("trap_if with no message {a}")),
@@ -383,7 +494,7 @@ fn read_slice(ctx: &Ctx, args: &[Val], elem: Elem, ptr: usize, len: usize) -> Op
         (Val::I64s(v), Elem::I64) => inside(v.as_ptr() as usize, v.len()),
         _ => false,
     });
-    if !in_args && !ctx.arena_contains(ptr, bytes) {
+    if !in_args && !ctx.arena_contains(ptr, bytes) && !ctx.tape_contains(ptr, bytes) {
         return None;
     }
     // SAFETY: `len` elements of `elem` from `ptr` lie inside a live buffer (an

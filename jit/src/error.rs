@@ -10,7 +10,7 @@
 use core::fmt;
 
 use gradlift_ir::interp::ErrorKind;
-use gradlift_ir::{Pos, VerifierErrors};
+use gradlift_ir::{Elem, Pos, VerifierErrors};
 
 /// What went wrong at run time in compiled code, or with the arguments of a call.
 #[derive(Clone, PartialEq, Debug)]
@@ -38,6 +38,36 @@ pub enum JitErrorKind {
     StackExhausted(usize),
     /// A `trap_if` whose condition was true. Holds the instruction's message.
     Trap(String),
+    /// `pop` with no scalar on the tape.
+    TapeUnderflow,
+    /// `push` could not grow the tape: the memory cannot be had. The payload is the
+    /// number of scalars on the tape.
+    TapeFull(usize),
+    /// `tape_view` of a handle that names no tape buffer: not made by `tape_alloc`,
+    /// or made before the tape was last reset.
+    NoTapeBuffer {
+        /// The element type of the view.
+        elem: Elem,
+        /// The handle.
+        handle: i64,
+    },
+    /// `tape_view` of a tape buffer of another element type.
+    TapeBufferMismatch {
+        /// The handle.
+        handle: i64,
+        /// The element type of the view.
+        expected: Elem,
+        /// The element type of the buffer.
+        found: Elem,
+    },
+    /// A host function failed (returned an error, panicked, or broke its
+    /// signature).
+    ExternFailed {
+        /// The extern function (without `@`).
+        name: String,
+        /// What the host said, or what it did wrong.
+        message: String,
+    },
     /// The arguments do not fit the function's parameters.
     BadArguments(String),
     /// The function was not compiled into this [`Compiled`](crate::Compiled).
@@ -50,7 +80,8 @@ pub enum JitErrorKind {
 impl JitErrorKind {
     /// The interpreter's [`ErrorKind`] for the same failure, where the interpreter
     /// can fail the same way (`None` for [`JitErrorKind::StackExhausted`],
-    /// [`JitErrorKind::NotCompiled`] and [`JitErrorKind::Internal`]).
+    /// [`JitErrorKind::TapeFull`], [`JitErrorKind::NotCompiled`] and
+    /// [`JitErrorKind::Internal`]).
     pub fn to_interp(&self) -> Option<ErrorKind> {
         Some(match self {
             JitErrorKind::OutOfBounds { index, len } => ErrorKind::OutOfBounds {
@@ -62,8 +93,27 @@ impl JitErrorKind {
             JitErrorKind::AllocFailed(n) => ErrorKind::AllocFailed(*n),
             JitErrorKind::RecursionLimit(d) => ErrorKind::RecursionLimit(*d),
             JitErrorKind::Trap(m) => ErrorKind::Trap(m.clone()),
+            JitErrorKind::TapeUnderflow => ErrorKind::TapeUnderflow,
+            JitErrorKind::NoTapeBuffer { elem, handle } => ErrorKind::NoTapeBuffer {
+                elem: *elem,
+                handle: *handle,
+            },
+            JitErrorKind::TapeBufferMismatch {
+                handle,
+                expected,
+                found,
+            } => ErrorKind::TapeBufferMismatch {
+                handle: *handle,
+                expected: *expected,
+                found: *found,
+            },
+            JitErrorKind::ExternFailed { name, message } => ErrorKind::ExternFailed {
+                name: name.clone(),
+                message: message.clone(),
+            },
             JitErrorKind::BadArguments(m) => ErrorKind::BadArguments(m.clone()),
             JitErrorKind::StackExhausted(_)
+            | JitErrorKind::TapeFull(_)
             | JitErrorKind::NotCompiled(_)
             | JitErrorKind::Internal(_) => return None,
         })
@@ -77,6 +127,9 @@ impl fmt::Display for JitErrorKind {
                 write!(f, "native stack exhausted at call depth {d}")
             }
             JitErrorKind::NotCompiled(name) => write!(f, "@{name} was not compiled"),
+            JitErrorKind::TapeFull(n) => {
+                write!(f, "the tape cannot grow beyond {n} scalars: out of memory")
+            }
             JitErrorKind::Internal(m) => write!(f, "JIT bug: {m}"),
             kind => match kind.to_interp() {
                 Some(k) => k.fmt(f),
@@ -134,6 +187,14 @@ pub enum CompileError {
         /// What is not supported.
         what: String,
     },
+    /// A compiled function calls an `extern` function that has no host function
+    /// ([`Hosts`](crate::Hosts)).
+    UnboundExtern {
+        /// The extern function (without `@`).
+        name: String,
+        /// A function that calls it.
+        caller: String,
+    },
     /// A function asked for is not defined in the module (extern, declared only, or
     /// no such function).
     NotDefined(String),
@@ -163,6 +224,10 @@ impl fmt::Display for CompileError {
                 }
                 write!(f, ": {what}")
             }
+            CompileError::UnboundExtern { name, caller } => write!(
+                f,
+                "@{caller} calls the extern function @{name}, which has no host function (bind one with Hosts::bind)"
+            ),
             CompileError::NotDefined(name) => {
                 write!(f, "@{name} has no IR body to compile")
             }

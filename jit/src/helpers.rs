@@ -31,6 +31,13 @@ pub(crate) enum Helper {
     ArenaRestore,
     /// `memzero(ptr, bytes)`.
     MemZero,
+    /// `tape_grow(ctx) -> ok` (0 when the memory cannot be had), the slow path of
+    /// `push`.
+    TapeGrow,
+    /// `tape_alloc(ctx, n, elem_code) -> handle` (-1 when the memory cannot be had).
+    TapeAlloc,
+    /// `call_host(ctx, func_index, args, results) -> status`: a host function.
+    CallHost,
 }
 
 /// A one-argument math function of the IR that has no Cranelift instruction.
@@ -124,6 +131,48 @@ unsafe extern "C" fn memzero(ptr: *mut u8, bytes: usize) {
     unsafe { core::ptr::write_bytes(ptr, 0, bytes) };
 }
 
+/// # Safety
+/// As [`arena_grow`].
+unsafe extern "C" fn tape_grow(ctx: *mut Ctx) -> usize {
+    // SAFETY: as in `arena_grow`.
+    let ctx = unsafe { &mut *ctx };
+    usize::from(ctx.tape_grow())
+}
+
+/// # Safety
+/// As [`arena_grow`].
+unsafe extern "C" fn tape_alloc(ctx: *mut Ctx, n: u64, elem: u64) -> i64 {
+    // SAFETY: as in `arena_grow`.
+    let ctx = unsafe { &mut *ctx };
+    match crate::runtime::code_elem(elem) {
+        Some(e) => ctx.tape_alloc(n, e).unwrap_or(-1),
+        None => -1,
+    }
+}
+
+/// # Safety
+/// `ctx` as in [`arena_grow`]; `args` holds the argument slots of the extern
+/// `func` (its signature's slots), `results` room for its result slots, and the
+/// slices among the arguments are live buffers of their lengths (`mut` ones
+/// writable), as generated code guarantees.
+unsafe extern "C" fn call_host(
+    ctx: *mut Ctx,
+    func: u64,
+    args: *const u64,
+    results: *mut u64,
+) -> u32 {
+    // SAFETY: as in `arena_grow`.
+    let ctx = unsafe { &mut *ctx };
+    // SAFETY: the caller's contract, passed on.
+    match unsafe { crate::runtime::call_host(ctx, func as usize, args, results) } {
+        Ok(()) => crate::runtime::OK,
+        Err(e) => {
+            ctx.host_error = Some(e);
+            crate::runtime::code::EXTERN_FAILED
+        }
+    }
+}
+
 impl Helper {
     /// Every helper, for registering the symbols.
     pub(crate) fn all() -> Vec<Helper> {
@@ -140,6 +189,9 @@ impl Helper {
             Helper::ArenaGrow,
             Helper::ArenaRestore,
             Helper::MemZero,
+            Helper::TapeGrow,
+            Helper::TapeAlloc,
+            Helper::CallHost,
         ]);
         all
     }
@@ -171,6 +223,9 @@ impl Helper {
             Helper::ArenaGrow => "gradlift_arena_grow",
             Helper::ArenaRestore => "gradlift_arena_restore",
             Helper::MemZero => "gradlift_memzero",
+            Helper::TapeGrow => "gradlift_tape_grow",
+            Helper::TapeAlloc => "gradlift_tape_alloc",
+            Helper::CallHost => "gradlift_call_host",
         }
     }
 
@@ -201,6 +256,9 @@ impl Helper {
             Helper::ArenaGrow => arena_grow as *const u8,
             Helper::ArenaRestore => arena_restore as *const u8,
             Helper::MemZero => memzero as *const u8,
+            Helper::TapeGrow => tape_grow as *const u8,
+            Helper::TapeAlloc => tape_alloc as *const u8,
+            Helper::CallHost => call_host as *const u8,
         }
     }
 
@@ -216,6 +274,9 @@ impl Helper {
             Helper::ArenaGrow => (&[ptr, types::I64, types::I64], &[ptr]),
             Helper::ArenaRestore => (&[ptr, ptr, ptr], &[]),
             Helper::MemZero => (&[ptr, ptr], &[]),
+            Helper::TapeGrow => (&[ptr], &[ptr]),
+            Helper::TapeAlloc => (&[ptr, types::I64, types::I64], &[types::I64]),
+            Helper::CallHost => (&[ptr, types::I64, ptr, ptr], &[types::I32]),
         };
         let mut sig = Signature::new(call_conv);
         sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));

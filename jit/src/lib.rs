@@ -48,7 +48,10 @@
 //! - [`compile`] / [`compile_funcs`]: verified IR to a [`Compiled`] module (every
 //!   function, or some functions and what they call). Failures are
 //!   [`CompileError`]s, never panics.
-//! - [`Compiled::call`]: calls a compiled function with the interpreter's
+//! - [`compile_with`]: the same, with [`Hosts`] for the `extern` functions called.
+//! - [`listing`]: the Cranelift IR and disassembly of functions, for reading.
+//! - [`Compiled::call`] (and [`Compiled::call_into`], which reuses the results'
+//!   vector): calls a compiled function with the interpreter's
 //!   [`Val`](gradlift_ir::interp::Val)s, checking count, kinds and types first.
 //!   `Compiled` is `Send + Sync`.
 //! - [`Workspace`]: the per-thread state of calls (the context, the arena for
@@ -62,9 +65,9 @@
 //! workspace's `Ctx` (a `#[repr(C)]` struct): the error status word and the error
 //! site (function, instruction, two payload words), the current call depth and its
 //! limit, the lowest stack address calls may reach, the bump arena for `alloc`
-//! (address, bytes used, capacity, chunk number), and fields reserved for the tape
-//! of the next step (the scalar stack's address, length and capacity; the table of
-//! tape buffers). Then come the IR parameters: a scalar is one Cranelift value
+//! (address, bytes used, capacity, chunk number), the tape (the scalar stack's
+//! address, length and capacity, its high-water mark; the table of tape buffers and
+//! the tape's generation) and the host functions of the running module. Then come the IR parameters: a scalar is one Cranelift value
 //! (`f64`, `f32`, `i64`, a `bool` as an `i8` 0 or 1), a slice two (its address and
 //! its length as `i64`). Results are flattened the same way (more than fit in
 //! registers go through a hidden return area). Functions use the ISA's default
@@ -123,19 +126,44 @@
 //! interpreter uses, so results agree bit for bit; `sqrt`, `floor`, `ceil`, `fabs`,
 //! `fneg` are Cranelift instructions (exact in IEEE arithmetic).
 //!
-//! # Not yet
+//! # The tape
 //!
-//! The tape ops (`push`, `pop`, `tape_alloc`, `tape_view`) and calls to `extern`
-//! functions are refused at compile time with [`CompileError::Unsupported`]; the
-//! next step compiles derived code and binds host functions.
+//! Derived code (forward passes and pullbacks) uses the tape ops of
+//! `docs/ir-extensions.md`. The tape belongs to the [`Workspace`] and persists
+//! across calls, as the interpreter's does, until [`Workspace::reset_tape`];
+//! [`Workspace::tape`] says what it holds.
+//!
+//! - Scalars: one stack of 8-byte slots, each holding one scalar in its own type.
+//!   `push` stores inline and grows the stack in Rust when it is full (doubling,
+//!   keeping its memory across resets); `pop` of an empty stack fails with
+//!   [`JitErrorKind::TapeUnderflow`]. The JIT keeps no types on the tape: a program
+//!   that pops another type than it pushed reads the slot's bits (the IR's tape
+//!   rules leave that undetected by design; the interpreter does detect it).
+//! - Buffers: `tape_alloc` (a Rust helper) takes zeroed memory from chunks that
+//!   never move and enters it in a table; its handle is the tape's generation
+//!   (high 32 bits) and the table index (low 32 bits). `tape_view` checks the
+//!   generation, the index and the element type inline, so forged and stale handles
+//!   fail ([`JitErrorKind::NoTapeBuffer`], [`JitErrorKind::TapeBufferMismatch`]).
+//! - A reset empties both and keeps the memory, so gradients in steady state
+//!   allocate nothing.
+//!
+//! # Host functions
+//!
+//! An `extern` function is called through a Rust function bound to it by name in
+//! [`Hosts`] ([`compile_with`]); see the [`Hosts`] docs. Compiled code writes the
+//! arguments to a stack area and calls a Rust helper, which calls the host function
+//! with [`Val`](gradlift_ir::interp::Val)s, catches a panic, and writes the results
+//! back. An extern with no host function is a compile error
+//! ([`CompileError::UnboundExtern`]); one that returns a slice is not supported.
 //!
 //! # Code map
 //!
 //! `isa` chooses the target (the one place to change for cross-compilation);
-//! `lower` lowers one IR function (one method per op family); `abi` writes the
-//! trampolines; `helpers` are the Rust functions generated code calls; `runtime`
-//! holds `Ctx`, the arena and [`Workspace`]; `compiled` compiles a module and calls
-//! into it; `error` has the error types.
+//! `codegen` is the compile loop over any Cranelift module (the JIT's, an object
+//! file's); `lower` lowers one IR function (one method per op family); `abi` writes
+//! the trampolines; `helpers` are the Rust functions generated code calls; `runtime`
+//! holds `Ctx`, the arena, the tape and [`Workspace`]; `hosts` the host functions;
+//! `compiled` compiles a module and calls into it; `error` has the error types.
 
 // Calling generated code cannot be done without `unsafe`. It is confined to small
 // blocks, each with a `SAFETY` comment; the public API is safe.
@@ -148,13 +176,15 @@ mod codegen;
 mod compiled;
 mod error;
 mod helpers;
+mod hosts;
 mod isa;
 mod lower;
 mod object;
 mod runtime;
 
 pub use codegen::Listing;
-pub use compiled::{Compiled, compile, compile_funcs, listing};
+pub use compiled::{Compiled, compile, compile_funcs, compile_with, listing};
 pub use error::{CompileError, JitError, JitErrorKind};
+pub use hosts::{HostFn, Hosts};
 pub use object::{ObjectFile, compile_object};
-pub use runtime::Workspace;
+pub use runtime::{TapeStats, Workspace};

@@ -35,7 +35,7 @@ use std::collections::HashMap;
 
 use crate::error::CompileError;
 use crate::helpers::{Helper, MathFn};
-use crate::runtime::{Offsets, code};
+use crate::runtime::{Offsets, code, elem_code};
 
 /// The Cranelift types one IR type is passed as: a scalar one value, a slice two
 /// (address, length).
@@ -556,11 +556,38 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 self.fail_if(a[0].one(), code::TRAP, inst, msg, zero);
                 None
             }
-            Shape::Push | Shape::Pop | Shape::TapeAlloc | Shape::TapeView => {
-                return Err(self.unsupported(
-                    inst,
-                    "the tape ops are not supported by the JIT yet (a later step compiles derived code)",
-                ));
+            Shape::Push => {
+                self.push(inst, a[0].one())?;
+                None
+            }
+            Shape::Pop => {
+                let Imm::Type(ty) = imm else {
+                    return Err(self.internal("a pop without type"));
+                };
+                let Some(&ct) = clif_types(ty).first() else {
+                    return Err(self.internal("pop of no type"));
+                };
+                Some(self.pop(inst, ct))
+            }
+            Shape::TapeAlloc => {
+                let Some(elem) = (match imm {
+                    Imm::Type(t) => Elem::of(t),
+                    _ => None,
+                }) else {
+                    return Err(self.internal("a tape_alloc without element type"));
+                };
+                Some(self.tape_alloc(inst, elem, a[0].one())?)
+            }
+            Shape::TapeView => {
+                let Some(elem) = (match imm {
+                    Imm::Type(t) => Elem::of(t),
+                    _ => None,
+                }) else {
+                    return Err(self.internal("a tape_view without element type"));
+                };
+                let (p, n) = self.tape_view(inst, elem, a[0].one());
+                self.def(inst, 0, Lv::Slice(p, n))?;
+                None
             }
         };
         if let Some(v) = out {
@@ -813,15 +840,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         };
         match decl.body {
             Body::Defined(_) => {}
-            Body::Extern => {
-                return Err(self.unsupported(
-                    inst,
-                    &format!(
-                        "@{} is an extern function: the JIT does not call host functions yet",
-                        decl.name
-                    ),
-                ));
-            }
+            Body::Extern => return self.call_host(inst, callee, args),
             Body::Declared => {
                 return Err(self.unsupported(
                     inst,
@@ -877,6 +896,174 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 Lv::One(results[k - 1])
             };
             self.def(inst, j, lv)?;
+        }
+        Ok(())
+    }
+}
+
+impl<M: ClModule> Lower<'_, '_, M> {
+    // The tape (see the crate docs): a stack of 8-byte slots in the context, each
+    // holding one scalar in its own type; a table of buffers whose handles carry the
+    // tape's generation.
+
+    /// `push x`: the fast path stores into the next slot; a full stack grows in
+    /// Rust first.
+    fn push(&mut self, inst: Inst, x: cl::Value) -> Result<(), CompileError> {
+        let len = self.load_ctx(types::I64, Offsets::TAPE_LEN);
+        let cap = self.load_ctx(types::I64, Offsets::TAPE_CAP);
+        let full = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, len, cap);
+        let (grow, store) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(grow);
+        self.b.ins().brif(full, grow, &[], store, &[]);
+
+        self.b.switch_to_block(grow);
+        let ctx = self.ctx;
+        let ok = self.helper_result(Helper::TapeGrow, &[ctx])?;
+        let failed = self.b.ins().icmp_imm_s(IntCC::Equal, ok, 0);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.fail_if(failed, code::TAPE_FULL, inst, len, zero);
+        self.b.ins().jump(store, &[]);
+
+        self.b.switch_to_block(store);
+        let base = self.load_ctx(types::I64, Offsets::TAPE_PTR);
+        let off = self.b.ins().ishl_imm_u(len, 3);
+        let addr = self.b.ins().iadd(base, off);
+        self.b.ins().store(trusted(), x, addr, 0);
+        let len1 = self.b.ins().iadd_imm_u(len, 1);
+        self.store_ctx(len1, Offsets::TAPE_LEN);
+        Ok(())
+    }
+
+    /// `pop T`: the top slot read as `ty` (the JIT keeps no types on the tape: a
+    /// program that pops another type than it pushed reads the slot's bits, which
+    /// the IR's tape rules allow).
+    fn pop(&mut self, inst: Inst, ty: cl::Type) -> cl::Value {
+        let len = self.load_ctx(types::I64, Offsets::TAPE_LEN);
+        let empty = self.b.ins().icmp_imm_s(IntCC::Equal, len, 0);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.fail_if(empty, code::TAPE_UNDERFLOW, inst, zero, zero);
+        let hwm = self.load_ctx(types::I64, Offsets::TAPE_HWM);
+        let hwm = self.b.ins().umax(hwm, len);
+        self.store_ctx(hwm, Offsets::TAPE_HWM);
+        let len1 = self.b.ins().iadd_imm_s(len, -1);
+        self.store_ctx(len1, Offsets::TAPE_LEN);
+        let base = self.load_ctx(types::I64, Offsets::TAPE_PTR);
+        let off = self.b.ins().ishl_imm_u(len1, 3);
+        let addr = self.b.ins().iadd(base, off);
+        self.b.ins().load(ty, trusted(), addr, 0)
+    }
+
+    /// `tape_alloc T, n`: a negative `n` fails as `alloc`'s does; the buffer is
+    /// made in Rust.
+    fn tape_alloc(
+        &mut self,
+        inst: Inst,
+        elem: Elem,
+        n: cl::Value,
+    ) -> Result<cl::Value, CompileError> {
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
+        self.fail_if(neg, code::NEGATIVE_ALLOC, inst, n, zero);
+        let ctx = self.ctx;
+        let code_ = self.b.ins().iconst(types::I64, elem_code(elem) as i64);
+        let h = self.helper_result(Helper::TapeAlloc, &[ctx, n, code_])?;
+        let failed = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, h, 0);
+        self.fail_if(failed, code::ALLOC_FAILED, inst, n, zero);
+        Ok(h)
+    }
+
+    /// `tape_view T, h`: the handle's generation must be the tape's, its index in
+    /// the table, and the buffer's element type `T`.
+    fn tape_view(&mut self, inst: Inst, elem: Elem, h: cl::Value) -> (cl::Value, cl::Value) {
+        let want = elem_code(elem) as i64;
+        let gen_ = self.b.ins().ushr_imm_u(h, 32);
+        let index = self.b.ins().band_imm_s(h, 0xffff_ffff);
+        let tape_gen = self.load_ctx(types::I64, Offsets::TAPE_GEN);
+        let len = self.load_ctx(types::I64, Offsets::TAPE_BUFS_LEN);
+        let stale = self.b.ins().icmp(IntCC::NotEqual, gen_, tape_gen);
+        let beyond = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, index, len);
+        let bad = self.b.ins().bor(stale, beyond);
+        let want_v = self.b.ins().iconst(types::I64, want);
+        self.fail_if(bad, code::NO_TAPE_BUFFER, inst, h, want_v);
+        let table = self.load_ctx(types::I64, Offsets::TAPE_BUFS_PTR);
+        let off = self.b.ins().imul_imm_s(index, 24);
+        let entry = self.b.ins().iadd(table, off);
+        let found = self.b.ins().load(types::I64, trusted(), entry, 16);
+        let other = self.b.ins().icmp_imm_s(IntCC::NotEqual, found, want);
+        let codes = self.b.ins().iadd_imm_s(found, want * 16);
+        self.fail_if(other, code::TAPE_BUFFER_MISMATCH, inst, h, codes);
+        let p = self.b.ins().load(types::I64, trusted(), entry, 0);
+        let n = self.b.ins().load(types::I64, trusted(), entry, 8);
+        (p, n)
+    }
+
+    /// A call to an extern: the arguments go to a stack area as 8-byte slots (the
+    /// trampolines' layout), Rust calls the host function, the results come back
+    /// the same way.
+    fn call_host(&mut self, inst: Inst, callee: FuncId, args: &[Lv]) -> Result<(), CompileError> {
+        let sig = &self.module.funcs[callee].sig;
+        if sig.results.iter().any(|t| t.is_slice()) {
+            return Err(self.unsupported(
+                inst,
+                &format!(
+                    "@{} returns a slice: the JIT calls host functions that return scalars only",
+                    self.module.name(callee)
+                ),
+            ));
+        }
+        let mut flat = Vec::new();
+        for &a in args {
+            a.push_to(&mut flat);
+        }
+        let n_results = sig.results.len();
+        let bytes = |n: usize| u32::try_from(8 * n.max(1)).unwrap_or(u32::MAX);
+        let slot_args = self.b.create_sized_stack_slot(cl::StackSlotData::new(
+            cl::StackSlotKind::ExplicitSlot,
+            bytes(flat.len()),
+            3,
+        ));
+        let slot_results = self.b.create_sized_stack_slot(cl::StackSlotData::new(
+            cl::StackSlotKind::ExplicitSlot,
+            bytes(n_results),
+            3,
+        ));
+        let pa = self.b.ins().stack_addr(types::I64, slot_args, 0);
+        let pr = self.b.ins().stack_addr(types::I64, slot_results, 0);
+        for (k, &v) in flat.iter().enumerate() {
+            let v = match self.b.func.dfg.value_type(v) {
+                types::F32 => {
+                    let bits = self.b.ins().bitcast(types::I32, MemFlagsData::new(), v);
+                    self.b.ins().uextend(types::I64, bits)
+                }
+                types::I8 => self.b.ins().uextend(types::I64, v),
+                _ => v,
+            };
+            self.b.ins().store(trusted(), v, pa, (8 * k) as i32);
+        }
+        let ctx = self.ctx;
+        let index = self.b.ins().iconst(types::I64, callee.index() as i64);
+        let status = self.helper_result(Helper::CallHost, &[ctx, index, pa, pr])?;
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.fail_if(status, code::EXTERN_FAILED, inst, zero, zero);
+        let results = sig.results.clone();
+        for (j, &t) in results.iter().enumerate() {
+            let off = (8 * j) as i32;
+            let v = match t {
+                Type::F64 => self.b.ins().load(types::F64, trusted(), pr, off),
+                Type::F32 => {
+                    let bits = self.b.ins().load(types::I32, trusted(), pr, off);
+                    self.b.ins().bitcast(types::F32, MemFlagsData::new(), bits)
+                }
+                Type::Bool => self.b.ins().load(types::I8, trusted(), pr, off),
+                _ => self.b.ins().load(types::I64, trusted(), pr, off),
+            };
+            self.def(inst, j, Lv::One(v))?;
         }
         Ok(())
     }

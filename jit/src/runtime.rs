@@ -29,12 +29,53 @@ pub(crate) mod code {
     pub const TRAP: u32 = 6;
     /// The native stack is too short for one more call: `a` the depth.
     pub const STACK_EXHAUSTED: u32 = 7;
+    /// `pop` of an empty tape.
+    pub const TAPE_UNDERFLOW: u32 = 8;
+    /// `tape_view` of a handle naming no live buffer: `a` the handle, `b` the
+    /// element code of the view.
+    pub const NO_TAPE_BUFFER: u32 = 9;
+    /// `tape_view` of a buffer of another element type: `a` the handle, `b` the
+    /// element codes (view's * 16 + buffer's).
+    pub const TAPE_BUFFER_MISMATCH: u32 = 10;
+    /// A host function failed: its message is in `Ctx::host_error`.
+    pub const EXTERN_FAILED: u32 = 11;
+    /// `push` found no memory to grow the tape.
+    pub const TAPE_FULL: u32 = 12;
+}
+
+/// The element codes of tape buffers (the third word of a table entry).
+pub(crate) fn elem_code(e: gradlift_ir::Elem) -> u64 {
+    match e {
+        gradlift_ir::Elem::F64 => 1,
+        gradlift_ir::Elem::F32 => 2,
+        gradlift_ir::Elem::I64 => 3,
+    }
+}
+
+/// The element type of an element code.
+pub(crate) fn code_elem(c: u64) -> Option<gradlift_ir::Elem> {
+    Some(match c {
+        1 => gradlift_ir::Elem::F64,
+        2 => gradlift_ir::Elem::F32,
+        3 => gradlift_ir::Elem::I64,
+        _ => return None,
+    })
+}
+
+/// A host function bound to an `extern`, as generated code reaches it.
+pub(crate) struct HostSlot {
+    /// The extern function (without `@`).
+    pub(crate) name: String,
+    /// Its signature.
+    pub(crate) sig: gradlift_ir::Signature,
+    /// The Rust function.
+    pub(crate) f: std::sync::Arc<crate::hosts::HostFn>,
 }
 
 /// The context of a call: every compiled function takes a pointer to one as its
 /// hidden first parameter.
 ///
-/// The fields up to `tape_bufs_cap` are the ABI between generated code and Rust
+/// The fields up to `hosts_len` are the ABI between generated code and Rust
 /// (their offsets are [`Offsets`]); the rest is Rust's. One `Ctx` belongs to one
 /// [`Workspace`] and serves one call at a time.
 #[repr(C)]
@@ -64,18 +105,41 @@ pub struct Ctx {
     pub(crate) arena_used: usize,
     pub(crate) arena_cap: usize,
     pub(crate) arena_chunk: usize,
-    /// Reserved for the tape (the next step): the scalar stack (address, length,
-    /// capacity) ...
+    /// The tape's scalar stack: its address, the slots used, the slots it has (one
+    /// 8-byte slot per scalar, holding it in its own type at the slot's start).
     pub(crate) tape_ptr: usize,
     pub(crate) tape_len: usize,
     pub(crate) tape_cap: usize,
-    /// ... and the table of tape buffers (address, length, capacity).
+    /// The table of tape buffers: its address and its entries, three words each
+    /// (address, length, element code).
     pub(crate) tape_bufs_ptr: usize,
     pub(crate) tape_bufs_len: usize,
-    pub(crate) tape_bufs_cap: usize,
+    /// The most slots used at once since this was last reset to the current height
+    /// (`pop` raises it before it lowers `tape_len`).
+    pub(crate) tape_hwm: usize,
+    /// The tape's generation, in the high 32 bits of every handle made since the
+    /// last reset (the low 32 bits are the buffer's index in the table).
+    pub(crate) tape_gen: u64,
+    /// The host functions of the running [`Compiled`](crate::Compiled), by `FuncId`
+    /// index: the address of a `[Option<HostSlot>]` and its length.
+    pub(crate) hosts_ptr: usize,
+    pub(crate) hosts_len: usize,
     /// The arena's memory: chunks that never move while they exist, so a slice of
     /// an earlier chunk stays valid when a later one is added.
     chunks: Vec<Box<[u64]>>,
+    /// The scalar stack's memory (`tape_ptr`, `tape_cap`).
+    tape_mem: Box<[u64]>,
+    /// The table of tape buffers (`tape_bufs_ptr`, `tape_bufs_len`).
+    tape_table: Vec<[u64; 3]>,
+    /// The memory of tape buffers: chunks that never move, filled in order; the
+    /// current chunk and the words used in it.
+    tape_chunks: Vec<Box<[u64]>>,
+    tape_chunk: usize,
+    tape_chunk_used: usize,
+    /// The most bytes the tape held at the end of a call since the last reset.
+    tape_peak: usize,
+    /// What the last failing host function said: (function, message).
+    pub(crate) host_error: Option<(String, String)>,
 }
 
 /// The byte offsets of the fields of [`Ctx`] that generated code uses.
@@ -94,6 +158,13 @@ impl Offsets {
     pub(crate) const ARENA_USED: i32 = offset_of!(Ctx, arena_used) as i32;
     pub(crate) const ARENA_CAP: i32 = offset_of!(Ctx, arena_cap) as i32;
     pub(crate) const ARENA_CHUNK: i32 = offset_of!(Ctx, arena_chunk) as i32;
+    pub(crate) const TAPE_PTR: i32 = offset_of!(Ctx, tape_ptr) as i32;
+    pub(crate) const TAPE_LEN: i32 = offset_of!(Ctx, tape_len) as i32;
+    pub(crate) const TAPE_CAP: i32 = offset_of!(Ctx, tape_cap) as i32;
+    pub(crate) const TAPE_BUFS_PTR: i32 = offset_of!(Ctx, tape_bufs_ptr) as i32;
+    pub(crate) const TAPE_BUFS_LEN: i32 = offset_of!(Ctx, tape_bufs_len) as i32;
+    pub(crate) const TAPE_GEN: i32 = offset_of!(Ctx, tape_gen) as i32;
+    pub(crate) const TAPE_HWM: i32 = offset_of!(Ctx, tape_hwm) as i32;
 }
 
 /// The smallest arena chunk, in 8-byte words (32 KiB).
@@ -119,14 +190,131 @@ impl Ctx {
             arena_used: 0,
             arena_cap: 0,
             arena_chunk: 0,
-            tape_ptr: 0,
+            tape_ptr: core::ptr::NonNull::<u64>::dangling().as_ptr() as usize,
             tape_len: 0,
             tape_cap: 0,
-            tape_bufs_ptr: 0,
+            tape_bufs_ptr: core::ptr::NonNull::<u64>::dangling().as_ptr() as usize,
             tape_bufs_len: 0,
-            tape_bufs_cap: 0,
+            tape_hwm: 0,
+            tape_gen: 1,
+            hosts_ptr: 0,
+            hosts_len: 0,
             chunks: Vec::new(),
+            tape_mem: Box::new([]),
+            tape_table: Vec::new(),
+            tape_chunks: Vec::new(),
+            tape_chunk: 0,
+            tape_chunk_used: 0,
+            tape_peak: 0,
+            host_error: None,
         }
+    }
+
+    /// The slow path of `push`: the scalar stack is full. Doubles it (at least 1024
+    /// slots), keeping its contents; false if the memory cannot be had.
+    pub(crate) fn tape_grow(&mut self) -> bool {
+        let want = self.tape_cap.saturating_mul(2).max(1024);
+        let Some(mut mem) = zeroed_words(want) else {
+            return false;
+        };
+        mem[..self.tape_len].copy_from_slice(&self.tape_mem[..self.tape_len]);
+        self.tape_mem = mem;
+        self.tape_ptr = self.tape_mem.as_mut_ptr() as usize;
+        self.tape_cap = self.tape_mem.len();
+        true
+    }
+
+    /// `tape_alloc`: a zeroed buffer of `n` elements of `elem` on the tape, and its
+    /// handle; `None` if the memory cannot be had (or the table is full).
+    pub(crate) fn tape_alloc(&mut self, n: u64, elem: gradlift_ir::Elem) -> Option<i64> {
+        let size: u128 = match elem {
+            gradlift_ir::Elem::F32 => 4,
+            _ => 8,
+        };
+        let bytes = u128::from(n) * size;
+        if bytes > MAX_ALLOC_BYTES || self.tape_table.len() >= u32::MAX as usize {
+            return None;
+        }
+        let words = (bytes as usize).div_ceil(8);
+        // The current chunk, or the next one with room (made if needed).
+        loop {
+            match self.tape_chunks.get(self.tape_chunk) {
+                Some(c) if c.len() - self.tape_chunk_used >= words => break,
+                Some(_) if self.tape_chunk + 1 < self.tape_chunks.len() => {
+                    self.tape_chunk += 1;
+                    self.tape_chunk_used = 0;
+                }
+                _ => {
+                    let last = self.tape_chunks.last().map_or(0, |c| c.len());
+                    let want = words.max(last.saturating_mul(2)).max(MIN_CHUNK_WORDS);
+                    let chunk = zeroed_words(want).or_else(|| zeroed_words(words))?;
+                    self.tape_chunks.push(chunk);
+                    self.tape_chunk = self.tape_chunks.len() - 1;
+                    self.tape_chunk_used = 0;
+                }
+            }
+        }
+        let chunk = &mut self.tape_chunks[self.tape_chunk];
+        let start = self.tape_chunk_used;
+        chunk[start..start + words].fill(0);
+        let ptr = chunk[start..].as_mut_ptr() as usize;
+        self.tape_chunk_used += words;
+        let index = self.tape_table.len() as u64;
+        if self.tape_table.len() == self.tape_table.capacity() {
+            self.tape_table
+                .try_reserve(self.tape_table.len().max(64))
+                .ok()?;
+        }
+        self.tape_table.push([ptr as u64, n, elem_code(elem)]);
+        self.tape_bufs_ptr = self.tape_table.as_ptr() as usize;
+        self.tape_bufs_len = self.tape_table.len();
+        Some(((self.tape_gen << 32) | index) as i64)
+    }
+
+    /// The bytes the tape holds now: 8 per scalar, and the buffers' elements.
+    pub(crate) fn tape_bytes(&self) -> usize {
+        let bufs: usize = self
+            .tape_table
+            .iter()
+            .map(|e| e[1] as usize * if e[2] == 2 { 4 } else { 8 })
+            .sum();
+        self.tape_len * 8 + bufs
+    }
+
+    /// Notes the tape's size at the end of a call for [`Ctx::tape_peak`]: the most
+    /// scalars it held (the high-water mark that `pop` keeps) with the buffers it
+    /// holds now. Buffers are freed only by a reset, so this is exact when the
+    /// buffers were made before the scalars peaked (as in a gradient: the forward
+    /// pass makes them all, the pullback only pops), and an upper bound otherwise.
+    pub(crate) fn note_tape(&mut self) {
+        let hwm = self.tape_hwm.max(self.tape_len);
+        let peak = self.tape_bytes() + 8 * (hwm - self.tape_len);
+        self.tape_peak = self.tape_peak.max(peak);
+        self.tape_hwm = self.tape_len;
+    }
+
+    /// Empties the tape (scalars and buffers) and forgets its peak. Keeps the memory;
+    /// if buffers spread over several chunks, they become one. Handles made before
+    /// name no buffer afterwards.
+    pub(crate) fn reset_tape(&mut self) {
+        self.tape_len = 0;
+        self.tape_hwm = 0;
+        self.tape_table.clear();
+        self.tape_bufs_len = 0;
+        self.tape_gen = (self.tape_gen + 1) & 0xffff_ffff;
+        if self.tape_gen == 0 {
+            self.tape_gen = 1;
+        }
+        if self.tape_chunks.len() > 1 {
+            let words: usize = self.tape_chunks.iter().map(|c| c.len()).sum();
+            self.tape_chunks.clear();
+            if let Some(chunk) = zeroed_words(words) {
+                self.tape_chunks.push(chunk);
+            }
+        }
+        self.tape_chunk = 0;
+        self.tape_chunk_used = 0;
+        self.tape_peak = 0;
     }
 
     /// Prepares for a top-level call: no error, depth 1, the arena empty. If the
@@ -221,6 +409,14 @@ impl Ctx {
     fn arena_bytes(&self) -> usize {
         self.chunks.iter().map(|c| c.len() * 8).sum()
     }
+
+    /// Whether `len` bytes from `ptr` lie inside one tape buffer's chunk.
+    pub(crate) fn tape_contains(&self, ptr: usize, len: usize) -> bool {
+        self.tape_chunks.iter().any(|c| {
+            let start = c.as_ptr() as usize;
+            ptr >= start && ptr.saturating_add(len) <= start + c.len() * 8
+        })
+    }
 }
 
 /// `words` zeroed 8-byte words, or `None` if the memory cannot be had.
@@ -287,6 +483,181 @@ impl Workspace {
     pub fn arena_bytes(&self) -> usize {
         self.ctx.arena_bytes()
     }
+
+    /// What the tape holds now, and the most it held at the end of a call since the
+    /// last [`Workspace::reset_tape`].
+    ///
+    /// The tape persists across calls, as the interpreter's does: a forward pass
+    /// leaves on it what the pullback called next takes off.
+    pub fn tape(&self) -> TapeStats {
+        let bytes = self.ctx.tape_bytes();
+        TapeStats {
+            scalars: self.ctx.tape_len,
+            buffers: self.ctx.tape_table.len(),
+            bytes,
+            peak_bytes: self.ctx.tape_peak.max(bytes),
+            capacity_bytes: self.ctx.tape_mem.len() * 8
+                + self
+                    .ctx
+                    .tape_chunks
+                    .iter()
+                    .map(|c| c.len() * 8)
+                    .sum::<usize>(),
+        }
+    }
+
+    /// Empties the tape: its scalars, its buffers (handles made before name no
+    /// buffer afterwards) and its peak. The memory is kept for the next calls.
+    pub fn reset_tape(&mut self) {
+        self.ctx.reset_tape();
+    }
+}
+
+/// What a workspace's tape holds ([`Workspace::tape`]).
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
+pub struct TapeStats {
+    /// The scalars on the tape.
+    pub scalars: usize,
+    /// The buffers made by `tape_alloc` since the last reset.
+    pub buffers: usize,
+    /// The bytes the tape holds now: 8 per scalar, and the buffers' elements (as the
+    /// interpreter counts).
+    pub bytes: usize,
+    /// The most bytes it held since the last reset, counted as the interpreter
+    /// counts: exact for gradients (the forward pass makes every buffer before the
+    /// pullback pops), an upper bound when a call makes buffers after popping.
+    pub peak_bytes: usize,
+    /// The memory the workspace keeps for the tape, in bytes.
+    pub capacity_bytes: usize,
+}
+
+/// Calls the host function of the extern with `FuncId` index `func` for compiled
+/// code: unpacks the argument slots into [`Val`]s, calls it (a panic is caught),
+/// copies `mut` slices back and packs the results into `results`. The error is
+/// (function, message).
+///
+/// # Safety
+/// `args` holds the extern's argument slots, `results` has room for its result
+/// slots, and every slice among the arguments is a live buffer of its length
+/// (writable if `mut`), not accessed elsewhere during the call.
+pub(crate) unsafe fn call_host(
+    ctx: &mut Ctx,
+    func: usize,
+    args: *const u64,
+    results: *mut u64,
+) -> Result<(), (String, String)> {
+    use gradlift_ir::interp::Val;
+    use gradlift_ir::{Elem, Type};
+    if func >= ctx.hosts_len {
+        return Err((String::new(), "no host function table".into()));
+    }
+    // SAFETY: `hosts_ptr`/`hosts_len` are the host table of the `Compiled` whose
+    // code is running (set by `Compiled::call`, which borrows it for the call).
+    let slot = unsafe { &*(ctx.hosts_ptr as *const Option<HostSlot>).add(func) };
+    let Some(slot) = slot else {
+        return Err((String::new(), "an extern without host function".into()));
+    };
+    let name = slot.name.clone();
+    let fail = |m: String| (name.clone(), m);
+    let mut vals = Vec::with_capacity(slot.sig.params.len());
+    let mut k = 0;
+    // SAFETY (for every read of `args` below): `k` stays below the signature's slot
+    // count, which the caller's contract covers.
+    let arg = |k: usize| unsafe { *args.add(k) };
+    for &ty in &slot.sig.params {
+        let v = match ty {
+            Type::F64 => Val::F64(f64::from_bits(arg(k))),
+            Type::F32 => Val::F32(f32::from_bits(arg(k) as u32)),
+            Type::I64 => Val::I64(arg(k) as i64),
+            Type::Bool => Val::Bool(arg(k) & 0xff != 0),
+            Type::Slice { elem, .. } => {
+                let (p, n) = (arg(k), arg(k + 1) as usize);
+                k += 1;
+                // SAFETY: the slice is a live buffer of `n` elements (the contract).
+                unsafe {
+                    match elem {
+                        Elem::F64 => {
+                            Val::F64s(core::slice::from_raw_parts(p as *const f64, n).to_vec())
+                        }
+                        Elem::F32 => {
+                            Val::F32s(core::slice::from_raw_parts(p as *const f32, n).to_vec())
+                        }
+                        Elem::I64 => {
+                            Val::I64s(core::slice::from_raw_parts(p as *const i64, n).to_vec())
+                        }
+                    }
+                }
+            }
+        };
+        k += 1;
+        vals.push(v);
+    }
+    let f = &slot.f;
+    let out = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut vals))) {
+        Ok(Ok(out)) => out,
+        Ok(Err(m)) => return Err(fail(m)),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_string());
+            return Err(fail(format!("it panicked: {what}")));
+        }
+    };
+    // `mut` slices back into the caller's buffers.
+    let mut k = 0;
+    for (j, (&ty, v)) in slot.sig.params.iter().zip(&vals).enumerate() {
+        if ty.is_mut_slice() {
+            let (p, n) = (arg(k), arg(k + 1) as usize);
+            let same = v.fits(ty) && v.slice_len() == Some(n);
+            if !same {
+                return Err(fail(format!(
+                    "it changed the length or type of argument {}",
+                    j + 1
+                )));
+            }
+            // SAFETY: a `mut` slice argument is a writable live buffer of `n`
+            // elements of the type `v` holds (checked by `fits`).
+            unsafe {
+                match v {
+                    Val::F64s(x) => core::ptr::copy_nonoverlapping(x.as_ptr(), p as *mut f64, n),
+                    Val::F32s(x) => core::ptr::copy_nonoverlapping(x.as_ptr(), p as *mut f32, n),
+                    Val::I64s(x) => core::ptr::copy_nonoverlapping(x.as_ptr(), p as *mut i64, n),
+                    _ => {}
+                }
+            }
+        }
+        k += if ty.is_slice() { 2 } else { 1 };
+    }
+    let tys = &slot.sig.results;
+    if out.len() != tys.len() {
+        return Err(fail(format!(
+            "it returned {} values for {} results",
+            out.len(),
+            tys.len()
+        )));
+    }
+    for (j, (v, &ty)) in out.iter().zip(tys).enumerate() {
+        if !v.fits(ty) || ty.is_slice() {
+            return Err(fail(format!(
+                "result {} must be {ty}, found {}",
+                j + 1,
+                v.ty()
+            )));
+        }
+        let bits = match *v {
+            Val::F64(x) => x.to_bits(),
+            Val::F32(x) => u64::from(x.to_bits()),
+            Val::I64(x) => x as u64,
+            Val::Bool(x) => u64::from(x),
+            _ => 0,
+        };
+        // SAFETY: `results` has a slot per scalar result (slice results are refused
+        // at compile time).
+        unsafe { *results.add(j) = bits };
+    }
+    Ok(())
 }
 
 /// The room left for Rust functions called from generated code (math functions,

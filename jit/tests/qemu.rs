@@ -136,6 +136,16 @@ entry:
     ret %a, %b
 }
 
+; a host function: the driver's C calls libm's hypot, the interpreter Rust's
+extern @host_hypot(f64, f64) -> f64
+
+func @uses_host(%x: f64) -> f64 {
+entry:
+    %h = call @host_hypot(%x, 4.0)
+    %r = fmul %h, %x
+    ret %r
+}
+
 ; a call: the squares of x summed by another function
 func @sumsq_call(%x: [f64]) -> f64 {
 entry:
@@ -233,9 +243,9 @@ fn cases(m: &Module, points: Vec<(FuncId, Vec<Val>)>) -> Vec<Case> {
     let mut out = Vec::new();
     for (func, args) in points {
         let mut final_args = args.clone();
-        let expected = Interpreter::new(m)
-            .with_limits(LIMITS)
-            .call(func, &mut final_args);
+        let mut engine = Interpreter::new(m).with_limits(LIMITS);
+        bind_hosts(&mut engine);
+        let expected = engine.call(func, &mut final_args);
         if let Err(e) = &expected
             && matches!(e.kind, ErrorKind::OutOfFuel(_))
         {
@@ -405,6 +415,45 @@ fn driver(m: &Module, cases: &[Case]) -> String {
         body.push_str("    }\n");
     }
     let _ = write!(c, "\nvoid run_cases(void) {{\n{body}}}\n");
+    c.push_str(&call_host(m));
+    c
+}
+
+/// The host functions the drivers give `extern`s, in C: name, and the statement
+/// that computes the result slots from the argument slots.
+const HOSTS_C: &[(&str, &str)] = &[(
+    "host_hypot",
+    "double x, y, r; memcpy(&x, &args[0], 8); memcpy(&y, &args[1], 8); \
+     r = hypot(x, y); memcpy(&results[0], &r, 8);",
+)];
+
+/// The same host functions for the interpreter (Rust's std calls the same libm).
+fn bind_hosts(engine: &mut Interpreter<'_>) {
+    let hypot = |a: &mut [Val]| match a {
+        [Val::F64(x), Val::F64(y)] => Ok(vec![Val::F64(x.hypot(*y))]),
+        _ => Err("host_hypot takes two f64".to_string()),
+    };
+    // Modules without the extern do not bind it.
+    let _ = engine.bind_extern("host_hypot", hypot);
+}
+
+/// `gradlift_call_host` of a program of `m`: the host function of each extern by
+/// its `FuncId` index (a failure status for an extern without one).
+fn call_host(m: &Module) -> String {
+    let mut c = String::from(
+        "\n#include <math.h>\n#include <string.h>\n\
+         int32_t gradlift_call_host(int64_t ctxp, int64_t func, int64_t a, int64_t r) {\n\
+         \x20   const uint64_t *args = (const uint64_t *)(uintptr_t)a;\n\
+         \x20   uint64_t *results = (uint64_t *)(uintptr_t)r;\n\
+         \x20   (void)ctxp; (void)args; (void)results;\n\
+         \x20   switch (func) {\n",
+    );
+    for (id, decl) in m.funcs.iter() {
+        if let Some((_, body)) = HOSTS_C.iter().find(|(n, _)| *n == decl.name) {
+            let _ = writeln!(c, "    case {}: {{ {body} return 0; }}", id.index());
+        }
+    }
+    c.push_str("    default: return GRADLIFT_EXTERN_FAILED;\n    }\n}\n");
     c
 }
 
@@ -543,7 +592,11 @@ fn printed_error(m: &Module, p: &Printed) -> InterpError {
                 .unwrap_or("?")
                 .to_string(),
         ),
-        s => panic!("status {s} (7: the native stack, which the interpreter does not have)"),
+        8 => ErrorKind::TapeUnderflow,
+        // 7: the native stack, which the interpreter does not have; 9 and 10: tape
+        // handles, whose encoding is each engine's own; 11: an extern failed (the C
+        // host functions do not); 12: the tape is full.
+        s => panic!("unexpected status {s} in {p:?}"),
     };
     InterpError {
         func: m.name(fid).to_string(),
@@ -668,6 +721,8 @@ fn aarch64_code_under_qemu_computes_what_the_interpreter_computes() {
         (id("rosenbrock"), vec![wave(100)]),
         (id("rosenbrock"), vec![f64s(&[])]),
         (id("sumsq_call"), vec![wave(33)]),
+        (id("uses_host"), vec![Val::F64(3.0)]),
+        (id("uses_host"), vec![Val::F64(-1e-310)]),
         // 20,000 f64 fill more than the arena's first chunk (32 KiB).
         (
             id("alloc_scale"),

@@ -1,6 +1,6 @@
 /* The runtime of the qemu tests' C drivers (jit/tests/qemu.rs): C versions of the
  * Rust helpers that compiled code imports (jit/src/helpers.rs), the arena's slow
- * paths with the semantics of jit/src/runtime.rs, and main, which runs the
+ * paths and the tape with the semantics of jit/src/runtime.rs, and main, which runs the
  * generated `run_cases` on a thread with a 256 MiB stack.
  *
  * The math helpers call glibc's libm: Rust's std calls the same functions on
@@ -70,6 +70,8 @@ float gradlift_powi_f32(float a0, int64_t a1) {
     return powf(a0, (float)a1);
 }
 
+extern gradlift_ctx ctx;
+
 /* The arena (runtime.rs): chunks that never move, the current one in the context. */
 #define MAX_CHUNKS 64
 #define MIN_CHUNK_WORDS 4096
@@ -126,6 +128,58 @@ void gradlift_arena_restore(int64_t a0, int64_t a1, int64_t a2) {
 
 void gradlift_memzero(int64_t a0, int64_t a1) { memset((void *)(uintptr_t)a0, 0, (size_t)a1); }
 
+/* The tape (runtime.rs): a stack of 8-byte slots that doubles when full, and a
+ * table of buffers (address, length, element code) named by handles that carry
+ * the tape's generation. It persists across calls; tape_reset empties it. */
+static uint64_t *tape_mem;
+static uint64_t *tape_table;
+static size_t tape_table_cap;
+
+int64_t gradlift_tape_grow(int64_t a0) {
+    gradlift_ctx *c = (gradlift_ctx *)(uintptr_t)a0;
+    size_t want = c->tape_cap * 2 < 1024 ? 1024 : c->tape_cap * 2;
+    uint64_t *mem = calloc(want, 8);
+    if (!mem) return 0;
+    if (c->tape_len) memcpy(mem, tape_mem, c->tape_len * 8);
+    free(tape_mem);
+    tape_mem = mem;
+    c->tape_ptr = (uintptr_t)mem;
+    c->tape_cap = want;
+    return 1;
+}
+
+int64_t gradlift_tape_alloc(int64_t a0, int64_t a1, int64_t a2) {
+    gradlift_ctx *c = (gradlift_ctx *)(uintptr_t)a0;
+    uint64_t size = a2 == 2 ? 4 : 8;
+    if (a2 < 1 || a2 > 3) return -1;
+    unsigned __int128 bytes = (unsigned __int128)(uint64_t)a1 * size;
+    if (bytes > (unsigned __int128)INT64_MAX) return -1;
+    void *buf = calloc((size_t)bytes + 8, 1); /* never freed: a test program */
+    if (!buf) return -1;
+    if (c->tape_bufs_len == tape_table_cap) {
+        size_t cap = tape_table_cap < 64 ? 64 : 2 * tape_table_cap;
+        uint64_t *t = realloc(tape_table, cap * 24);
+        if (!t) return -1;
+        tape_table = t;
+        tape_table_cap = cap;
+    }
+    size_t index = c->tape_bufs_len;
+    tape_table[3 * index] = (uint64_t)(uintptr_t)buf;
+    tape_table[3 * index + 1] = (uint64_t)a1;
+    tape_table[3 * index + 2] = (uint64_t)a2;
+    c->tape_bufs_ptr = (uintptr_t)tape_table;
+    c->tape_bufs_len = index + 1;
+    return (int64_t)((c->tape_gen << 32) | index);
+}
+
+void tape_reset(void) {
+    ctx.tape_len = 0;
+    ctx.tape_hwm = 0;
+    ctx.tape_bufs_len = 0;
+    ctx.tape_gen = (ctx.tape_gen + 1) & 0xffffffffu;
+    if (ctx.tape_gen == 0) ctx.tape_gen = 1;
+}
+
 /* The context of every call, and the driver's helpers. */
 gradlift_ctx ctx;
 static uintptr_t stack_low;
@@ -172,6 +226,10 @@ int main(void) {
     void *stack = malloc(size);
     if (!stack) return 2;
     stack_low = (uintptr_t)stack;
+    ctx.arena_ptr = 8;
+    ctx.tape_ptr = 8;
+    ctx.tape_bufs_ptr = 8;
+    ctx.tape_gen = 1;
     pthread_attr_t attr;
     pthread_t t;
     if (pthread_attr_init(&attr) || pthread_attr_setstack(&attr, stack, size) ||

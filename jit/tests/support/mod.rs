@@ -6,7 +6,7 @@
 
 use gradlift_ir::interp::{ErrorKind, Interpreter, Limits, Val};
 use gradlift_ir::{FuncId, Module, Signature, Type, parse, verify};
-use gradlift_jit::{Compiled, Workspace};
+use gradlift_jit::{Compiled, Hosts, Workspace};
 
 /// The interpreter's limits in comparisons: the default depth, and enough fuel for
 /// every input the tests mean to compare (a call that runs out is skipped, not
@@ -98,10 +98,26 @@ pub fn compare(
     id: FuncId,
     args: &[Val],
 ) -> Compared {
+    compare_hosted(m, compiled, ws, id, args, &Hosts::new())
+}
+
+/// [`compare`], with `hosts` bound on the interpreter (`compiled` was compiled with
+/// them).
+#[track_caller]
+pub fn compare_hosted(
+    m: &Module,
+    compiled: &Compiled,
+    ws: &mut Workspace,
+    id: FuncId,
+    args: &[Val],
+    hosts: &Hosts,
+) -> Compared {
     let name = m.name(id);
     let mut ia = args.to_vec();
     let mut ja = args.to_vec();
-    let ir = Interpreter::new(m).with_limits(LIMITS).call(id, &mut ia);
+    let mut interp = Interpreter::new(m).with_limits(LIMITS);
+    hosts.bind_to(&mut interp);
+    let ir = interp.call(id, &mut ia);
     if let Err(e) = &ir
         && matches!(e.kind, ErrorKind::OutOfFuel(_))
     {
