@@ -3,9 +3,12 @@
 //! (`aarch64-linux-gnu-gcc -static`) and run under `qemu-aarch64`, compute what
 //! the reference interpreter computes on the host, errors included.
 //!
-//! Three programs: a handful of functions written here (`x*x + 3*y`,
-//! `examples/ir/rosenbrock.ir`, loops over every transcendental in f64 and f32, a
-//! call, an alloc), and the two reverse-mode corpora (`scalars.ir`, `memory.ir`)
+//! Three programs, each of primal calls and gradients (the forward pass, then the
+//! pullback from ones and zero shadows, as `adjoint::eval::run_rule` calls them,
+//! against `value_and_gradient` on the interpreter, the tape balanced): a handful
+//! of functions written here (`x*x + 3*y`, `examples/ir/rosenbrock.ir`, loops over
+//! every transcendental in f64 and f32, `powi` at its edges, a call, allocs, a host
+//! function), and the two reverse-mode corpora (`scalars.ir`, `memory.ir`)
 //! at their inputs and at generic points (NaNs, signed zeros, infinities, empty
 //! slices, huge integers). Each program's driver is C generated here: the argument
 //! slots of each call (layout: `jit/src/abi.rs`), a call of the exported trampoline,
@@ -27,10 +30,13 @@ mod inputs;
 mod support;
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cranelift_entity::EntityRef;
+use gradlift_adjoint::eval::{Gradient, Seeds, value_and_gradient};
+use gradlift_adjoint::{Rule, RuleConfig, build_rrule};
 use gradlift_ir::interp::{ErrorKind, InterpError, Interpreter, Val};
 use gradlift_ir::{Elem, FuncId, Inst, Module, Msg, Pos, Type};
 use gradlift_jit::{c_abi, compile_object};
@@ -219,7 +225,11 @@ fn tools_present() -> bool {
         "qemu-aarch64 / aarch64-linux-gnu-gcc not installed, and CI is set (.ci/run installs \
          them: apt-get install qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross)"
     );
-    eprintln!("skipped: qemu-aarch64 / aarch64-linux-gnu-gcc not installed");
+    // Straight to the process's stderr, past the test harness's capture.
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: qemu-aarch64 / aarch64-linux-gnu-gcc not installed"
+    );
     false
 }
 
@@ -283,24 +293,27 @@ fn points(
 }
 
 /// The C of one argument array's elements (`uint64_t` words, or `uint32_t` for f32).
-fn c_array(name: &str, v: &Val) -> (String, usize) {
-    let (ty, words, len): (&str, Vec<String>, usize) = match v {
+fn c_array(name: &str, v: &Val) -> (String, usize, usize) {
+    let (ty, words, len, size): (&str, Vec<String>, usize, usize) = match v {
         Val::F64s(x) => (
             "uint64_t",
             x.iter()
                 .map(|e| format!("0x{:x}ull", e.to_bits()))
                 .collect(),
             x.len(),
+            8,
         ),
         Val::I64s(x) => (
             "uint64_t",
             x.iter().map(|&e| format!("0x{:x}ull", e as u64)).collect(),
             x.len(),
+            8,
         ),
         Val::F32s(x) => (
             "uint32_t",
             x.iter().map(|e| format!("0x{:x}u", e.to_bits())).collect(),
             x.len(),
+            4,
         ),
         _ => unreachable!("not a slice"),
     };
@@ -310,9 +323,82 @@ fn c_array(name: &str, v: &Val) -> (String, usize) {
         words.join(", ")
     };
     (
-        format!("static {ty} {name}[{}] = {{{body}}};\n", words.len().max(1)),
+        format!("static {ty} {name}[{}] = {{{body}}};\n", len.max(1)),
         len,
+        size,
     )
+}
+
+/// A slice of the driver: a static array's name, its length and element size.
+struct CSlice {
+    name: String,
+    len: usize,
+    size: usize,
+}
+
+/// The argument slots of `args` (slices in static arrays named `{prefix}{j}`,
+/// declared into `decls`), and those arrays.
+fn c_slots(prefix: &str, args: &[Val], decls: &mut String) -> (Vec<String>, Vec<CSlice>) {
+    let mut slots = Vec::new();
+    let mut arrays = Vec::new();
+    for (j, arg) in args.iter().enumerate() {
+        match arg {
+            Val::F64(x) => slots.push(format!("0x{:x}ull", x.to_bits())),
+            Val::F32(x) => slots.push(format!("0x{:x}ull", x.to_bits())),
+            Val::I64(x) => slots.push(format!("0x{:x}ull", *x as u64)),
+            Val::Bool(b) => slots.push(format!("{}", u8::from(*b))),
+            v => {
+                let name = format!("{prefix}{j}");
+                let (decl, len, size) = c_array(&name, v);
+                decls.push_str(&decl);
+                slots.push(format!("(uint64_t)(uintptr_t){name}"));
+                slots.push(format!("{len}"));
+                arrays.push(CSlice { name, len, size });
+            }
+        }
+    }
+    (slots, arrays)
+}
+
+/// `uint64_t {name}[] = {slots}` (one slot at least).
+fn c_slot_array(name: &str, slots: &[String]) -> String {
+    if slots.is_empty() {
+        format!("uint64_t {name}[1] = {{0}};")
+    } else {
+        format!(
+            "uint64_t {name}[{}] = {{{}}};",
+            slots.len(),
+            slots.join(", ")
+        )
+    }
+}
+
+/// C that prints the results in `res` of a function returning `tys`.
+fn c_print_results(res: &str, tys: &[Type], indent: &str) -> String {
+    let mut out = String::new();
+    let mut slot = 0;
+    for &t in tys {
+        match t {
+            Type::Slice { elem, .. } => {
+                let _ = writeln!(
+                    out,
+                    "{indent}print_words('s', {res}[{slot}], {res}[{}], {});",
+                    slot + 1,
+                    elem_size(elem)
+                );
+                slot += 2;
+            }
+            _ => {
+                let _ = writeln!(out, "{indent}print_scalar({res}[{slot}]);");
+                slot += 1;
+            }
+        }
+    }
+    out
+}
+
+fn n_slots(tys: &[Type]) -> usize {
+    tys.iter().map(|t| if t.is_slice() { 2 } else { 1 }).sum()
 }
 
 fn elem_size(e: Elem) -> usize {
@@ -322,15 +408,31 @@ fn elem_size(e: Elem) -> usize {
     }
 }
 
-/// The C driver of `cases`: `run_cases` makes each call and prints its outcome.
-fn driver(m: &Module, cases: &[Case]) -> String {
-    let mut c = String::from("#include \"gradlift.h\"\n#include <stdio.h>\n\n");
+/// A gradient to compute on both engines: the forward pass, then the pullback
+/// from the default seeds (ones for the results, zero shadows), as
+/// `gradlift_adjoint::eval::run_rule` calls them.
+struct GradCase {
+    rule: Rule,
+    args: Vec<Val>,
+    /// What `value_and_gradient` gives on the interpreter.
+    expected: Gradient,
+}
+
+/// The C driver: `run_cases` makes each call of `cases`, then each gradient of
+/// `grads`, and prints their outcomes.
+fn driver(m: &Module, cases: &[Case], grads: &[GradCase]) -> String {
+    let mut c =
+        String::from("#include \"gradlift.h\"\n#include <stdio.h>\n#include <string.h>\n\n");
     c.push_str(
-        "extern gradlift_ctx ctx;\nvoid reset_ctx(uint64_t max_depth);\n\
-         void print_status(int k, uint32_t status);\nvoid print_scalar(uint64_t bits);\n\
+        "extern gradlift_ctx ctx;\nvoid reset_ctx(uint64_t max_depth);\nvoid tape_reset(void);\n\
+         void print_status(int k, uint32_t status);\nvoid print_pullback(uint32_t status);\n\
+         void print_scalar(uint64_t bits);\n\
          void print_words(char tag, uint64_t addr, uint64_t len, int size);\n\n",
     );
     let mut entries: Vec<FuncId> = cases.iter().map(|c| c.func).collect();
+    for g in grads {
+        entries.extend([g.rule.forward, g.rule.pullback]);
+    }
     entries.sort();
     entries.dedup();
     for f in &entries {
@@ -340,76 +442,125 @@ fn driver(m: &Module, cases: &[Case]) -> String {
             f.index()
         );
     }
+    let depth = LIMITS.max_depth;
     let mut body = String::new();
     for (k, case) in cases.iter().enumerate() {
         let sig = m.sig(case.func);
-        let mut slots = Vec::new();
-        let mut arrays = Vec::new(); // (name, len, element size)
-        for (j, (arg, &ty)) in case.args.iter().zip(&sig.params).enumerate() {
-            match arg {
-                Val::F64(x) => slots.push(format!("0x{:x}ull", x.to_bits())),
-                Val::F32(x) => slots.push(format!("0x{:x}ull", x.to_bits())),
-                Val::I64(x) => slots.push(format!("0x{:x}ull", *x as u64)),
-                Val::Bool(b) => slots.push(format!("{}", u8::from(*b))),
-                v => {
-                    let name = format!("c{k}_a{j}");
-                    let (decl, len) = c_array(&name, v);
-                    c.push_str(&decl);
-                    slots.push(format!("(uint64_t)(uintptr_t){name}"));
-                    slots.push(format!("{len}"));
-                    let Type::Slice { elem, .. } = ty else {
-                        unreachable!()
-                    };
-                    arrays.push((name, len, elem_size(elem)));
-                }
-            }
-        }
-        let nres: usize = sig
-            .results
-            .iter()
-            .map(|t| if t.is_slice() { 2 } else { 1 })
-            .sum();
+        let (slots, arrays) = c_slots(&format!("c{k}_a"), &case.args, &mut c);
         let _ = writeln!(body, "    {{ /* @{} */", m.name(case.func));
+        let _ = writeln!(body, "        {}", c_slot_array("args", &slots));
         let _ = writeln!(
             body,
-            "        uint64_t args[{}] = {{{}}};\n        uint64_t res[{}] = {{0}};",
-            slots.len().max(1),
-            if slots.is_empty() {
-                "0".to_string()
-            } else {
-                slots.join(", ")
-            },
-            nres.max(1)
-        );
-        let _ = writeln!(
-            body,
-            "        reset_ctx({});\n        uint32_t st = gradlift_entry{}(&ctx, args, res);\n        print_status({k}, st);\n        if (st == 0) {{",
-            LIMITS.max_depth,
+            "        uint64_t res[{}] = {{0}};\n        reset_ctx({depth});\n        \
+             uint32_t st = gradlift_entry{}(&ctx, args, res);\n        print_status({k}, st);\n        \
+             if (st == 0) {{",
+            n_slots(&sig.results).max(1),
             case.func.index()
         );
-        let mut slot = 0;
-        for &t in &sig.results {
-            match t {
-                Type::Slice { elem, .. } => {
-                    let _ = writeln!(
-                        body,
-                        "            print_words('s', res[{slot}], res[{}], {});",
-                        slot + 1,
-                        elem_size(elem)
-                    );
-                    slot += 2;
-                }
-                _ => {
-                    let _ = writeln!(body, "            print_scalar(res[{slot}]);");
-                    slot += 1;
-                }
-            }
-        }
+        body.push_str(&c_print_results("res", &sig.results, "            "));
         body.push_str("        }\n");
-        for (name, len, size) in &arrays {
+        for a in &arrays {
             let _ = writeln!(
                 body,
-                "        print_words('a', (uint64_t)(uintptr_t){name}, {len}, {size});"
+                "        print_words('a', (uint64_t)(uintptr_t){}, {}, {});",
+                a.name, a.len, a.size
+            );
+        }
+        body.push_str("    }\n");
+    }
+    for (g, grad) in grads.iter().enumerate() {
+        let k = cases.len() + g;
+        let rule = &grad.rule;
+        let layout = &rule.layout;
+        let psig = m.sig(layout.primal);
+        let fsig = m.sig(rule.forward);
+        let rsig = m.sig(rule.pullback);
+        let (slots, arrays) = c_slots(&format!("g{g}_a"), &grad.args, &mut c);
+        // The pullback's arguments: copies of the slices as the forward pass left
+        // them, zero shadows, and a 1 for each seeded result.
+        let mut rslots = Vec::new();
+        let mut copies = String::new();
+        for &i in &layout.slice_params {
+            let a = &arrays[arrays_index(&grad.args, i)];
+            let name = format!("g{g}_p{i}");
+            let _ = writeln!(
+                c,
+                "static uint64_t {name}[{}];",
+                (a.len * a.size).div_ceil(8).max(1)
+            );
+            let _ = writeln!(
+                copies,
+                "            memcpy({name}, {}, {});",
+                a.name,
+                a.len * a.size
+            );
+            rslots.push(format!("(uint64_t)(uintptr_t){name}"));
+            rslots.push(format!("{}", a.len));
+        }
+        let mut shadows = Vec::new();
+        for &i in &layout.shadow_params {
+            let a = &arrays[arrays_index(&grad.args, i)];
+            let name = format!("g{g}_h{i}");
+            let _ = writeln!(
+                c,
+                "static uint64_t {name}[{}];",
+                (a.len * a.size).div_ceil(8).max(1)
+            );
+            rslots.push(format!("(uint64_t)(uintptr_t){name}"));
+            rslots.push(format!("{}", a.len));
+            shadows.push(CSlice {
+                name,
+                len: a.len,
+                size: a.size,
+            });
+        }
+        for &j in &layout.seeded_results {
+            rslots.push(match psig.results[j] {
+                Type::F32 => format!("0x{:x}ull", 1.0f32.to_bits()),
+                _ => format!("0x{:x}ull", 1.0f64.to_bits()),
+            });
+        }
+        let _ = writeln!(
+            body,
+            "    {{ /* the gradient of @{} */",
+            m.name(layout.primal)
+        );
+        let _ = writeln!(body, "        {}", c_slot_array("fa", &slots));
+        let _ = writeln!(
+            body,
+            "        uint64_t fr[{}] = {{0}};\n        reset_ctx({depth});\n        \
+             uint32_t st = gradlift_entry{}(&ctx, fa, fr);\n        print_status({k}, st);\n        \
+             if (st == 0) {{",
+            n_slots(&fsig.results).max(1),
+            rule.forward.index()
+        );
+        body.push_str(&c_print_results("fr", &fsig.results, "            "));
+        body.push_str(&copies);
+        let _ = writeln!(body, "            {}", c_slot_array("ra", &rslots));
+        let _ = writeln!(
+            body,
+            "            uint64_t rr[{}] = {{0}};\n            reset_ctx({depth});\n            \
+             uint32_t st2 = gradlift_entry{}(&ctx, ra, rr);\n            print_pullback(st2);\n            \
+             if (st2 == 0) {{",
+            n_slots(&rsig.results).max(1),
+            rule.pullback.index()
+        );
+        body.push_str(&c_print_results("rr", &rsig.results, "                "));
+        body.push_str(
+            "            }\n            printf(\"t %llu\\n\", (unsigned long long)ctx.tape_len);\n        }\n        tape_reset();\n",
+        );
+        for a in &arrays {
+            let _ = writeln!(
+                body,
+                "        print_words('a', (uint64_t)(uintptr_t){}, {}, {});",
+                a.name, a.len, a.size
+            );
+        }
+        for h in &shadows {
+            let _ = writeln!(
+                body,
+                "        print_words('h', (uint64_t)(uintptr_t){}, {}, {});",
+                h.name, h.len, h.size
             );
         }
         body.push_str("    }\n");
@@ -417,6 +568,11 @@ fn driver(m: &Module, cases: &[Case]) -> String {
     let _ = write!(c, "\nvoid run_cases(void) {{\n{body}}}\n");
     c.push_str(&call_host(m));
     c
+}
+
+/// The index among the slice arguments of `args` of argument `i` (a slice).
+fn arrays_index(args: &[Val], i: usize) -> usize {
+    args[..i].iter().filter(|v| v.ty().is_slice()).count()
 }
 
 /// The host functions the drivers give `extern`s, in C: name, and the statement
@@ -457,7 +613,7 @@ fn call_host(m: &Module) -> String {
     c
 }
 
-/// What the driver printed for one case.
+/// What the driver printed for one call.
 #[derive(Debug, Default)]
 struct Printed {
     status: u32,
@@ -469,6 +625,23 @@ struct Printed {
     results: Vec<Vec<u64>>,
     /// `a` lines: each slice argument's final elements.
     args: Vec<Vec<u64>>,
+    /// For a gradient: the pullback's call (`pullback` and its `r` lines), the
+    /// tape's height after it (`t`) and the final shadows (`h`).
+    pullback: Option<Box<Printed>>,
+    tape_len: Option<u64>,
+    shadows: Vec<Vec<u64>>,
+}
+
+fn status_line(w: &[&str], line: &str) -> Printed {
+    assert_eq!(w.len(), 5, "{line}");
+    Printed {
+        status: w[0].parse().unwrap(),
+        err_func: w[1].parse().unwrap(),
+        err_inst: w[2].parse().unwrap(),
+        err_a: w[3].parse().unwrap(),
+        err_b: w[4].parse().unwrap(),
+        ..Printed::default()
+    }
 }
 
 fn parse_output(out: &str, n: usize) -> Vec<Printed> {
@@ -478,30 +651,28 @@ fn parse_output(out: &str, n: usize) -> Vec<Printed> {
         let mut words = line.split_whitespace();
         let tag = words.next().unwrap_or("");
         let hex = |w: &str| u64::from_str_radix(w, 16).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let last = cases.last_mut();
         match tag {
             "case" => {
                 let w: Vec<&str> = words.collect();
-                assert_eq!(w.len(), 6, "{line}");
                 assert_eq!(w[0].parse::<usize>().unwrap(), cases.len(), "{line}");
-                cases.push(Printed {
-                    status: w[1].parse().unwrap(),
-                    err_func: w[2].parse().unwrap(),
-                    err_inst: w[3].parse().unwrap(),
-                    err_a: w[4].parse().unwrap(),
-                    err_b: w[5].parse().unwrap(),
-                    ..Printed::default()
-                });
+                cases.push(status_line(&w[1..], line));
             }
-            "r" | "s" => cases
-                .last_mut()
-                .unwrap()
-                .results
-                .push(words.map(hex).collect()),
-            "a" => cases
-                .last_mut()
-                .unwrap()
-                .args
-                .push(words.map(hex).collect()),
+            "pullback" => {
+                let w: Vec<&str> = words.collect();
+                last.unwrap().pullback = Some(Box::new(status_line(&w, line)));
+            }
+            "r" | "s" => {
+                let p = last.unwrap();
+                let into = match &mut p.pullback {
+                    Some(pb) => &mut pb.results,
+                    None => &mut p.results,
+                };
+                into.push(words.map(hex).collect());
+            }
+            "a" => last.unwrap().args.push(words.map(hex).collect()),
+            "h" => last.unwrap().shadows.push(words.map(hex).collect()),
+            "t" => last.unwrap().tape_len = Some(words.next().unwrap().parse().unwrap()),
             "done" => done = true,
             _ => panic!("unexpected output line {line:?}"),
         }
@@ -516,6 +687,7 @@ fn parse_output(out: &str, n: usize) -> Vec<Printed> {
 struct Tally {
     values: usize,
     errors: usize,
+    gradients: usize,
     /// NaNs equal up to sign and payload (not bit for bit).
     nan_bits_differ: usize,
 }
@@ -655,6 +827,122 @@ fn compare(m: &Module, cases: &[Case], printed: &[Printed], tally: &mut Tally) {
     }
 }
 
+/// Compares each gradient's value, cotangents, final shadows and final arguments,
+/// and that the tape came back empty.
+fn compare_gradients(m: &Module, grads: &[GradCase], printed: &[Printed], tally: &mut Tally) {
+    for (g, p) in grads.iter().zip(printed) {
+        let layout = &g.rule.layout;
+        let what = format!(
+            "the gradient of @{} at {}",
+            m.name(layout.primal),
+            support::show(&g.args)
+        );
+        let want = &g.expected;
+        assert_eq!(
+            p.status,
+            0,
+            "{what}: the forward pass failed: {}",
+            printed_error(m, p)
+        );
+        if let Some(value) = &want.value {
+            assert_eq!(p.results.len(), value.len(), "{what}");
+            for (v, got) in value.iter().zip(&p.results) {
+                assert!(
+                    same_words(v, got, tally),
+                    "{what}: value {v:?}, aarch64 {got:x?}"
+                );
+            }
+        }
+        let pb = p
+            .pullback
+            .as_deref()
+            .unwrap_or_else(|| panic!("{what}: no pullback"));
+        assert_eq!(
+            pb.status,
+            0,
+            "{what}: the pullback failed: {}",
+            printed_error(m, pb)
+        );
+        assert_eq!(p.tape_len, Some(0), "{what}: the tape is not balanced");
+        assert_eq!(pb.results.len(), layout.active_params.len(), "{what}");
+        for (&i, got) in layout.active_params.iter().zip(&pb.results) {
+            let v = want.gradient[i].as_ref().unwrap();
+            assert!(
+                same_words(v, got, tally),
+                "{what}: d/d(parameter {i}) = {v:?} on the interpreter, aarch64 {got:x?}"
+            );
+        }
+        assert_eq!(p.shadows.len(), layout.shadow_params.len(), "{what}");
+        for (&i, got) in layout.shadow_params.iter().zip(&p.shadows) {
+            let v = want.gradient[i].as_ref().unwrap();
+            assert!(
+                same_words(v, got, tally),
+                "{what}: the shadow of parameter {i}: {v:?} on the interpreter, aarch64 {got:x?}"
+            );
+        }
+        let slices: Vec<&Val> = want.args.iter().filter(|v| v.ty().is_slice()).collect();
+        assert_eq!(slices.len(), p.args.len(), "{what}");
+        for (v, got) in slices.into_iter().zip(&p.args) {
+            assert!(
+                same_words(v, got, tally),
+                "{what}: final argument {v:?}, aarch64 {got:x?}"
+            );
+        }
+        tally.gradients += 1;
+    }
+}
+
+/// `m` with the rule of every function of `funcs` that derives, derived one after
+/// another into one module (so that one object holds them all).
+fn with_rules(m: &Module, funcs: &[FuncId]) -> (Module, Vec<Rule>) {
+    let mut module = m.clone();
+    let mut rules = Vec::new();
+    for &f in funcs {
+        if let Ok(rule) = build_rrule(&module, f, &RuleConfig::default_for(module.sig(f))) {
+            module = rule.module.clone();
+            rules.push(rule);
+        }
+    }
+    for r in &mut rules {
+        // IDs are never renumbered: the earlier rules' functions are the same ones
+        // in the final module.
+        assert_eq!(r.module.name(r.forward), module.name(r.forward));
+        assert_eq!(r.module.name(r.pullback), module.name(r.pullback));
+        r.module = module.clone();
+    }
+    (module, rules)
+}
+
+/// The gradients of `rules` at the points of `points` (at most `per_func` each),
+/// computed on the interpreter; those it cannot compute are left out.
+fn grad_cases(
+    rules: &[Rule],
+    points: &[(FuncId, Vec<Val>)],
+    per_func: usize,
+) -> (Vec<GradCase>, usize) {
+    let mut out = Vec::new();
+    let mut failed = 0;
+    for rule in rules {
+        let at = points
+            .iter()
+            .filter(|(f, _)| *f == rule.layout.primal)
+            .take(per_func);
+        for (_, args) in at {
+            let mut engine = Interpreter::new(&rule.module).with_limits(LIMITS);
+            bind_hosts(&mut engine);
+            match value_and_gradient(&mut engine, rule, args, &Seeds::default()) {
+                Ok(expected) => out.push(GradCase {
+                    rule: rule.clone(),
+                    args: args.clone(),
+                    expected,
+                }),
+                Err(_) => failed += 1,
+            }
+        }
+    }
+    (out, failed)
+}
+
 /// The directory for the drivers and programs.
 fn work_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("qemu");
@@ -675,17 +963,20 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Compiles `m`'s functions called in `cases` for aarch64, links them with their
+/// Compiles what `cases` and `grads` call in `m` for aarch64, links it with its
 /// driver into `dir/name`, runs it under qemu and compares with the interpreter.
-fn run_program(dir: &Path, name: &str, m: &Module, cases: &[Case]) -> Tally {
+fn run_program(dir: &Path, name: &str, m: &Module, cases: &[Case], grads: &[GradCase]) -> Tally {
     let mut roots: Vec<FuncId> = cases.iter().map(|c| c.func).collect();
+    for g in grads {
+        roots.extend([g.rule.forward, g.rule.pullback]);
+    }
     roots.sort();
     roots.dedup();
     let obj = compile_object(m, &roots, aarch64()).unwrap_or_else(|e| panic!("{name}: {e}"));
     let obj_path = dir.join(format!("{name}.o"));
     std::fs::write(&obj_path, &obj.bytes).unwrap();
     let c_path = dir.join(format!("{name}_driver.c"));
-    std::fs::write(&c_path, driver(m, cases)).unwrap();
+    std::fs::write(&c_path, driver(m, cases, grads)).unwrap();
     let exe = dir.join(name);
     run(Command::new("aarch64-linux-gnu-gcc")
         .args(["-static", "-O1", "-ffp-contract=off", "-fno-builtin", "-o"])
@@ -695,11 +986,34 @@ fn run_program(dir: &Path, name: &str, m: &Module, cases: &[Case]) -> Tally {
         .arg(&obj_path)
         .args(["-lm", "-lpthread"]));
     let out = run(Command::new("qemu-aarch64").arg(&exe));
-    let printed = parse_output(&out, cases.len());
+    let printed = parse_output(&out, cases.len() + grads.len());
     let mut tally = Tally::default();
-    compare(m, cases, &printed, &mut tally);
+    compare(m, cases, &printed[..cases.len()], &mut tally);
+    compare_gradients(m, grads, &printed[cases.len()..], &mut tally);
     eprintln!("{name}: {tally:?}");
     tally
+}
+
+/// Runs one program: the primal calls of `points`, and the gradients of every
+/// function that derives at up to `grad_points` of its points each.
+fn program(
+    dir: &Path,
+    name: &str,
+    m: &Module,
+    points: Vec<(FuncId, Vec<Val>)>,
+    grad_points: usize,
+) -> Tally {
+    let funcs: Vec<FuncId> = m.defined().map(|(f, _)| f).collect();
+    let (module, rules) = with_rules(m, &funcs);
+    let primal = cases(&module, points.clone());
+    let (grads, refused) = grad_cases(&rules, &points, grad_points);
+    eprintln!(
+        "{name}: {} of {} functions derived; {} gradients left out (the interpreter fails)",
+        rules.len(),
+        funcs.len(),
+        refused
+    );
+    run_program(dir, name, &module, &primal, &grads)
 }
 
 #[test]
@@ -717,18 +1031,18 @@ fn aarch64_code_under_qemu_computes_what_the_interpreter_computes() {
     let mut own_points = vec![
         (id("f"), vec![Val::F64(2.0), Val::F64(1.0)]),
         (id("f"), vec![Val::F64(-0.75), Val::F64(1e300)]),
-        (id("rosenbrock"), vec![f64s(&[1.0, 1.0, 1.0])]),
         (id("rosenbrock"), vec![wave(100)]),
+        (id("rosenbrock"), vec![f64s(&[1.0, 1.0, 1.0])]),
         (id("rosenbrock"), vec![f64s(&[])]),
         (id("sumsq_call"), vec![wave(33)]),
         (id("uses_host"), vec![Val::F64(3.0)]),
         (id("uses_host"), vec![Val::F64(-1e-310)]),
+        (id("alloc_scale"), vec![wave(7), Val::I64(3), f64s(&[0.0])]),
         // 20,000 f64 fill more than the arena's first chunk (32 KiB).
         (
             id("alloc_scale"),
             vec![wave(7), Val::I64(20_000), f64s(&[0.0])],
         ),
-        (id("alloc_scale"), vec![wave(7), Val::I64(3), f64s(&[0.0])]),
         (id("alloc_scale"), vec![wave(7), Val::I64(-1), f64s(&[0.0])]),
         (
             id("alloc_scale"),
@@ -751,21 +1065,25 @@ fn aarch64_code_under_qemu_computes_what_the_interpreter_computes() {
     ] {
         own_points.push((id("powi_edges"), vec![Val::F64(x), Val::I64(n)]));
     }
-    let own_cases = cases(&own, own_points);
-    let t_own = run_program(&dir, "own", &own, &own_cases);
-    assert!(t_own.values >= 25 && t_own.errors >= 2, "{t_own:?}");
+    let t = program(&dir, "own", &own, own_points, 5);
+    assert!(
+        t.values >= 25 && t.errors >= 2 && t.gradients >= 20,
+        "{t:?}"
+    );
 
-    // The corpora at their inputs and at generic points.
+    // The corpora at their inputs and at generic points; gradients at their inputs.
     let scalars = module(SCALARS);
-    let scalar_cases = cases(&scalars, points(&scalars, inputs::scalar_inputs(), 8));
-    let t_scalars = run_program(&dir, "scalars", &scalars, &scalar_cases);
-    assert!(t_scalars.values >= 400, "{t_scalars:?}");
+    let mut pts = points(&scalars, inputs::scalar_inputs(), 0);
+    pts.extend(points(&scalars, Vec::new(), 8));
+    let t = program(&dir, "scalars", &scalars, pts, 2);
+    assert!(t.values >= 400 && t.gradients >= 60, "{t:?}");
 
     let memory = module(MEMORY);
-    let memory_cases = cases(&memory, points(&memory, inputs::memory_inputs(), 8));
-    let t_memory = run_program(&dir, "memory", &memory, &memory_cases);
+    let mut pts = points(&memory, inputs::memory_inputs(), 0);
+    pts.extend(points(&memory, Vec::new(), 8));
+    let t = program(&dir, "memory", &memory, pts, 2);
     assert!(
-        t_memory.values >= 300 && t_memory.errors >= 10,
-        "{t_memory:?}"
+        t.values >= 300 && t.errors >= 10 && t.gradients >= 50,
+        "{t:?}"
     );
 }

@@ -201,6 +201,11 @@ void print_status(int k, uint32_t status) {
            (long long)ctx.err_a, (long long)ctx.err_b);
 }
 
+void print_pullback(uint32_t status) {
+    printf("pullback %u %u %u %lld %lld\n", status, ctx.err_func, ctx.err_inst,
+           (long long)ctx.err_a, (long long)ctx.err_b);
+}
+
 void print_scalar(uint64_t bits) { printf("r %llx\n", (unsigned long long)bits); }
 
 void print_words(char tag, uint64_t addr, uint64_t len, int size) {
