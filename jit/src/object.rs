@@ -7,8 +7,9 @@
 //! object exports one trampoline per compiled function,
 //! `uint32_t gradlift_entry{index}(ctx, const uint64_t *args, uint64_t *results)`
 //! (`index` the function's [`FuncId`] index), the functions themselves are local,
-//! and the Rust helpers generated code calls (the math functions, the arena's slow
-//! paths: [`ObjectFile::imports`]) are undefined symbols the program must define.
+//! and the Rust helpers generated code calls (the math functions, the slow paths of
+//! the arena and the tape, and `gradlift_call_host` for calls to `extern` functions:
+//! [`ObjectFile::imports`]) are undefined symbols the program must define.
 //!
 //! The code is not position independent (as for the JIT): link it into a
 //! non-PIE executable (`gcc -static` or `gcc -no-pie`).
@@ -31,8 +32,10 @@ pub struct ObjectFile {
     /// (`gradlift_entry{index}`), exported: what a program calls.
     pub entries: Vec<(FuncId, String)>,
     /// The undefined symbols the code calls, sorted: the Rust helpers
-    /// (`gradlift_sin_f64`, `gradlift_arena_grow`, ...), which the program must
-    /// define with the semantics of the JIT's helpers. Where the target has no
+    /// (`gradlift_sin_f64`, `gradlift_arena_grow`, `gradlift_tape_alloc`, ...), which
+    /// the program must define with the semantics of the JIT's helpers, and
+    /// `gradlift_call_host(ctx, func, args, results) -> status` when an `extern` is
+    /// called (`func` its `FuncId` index, the slots laid out as the trampolines'). Where the target has no
     /// instruction for a float operation, Cranelift may also call the C library
     /// (`floor`, `ceil`, `fma`, ... on x86-64 without SSE4.1); those are not listed.
     pub imports: Vec<String>,
@@ -43,7 +46,9 @@ pub struct ObjectFile {
 ///
 /// Supported targets: ELF on aarch64 and x86-64 (`aarch64-unknown-linux-gnu`,
 /// `x86_64-unknown-linux-gnu`); others are refused with
-/// [`CompileError::Codegen`]. Functions the JIT refuses are refused here too.
+/// [`CompileError::Codegen`]. Functions the JIT refuses are refused here too;
+/// `extern` functions need no [`Hosts`](crate::Hosts): the program that links the
+/// object answers their calls in `gradlift_call_host`.
 ///
 /// ```
 /// use gradlift_jit::compile_object;
