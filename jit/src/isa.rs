@@ -40,7 +40,6 @@ pub(crate) fn host_isa() -> Result<OwnedTargetIsa, CompileError> {
 
 /// The ISA for the target `triple` (baseline features), for emitting code for
 /// another machine.
-#[allow(dead_code)] // The aarch64 object path of the next step uses it.
 pub(crate) fn isa_for(triple: target_lexicon::Triple) -> Result<OwnedTargetIsa, CompileError> {
     let builder = isa::lookup(triple).map_err(|e| CompileError::Codegen {
         func: None,

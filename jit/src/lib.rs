@@ -50,6 +50,8 @@
 //!   [`CompileError`]s, never panics.
 //! - [`compile_with`]: the same, with [`Hosts`] for the `extern` functions called.
 //! - [`listing`]: the Cranelift IR and disassembly of functions, for reading.
+//! - [`compile_object`]: functions compiled for another machine (aarch64 Linux, or
+//!   x86-64) into a relocatable object file, to link into a program (see below).
 //! - [`Compiled::call`] (and [`Compiled::call_into`], which reuses the results'
 //!   vector): calls a compiled function with the interpreter's
 //!   [`Val`](gradlift_ir::interp::Val)s, checking count, kinds and types first.
@@ -156,6 +158,26 @@
 //! back. An extern with no host function is a compile error
 //! ([`CompileError::UnboundExtern`]); one that returns a slice is not supported.
 //!
+//! # Object files and aarch64
+//!
+//! [`compile_object`] runs the same compile loop over cranelift-object instead of
+//! cranelift-jit, for a target triple (ELF on aarch64 or x86-64): the code and the
+//! ABI are the JIT's. The object exports each function's trampoline as
+//! `gradlift_entry{FuncId index}`; the functions are local; the helpers the code
+//! calls ([`ObjectFile::imports`]: the math functions, the arena's and the tape's
+//! slow paths, `gradlift_call_host` for `extern` calls) are undefined, and the
+//! program that links the object defines them with the semantics of this crate's
+//! (the math ones are the C library's `sin`, `expf`, `pow`, ...; `powi` is
+//! repeated squaring). It also provides the context (`gradlift_ctx` in the C
+//! header that the hidden `c_abi::ctx_header()` writes). The code is not position
+//! independent: link with `gcc -static` or `-no-pie`.
+//!
+//! The tests: `jit/tests/aarch64.rs` compiles every corpus and example function
+//! and its rule for aarch64; `jit/tests/qemu.rs` links aarch64 objects with a C
+//! driver (`aarch64-linux-gnu-gcc -static`), runs them under `qemu-aarch64` and
+//! compares values and gradients with the interpreter (it skips without the tools,
+//! unless `CI` is set): `cargo test -p gradlift-jit --test aarch64 --test qemu`.
+//!
 //! # Code map
 //!
 //! `isa` chooses the target (the one place to change for cross-compilation);
@@ -163,13 +185,16 @@
 //! file's); `lower` lowers one IR function (one method per op family); `abi` writes
 //! the trampolines; `helpers` are the Rust functions generated code calls; `runtime`
 //! holds `Ctx`, the arena, the tape and [`Workspace`]; `hosts` the host functions;
-//! `compiled` compiles a module and calls into it; `error` has the error types.
+//! `compiled` compiles a module and calls into it; `object` writes object files;
+//! `c_abi` writes the ABI as C; `error` has the error types.
 
 // Calling generated code cannot be done without `unsafe`. It is confined to small
 // blocks, each with a `SAFETY` comment; the public API is safe.
 #![allow(unsafe_code)]
 
 mod abi;
+#[doc(hidden)]
+pub mod c_abi;
 mod codegen;
 mod compiled;
 mod error;
@@ -177,10 +202,12 @@ mod helpers;
 mod hosts;
 mod isa;
 mod lower;
+mod object;
 mod runtime;
 
 pub use codegen::Listing;
 pub use compiled::{Compiled, compile, compile_funcs, compile_with, listing};
 pub use error::{CompileError, JitError, JitErrorKind};
 pub use hosts::{HostFn, Hosts};
+pub use object::{ObjectFile, compile_object};
 pub use runtime::{TapeStats, Workspace};
