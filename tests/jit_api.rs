@@ -234,7 +234,7 @@ fn what_cannot_be_derived_or_compiled_is_an_error() {
     assert!(matches!(e, Error::Compile(_)), "{e}");
     assert!(
         e.to_string()
-            .contains("@host_sin, which has no host function"),
+            .contains("@host_sin is an extern function without a host function"),
         "{e}"
     );
     let hosts = Hosts::new().bind("host_sin", |a: &mut [Val]| match a {
