@@ -1,10 +1,40 @@
 //! gradlift: reverse-mode automatic differentiation for Rust, by program transformation.
 //!
-//! Programs are built, traced or parsed into gradlift's SSA IR ([`ir`]); [`adjoint`]
-//! derives forward passes and pullbacks from that IR (today for functions of scalars,
-//! with any control flow); later stages compile them with Cranelift. The IR, its text
-//! format, verifier and reference interpreter are in place; the `gradlift` binary
-//! (`check`, `run`) is their command-line face.
+//! Programs are built or parsed into gradlift's SSA IR ([`ir`]); [`adjoint`] derives
+//! forward passes and pullbacks from that IR (scalars and slices, any control flow,
+//! calls, custom rules); [`jit`] compiles them with Cranelift to native code. The
+//! compiled API puts the two together:
+//!
+//! - [`CompiledGradient`]: a function's rule, derived and compiled once, `Send +
+//!   Sync`; [`CompiledGradient::value_and_gradient`] and
+//!   [`CompiledGradient::value_and_pullback`] with a per-thread [`Workspace`].
+//! - [`GradientCache`] ([`CompiledGradient::prepare`]): the form for loops, which
+//!   allocates nothing per call.
+//! - [`CompiledFunction`]: the primal alone.
+//! - [`Hosts`]: Rust functions for a module's `extern` functions (and, through `vjp`
+//!   rules that are externs too, their derivatives).
+//!
+//! The `gradlift` binary (`check`, `run`, `grad`, `dump`) is the command-line face.
+//!
+//! ```
+//! use gradlift::{CompiledGradient, Workspace, ir::{parse, interp::Val}};
+//!
+//! let module = parse("
+//!     func @cube(%x: f64) -> f64 {
+//!     entry:
+//!         %x2 = fmul %x, %x
+//!         %x3 = fmul %x2, %x
+//!         ret %x3
+//!     }
+//! ")?;
+//! let cube = CompiledGradient::new(&module, "cube")?;
+//! let g = cube.value_and_gradient(&mut Workspace::new(), &[Val::F64(2.0)])?;
+//! assert_eq!(g.value, Some(vec![Val::F64(8.0)]));
+//! assert_eq!(g.gradient, [Some(Val::F64(12.0))]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The IR on its own, with the reference interpreter:
 //!
 //! ```
 //! use gradlift::ir::{parse, verify, interp::{Interpreter, Val}};
