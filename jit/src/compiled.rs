@@ -411,59 +411,91 @@ impl Compiled {
 
     /// The error the context holds after a call that failed.
     fn runtime_error(&self, ctx: &mut Ctx) -> JitError {
-        let fid = FuncId::new(ctx.err_func as usize);
-        let Some(decl) = self.module.funcs.get(fid) else {
-            return refuse(
-                "",
-                JitErrorKind::Internal(format!("an error in no function ({})", ctx.err_func)),
-            );
+        let site = ErrorSite {
+            status: ctx.status,
+            func: ctx.err_func,
+            inst: ctx.err_inst,
+            a: ctx.err_a,
+            b: ctx.err_b,
         };
-        let func = decl.function();
-        let inst = Inst::new(ctx.err_inst as usize);
-        let op = func
-            .and_then(|f| f.insts.get(inst))
-            .map_or("", |d| d.opcode.name());
-        let pos = func
-            .and_then(|f| f.srcmap.insts.get(inst).copied())
-            .unwrap_or(Pos::NONE);
-        let (a, b) = (ctx.err_a, ctx.err_b);
-        let kind = match ctx.status {
-            code::OUT_OF_BOUNDS => JitErrorKind::OutOfBounds {
-                index: a,
-                len: b as usize,
-            },
-            code::DIVISION_BY_ZERO => JitErrorKind::DivisionByZero,
-            code::NEGATIVE_ALLOC => JitErrorKind::NegativeAlloc(a),
-            code::ALLOC_FAILED => JitErrorKind::AllocFailed(a),
-            code::RECURSION_LIMIT => JitErrorKind::RecursionLimit(a as usize),
-            code::STACK_EXHAUSTED => JitErrorKind::StackExhausted(a as usize),
-            code::TAPE_UNDERFLOW => JitErrorKind::TapeUnderflow,
-            code::TAPE_FULL => JitErrorKind::TapeFull(a as usize),
-            code::NO_TAPE_BUFFER => JitErrorKind::NoTapeBuffer {
-                elem: code_elem(b as u64).unwrap_or(Elem::F64),
-                handle: a,
-            },
-            code::TAPE_BUFFER_MISMATCH => JitErrorKind::TapeBufferMismatch {
-                handle: a,
-                expected: code_elem(b as u64 / 16).unwrap_or(Elem::F64),
-                found: code_elem(b as u64 % 16).unwrap_or(Elem::F64),
-            },
-            code::EXTERN_FAILED => {
-                let (name, message) = ctx.host_error.take().unwrap_or_default();
-                JitErrorKind::ExternFailed { name, message }
-            }
-            code::TRAP => match func.and_then(|f| f.message(Msg::new(a as usize))) {
-                Some(m) => JitErrorKind::Trap(m.to_string()),
-                None => JitErrorKind::Internal(format!("trap_if with no message {a}")),
-            },
-            s => JitErrorKind::Internal(format!("unknown error code {s}")),
-        };
-        JitError {
-            func: decl.name.clone(),
-            op: op.to_string(),
-            pos,
-            kind,
+        decode_error(&self.module, site, ctx.host_error.take())
+    }
+}
+
+/// What a failed call left in the context's error fields (`status`, `err_func`,
+/// `err_inst`, `err_a`, `err_b`): in Rust's `Ctx`, or printed by a C program that
+/// linked an object file.
+#[doc(hidden)]
+#[derive(Copy, Clone, Debug)]
+pub struct ErrorSite {
+    /// The error code.
+    pub status: u32,
+    /// The failing function's `FuncId` index.
+    pub func: u32,
+    /// The failing instruction's `Inst` index.
+    pub inst: u32,
+    /// The first payload.
+    pub a: i64,
+    /// The second payload.
+    pub b: i64,
+}
+
+/// The [`JitError`] for an error site of code compiled from `module` (with the host
+/// function's (name, message) for a failed extern call).
+#[doc(hidden)]
+pub fn decode_error(module: &Module, site: ErrorSite, host: Option<(String, String)>) -> JitError {
+    let fid = FuncId::new(site.func as usize);
+    let Some(decl) = module.funcs.get(fid) else {
+        return refuse(
+            "",
+            JitErrorKind::Internal(format!("an error in no function ({})", site.func)),
+        );
+    };
+    let func = decl.function();
+    let inst = Inst::new(site.inst as usize);
+    let op = func
+        .and_then(|f| f.insts.get(inst))
+        .map_or("", |d| d.opcode.name());
+    let pos = func
+        .and_then(|f| f.srcmap.insts.get(inst).copied())
+        .unwrap_or(Pos::NONE);
+    let (a, b) = (site.a, site.b);
+    let kind = match site.status {
+        code::OUT_OF_BOUNDS => JitErrorKind::OutOfBounds {
+            index: a,
+            len: b as usize,
+        },
+        code::DIVISION_BY_ZERO => JitErrorKind::DivisionByZero,
+        code::NEGATIVE_ALLOC => JitErrorKind::NegativeAlloc(a),
+        code::ALLOC_FAILED => JitErrorKind::AllocFailed(a),
+        code::RECURSION_LIMIT => JitErrorKind::RecursionLimit(a as usize),
+        code::STACK_EXHAUSTED => JitErrorKind::StackExhausted(a as usize),
+        code::TAPE_UNDERFLOW => JitErrorKind::TapeUnderflow,
+        code::TAPE_FULL => JitErrorKind::TapeFull(a as usize),
+        code::NO_TAPE_BUFFER => JitErrorKind::NoTapeBuffer {
+            elem: code_elem(b as u64).unwrap_or(Elem::F64),
+            handle: a,
+        },
+        code::TAPE_BUFFER_MISMATCH => JitErrorKind::TapeBufferMismatch {
+            handle: a,
+            expected: code_elem(b as u64 / 16).unwrap_or(Elem::F64),
+            found: code_elem(b as u64 % 16).unwrap_or(Elem::F64),
+        },
+        code::EXTERN_FAILED => {
+            let (name, message) = host.unwrap_or_default();
+            JitErrorKind::ExternFailed { name, message }
         }
+        code::TRAP => match func.and_then(|f| f.message(Msg::new(a as usize))) {
+            Some(m) => JitErrorKind::Trap(m.to_string()),
+            None => JitErrorKind::Internal(format!("trap_if with no message {a}")),
+        },
+        s => JitErrorKind::Internal(format!("unknown error code {s}")),
+    };
+    JitError {
+        func: decl.name.clone(),
+        op: op.to_string(),
+        pos,
+        kind,
     }
 }
 

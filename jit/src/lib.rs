@@ -206,7 +206,9 @@ mod object;
 mod runtime;
 
 pub use codegen::Listing;
-pub use compiled::{Compiled, compile, compile_funcs, compile_with, listing};
+pub use compiled::{
+    Compiled, ErrorSite, compile, compile_funcs, compile_with, decode_error, listing,
+};
 pub use error::{CompileError, JitError, JitErrorKind};
 pub use hosts::{HostFn, Hosts};
 pub use object::{ObjectFile, compile_object};

@@ -38,7 +38,7 @@ use cranelift_entity::EntityRef;
 use gradlift_adjoint::eval::{Gradient, Seeds, value_and_gradient};
 use gradlift_adjoint::{Rule, RuleConfig, build_rrule};
 use gradlift_ir::interp::{ErrorKind, InterpError, Interpreter, Val};
-use gradlift_ir::{Elem, FuncId, Inst, Module, Msg, Pos, Type};
+use gradlift_ir::{Elem, FuncId, Module, Type};
 use gradlift_jit::{c_abi, compile_object};
 use support::{LIMITS, generic_points, module};
 
@@ -738,42 +738,26 @@ fn same_words(want: &Val, got: &[u64], tally: &mut Tally) -> bool {
     true
 }
 
-/// The interpreter's error for what the context says (as `Compiled::call` does).
+/// The interpreter's error for what the context says, decoded as `Compiled::call`
+/// decodes it. Kinds the interpreter has no counterpart for (the native stack,
+/// tape handles, whose encoding is each engine's own) are not expected here.
 fn printed_error(m: &Module, p: &Printed) -> InterpError {
-    let fid = FuncId::new(p.err_func as usize);
-    let func = m.function(fid);
-    let inst = Inst::new(p.err_inst as usize);
-    let op = func
-        .and_then(|f| f.insts.get(inst))
-        .map_or("", |d| d.opcode.name());
-    let pos = func
-        .and_then(|f| f.srcmap.insts.get(inst).copied())
-        .unwrap_or(Pos::NONE);
-    let (a, b) = (p.err_a, p.err_b);
-    let kind = match p.status {
-        1 => ErrorKind::OutOfBounds {
-            index: a,
-            len: b as usize,
-        },
-        2 => ErrorKind::DivisionByZero,
-        3 => ErrorKind::NegativeAlloc(a),
-        4 => ErrorKind::AllocFailed(a),
-        5 => ErrorKind::RecursionLimit(a as usize),
-        6 => ErrorKind::Trap(
-            func.and_then(|f| f.message(Msg::new(a as usize)))
-                .unwrap_or("?")
-                .to_string(),
-        ),
-        8 => ErrorKind::TapeUnderflow,
-        // 7: the native stack, which the interpreter does not have; 9 and 10: tape
-        // handles, whose encoding is each engine's own; 11: an extern failed (the C
-        // host functions do not); 12: the tape is full.
-        s => panic!("unexpected status {s} in {p:?}"),
+    let site = gradlift_jit::ErrorSite {
+        status: p.status,
+        func: p.err_func,
+        inst: p.err_inst,
+        a: p.err_a,
+        b: p.err_b,
     };
+    let e = gradlift_jit::decode_error(m, site, None);
+    let kind = e
+        .kind
+        .to_interp()
+        .unwrap_or_else(|| panic!("unexpected error {e} in {p:?}"));
     InterpError {
-        func: m.name(fid).to_string(),
-        op: op.to_string(),
-        pos,
+        func: e.func,
+        op: e.op,
+        pos: e.pos,
         kind,
     }
 }
