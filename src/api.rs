@@ -74,14 +74,21 @@ impl std::error::Error for Error {
     }
 }
 
+/// A refused call's arguments are [`Error::BadArguments`], the rest [`Error::Run`].
+impl From<JitError> for Error {
+    fn from(e: JitError) -> Error {
+        match e.kind {
+            gradlift_jit::JitErrorKind::BadArguments(m) => Error::BadArguments(m),
+            _ => Error::Run(e),
+        }
+    }
+}
+
 impl From<EvalError<JitError>> for Error {
     fn from(e: EvalError<JitError>) -> Error {
         match e {
             EvalError::BadArguments(m) => Error::BadArguments(m),
-            EvalError::Run { error, .. } => match error.kind {
-                gradlift_jit::JitErrorKind::BadArguments(m) => Error::BadArguments(m),
-                _ => Error::Run(*error),
-            },
+            EvalError::Run { error, .. } => Error::from(*error),
             EvalError::Tape { before, after } => Error::Tape { before, after },
         }
     }
@@ -158,10 +165,7 @@ impl CompiledFunction {
     ) -> Result<(), Error> {
         self.compiled
             .call_into(ws, self.func, args, out)
-            .map_err(|e| match e.kind {
-                gradlift_jit::JitErrorKind::BadArguments(m) => Error::BadArguments(m),
-                _ => Error::Run(e),
-            })
+            .map_err(Error::from)
     }
 
     /// How long compiling took.

@@ -13,7 +13,7 @@ mod inputs;
 mod support;
 
 use gradlift::adjoint::eval::value_and_gradient;
-use gradlift::adjoint::{Activity, AdError, RuleConfig, Seeds};
+use gradlift::adjoint::{AdError, RuleConfig, Seeds};
 use gradlift::ir::interp::{ErrorKind, Interpreter, Limits, Val};
 use gradlift::ir::{FuncId, Module, parse, verify};
 use gradlift::{CompiledGradient, Error, Hosts, Workspace};
@@ -151,25 +151,16 @@ fn compare_variants(m: &Module, name: &str, points: &[Vec<Val>], hosts: &Hosts, 
     let default = RuleConfig::default_for(m.sig(id));
     compare(m, id, &default, hosts, points, tally).unwrap_or_else(|e| panic!("@{name}: {e}"));
     let first = &points[..1];
-    for k in 0..default.params.len() {
-        if default.params[k] == Activity::Dup {
-            let mut c = default.clone();
-            c.params[k] = Activity::Const;
-            match compare(m, id, &c, hosts, first, tally) {
-                Ok(()) | Err(AdError::ConstWrite { .. }) => {}
-                Err(e) => panic!("@{name} {c:?}: {e}"),
-            }
+    let (consts, always) = inputs::config_variants(&default);
+    for c in consts {
+        match compare(m, id, &c, hosts, first, tally) {
+            Ok(()) | Err(AdError::ConstWrite { .. }) => {}
+            Err(e) => panic!("@{name} {c:?}: {e}"),
         }
     }
-    let mut noneed = default.clone().with_primal(false);
-    for a in &mut noneed.params {
-        if *a == Activity::Dup {
-            *a = Activity::DupNoNeed;
-        }
+    for c in always {
+        compare(m, id, &c, hosts, first, tally).unwrap_or_else(|e| panic!("@{name} {c:?}: {e}"));
     }
-    compare(m, id, &noneed, hosts, first, tally).unwrap_or_else(|e| panic!("@{name}: {e}"));
-    let c = default.with_ret(gradlift::adjoint::RetActivity::Const);
-    compare(m, id, &c, hosts, first, tally).unwrap_or_else(|e| panic!("@{name}: {e}"));
 }
 
 fn corpus(file: &str) -> Module {

@@ -10,9 +10,7 @@
 //! computes what the derived one does.
 
 use gradlift_adjoint::eval::{Seeds, value_and_gradient};
-use gradlift_adjoint::{
-    Activity, CheckOptions, RetActivity, Rule, RuleConfig, build_rrule, check_derived,
-};
+use gradlift_adjoint::{CheckOptions, Rule, RuleConfig, build_rrule, check_derived};
 use gradlift_ir::interp::{Interpreter, Val};
 use gradlift_ir::{FuncId, Module, parse, verify};
 
@@ -54,27 +52,19 @@ fn check_variants(m: &Module, name: &str, points: &[Vec<Val>]) {
     let default = RuleConfig::default_for(m.sig(id));
     check(m, name, &default, points);
     let first = &points[..1];
-    for k in 0..default.params.len() {
-        if default.params[k] == Activity::Dup {
-            let mut c = default.clone();
-            c.params[k] = Activity::Const;
-            match build_rrule(m, id, &c) {
-                Ok(_) => {
-                    check(m, name, &c, first);
-                }
-                Err(gradlift_adjoint::AdError::ConstWrite { .. }) => {}
-                Err(e) => panic!("@{name} with {c:?}: {e}"),
+    let (consts, always) = inputs::config_variants(&default);
+    for c in consts {
+        match build_rrule(m, id, &c) {
+            Ok(_) => {
+                check(m, name, &c, first);
             }
+            Err(gradlift_adjoint::AdError::ConstWrite { .. }) => {}
+            Err(e) => panic!("@{name} with {c:?}: {e}"),
         }
     }
-    let mut noneed = default.clone().with_primal(false);
-    for a in &mut noneed.params {
-        if *a == Activity::Dup {
-            *a = Activity::DupNoNeed;
-        }
+    for c in always {
+        check(m, name, &c, first);
     }
-    check(m, name, &noneed, first);
-    check(m, name, &default.with_ret(RetActivity::Const), first);
 }
 
 #[test]

@@ -1056,8 +1056,10 @@ fn to_val(s: Slot, mem: Mem<'_>) -> Result<Val, ErrorKind> {
     })
 }
 
-/// Checks what a host function returned against the extern's result types.
-fn check_host_results(name: &str, tys: &[Type], out: &[Val]) -> Result<(), ErrorKind> {
+/// Checks what a host function returned against the extern's result types: one
+/// value per result, each fitting its type; else [`ErrorKind::ExternFailed`] saying
+/// what is wrong. (The JIT checks host results with it too.)
+pub fn check_host_results(name: &str, tys: &[Type], out: &[Val]) -> Result<(), ErrorKind> {
     let fail = |message| ErrorKind::ExternFailed {
         name: name.to_string(),
         message,

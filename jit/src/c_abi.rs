@@ -59,7 +59,6 @@ fn fields() -> Vec<Field> {
         tape_cap: "uintptr_t",
         tape_bufs_ptr: "uintptr_t",
         tape_bufs_len: "uintptr_t",
-        tape_hwm: "uintptr_t",
         tape_gen: "uint64_t",
         hosts_ptr: "uintptr_t",
         hosts_len: "uintptr_t",
@@ -211,7 +210,6 @@ mod tests {
             Offsets::TAPE_BUFS_PTR,
             Offsets::TAPE_BUFS_LEN,
             Offsets::TAPE_GEN,
-            Offsets::TAPE_HWM,
         ] {
             assert!(
                 fields.iter().any(|f| f.offset as i32 == off),

@@ -18,9 +18,6 @@ use crate::lower::{Decls, Lower, clif_signature};
 
 /// What [`define`] made.
 pub(crate) struct Defined {
-    /// The Cranelift function of each IR function, named `gradlift_fn{index}`.
-    #[allow(dead_code)] // Read by the object path.
-    pub(crate) funcs: HashMap<FuncId, ClFuncId>,
     /// The trampoline of each IR function, named `gradlift_entry{index}`.
     pub(crate) trampolines: Vec<(FuncId, ClFuncId)>,
     /// A bound on the native stack frame of any function defined.
@@ -142,7 +139,6 @@ pub(crate) fn define<M: ClModule>(
         trampolines.push((f, id));
     }
     Ok(Defined {
-        funcs: ids,
         trampolines,
         frame_margin,
     })

@@ -68,7 +68,7 @@
 //! site (function, instruction, two payload words), the current call depth and its
 //! limit, the lowest stack address calls may reach, the bump arena for `alloc`
 //! (address, bytes used, capacity, chunk number), the tape (the scalar stack's
-//! address, length and capacity, its high-water mark; the table of tape buffers and
+//! address, length and capacity; the table of tape buffers and
 //! the tape's generation) and the host functions of the running module. Then come the IR parameters: a scalar is one Cranelift value
 //! (`f64`, `f32`, `i64`, a `bool` as an `i8` 0 or 1), a slice two (its address and
 //! its length as `i64`). Results are flattened the same way (more than fit in

@@ -945,9 +945,6 @@ impl<M: ClModule> Lower<'_, '_, M> {
         let empty = self.b.ins().icmp_imm_s(IntCC::Equal, len, 0);
         let zero = self.b.ins().iconst(types::I64, 0);
         self.fail_if(empty, code::TAPE_UNDERFLOW, inst, zero, zero);
-        let hwm = self.load_ctx(types::I64, Offsets::TAPE_HWM);
-        let hwm = self.b.ins().umax(hwm, len);
-        self.store_ctx(hwm, Offsets::TAPE_HWM);
         let len1 = self.b.ins().iadd_imm_s(len, -1);
         self.store_ctx(len1, Offsets::TAPE_LEN);
         let base = self.load_ctx(types::I64, Offsets::TAPE_PTR);

@@ -114,9 +114,6 @@ pub struct Ctx {
     /// (address, length, element code).
     pub(crate) tape_bufs_ptr: usize,
     pub(crate) tape_bufs_len: usize,
-    /// The most slots used at once since this was last reset to the current height
-    /// (`pop` raises it before it lowers `tape_len`).
-    pub(crate) tape_hwm: usize,
     /// The tape's generation, in the high 32 bits of every handle made since the
     /// last reset (the low 32 bits are the buffer's index in the table).
     pub(crate) tape_gen: u64,
@@ -131,6 +128,8 @@ pub struct Ctx {
     tape_mem: Box<[u64]>,
     /// The table of tape buffers (`tape_bufs_ptr`, `tape_bufs_len`).
     tape_table: Vec<[u64; 3]>,
+    /// The bytes of the buffers in `tape_table` (their elements).
+    tape_buf_bytes: usize,
     /// The memory of tape buffers: chunks that never move, filled in order; the
     /// current chunk and the words used in it.
     tape_chunks: Vec<Box<[u64]>>,
@@ -166,7 +165,6 @@ impl Offsets {
     pub(crate) const TAPE_BUFS_PTR: i32 = offset_of!(Ctx, tape_bufs_ptr) as i32;
     pub(crate) const TAPE_BUFS_LEN: i32 = offset_of!(Ctx, tape_bufs_len) as i32;
     pub(crate) const TAPE_GEN: i32 = offset_of!(Ctx, tape_gen) as i32;
-    pub(crate) const TAPE_HWM: i32 = offset_of!(Ctx, tape_hwm) as i32;
 }
 
 /// The smallest arena chunk, in 8-byte words (32 KiB).
@@ -197,13 +195,13 @@ impl Ctx {
             tape_cap: 0,
             tape_bufs_ptr: core::ptr::NonNull::<u64>::dangling().as_ptr() as usize,
             tape_bufs_len: 0,
-            tape_hwm: 0,
             tape_gen: 1,
             hosts_ptr: 0,
             hosts_len: 0,
             chunks: Vec::new(),
             tape_mem: Box::new([]),
             tape_table: Vec::new(),
+            tape_buf_bytes: 0,
             tape_chunks: Vec::new(),
             tape_chunk: 0,
             tape_chunk_used: 0,
@@ -275,6 +273,7 @@ impl Ctx {
                 .ok()?;
         }
         self.tape_table.push([ptr as u64, n, elem_code(elem)]);
+        self.tape_buf_bytes += bytes as usize;
         self.tape_bufs_ptr = self.tape_table.as_ptr() as usize;
         self.tape_bufs_len = self.tape_table.len();
         Some(((self.tape_gen << 32) | index) as i64)
@@ -282,24 +281,15 @@ impl Ctx {
 
     /// The bytes the tape holds now: 8 per scalar, and the buffers' elements.
     pub(crate) fn tape_bytes(&self) -> usize {
-        let bufs: usize = self
-            .tape_table
-            .iter()
-            .map(|e| e[1] as usize * if e[2] == 2 { 4 } else { 8 })
-            .sum();
-        self.tape_len * 8 + bufs
+        self.tape_len * 8 + self.tape_buf_bytes
     }
 
-    /// Notes the tape's size at the end of a call for [`Ctx::tape_peak`]: the most
-    /// scalars it held (the high-water mark that `pop` keeps) with the buffers it
-    /// holds now. Buffers are freed only by a reset, so this is exact when the
-    /// buffers were made before the scalars peaked (as in a gradient: the forward
-    /// pass makes them all, the pullback only pops), and an upper bound otherwise.
+    /// Notes the tape's size at the end of a call for [`Ctx::tape_peak`]. Sizes
+    /// are taken at call boundaries only (generated code keeps no high-water mark,
+    /// to keep `pop` short): exact for a gradient, whose forward pass ends with
+    /// everything its pullback will take.
     pub(crate) fn note_tape(&mut self) {
-        let hwm = self.tape_hwm.max(self.tape_len);
-        let peak = self.tape_bytes() + 8 * (hwm - self.tape_len);
-        self.tape_peak = self.tape_peak.max(peak);
-        self.tape_hwm = self.tape_len;
+        self.tape_peak = self.tape_peak.max(self.tape_bytes());
     }
 
     /// Empties the tape (scalars and buffers) and forgets its peak. Keeps the memory;
@@ -307,8 +297,8 @@ impl Ctx {
     /// name no buffer afterwards.
     pub(crate) fn reset_tape(&mut self) {
         self.tape_len = 0;
-        self.tape_hwm = 0;
         self.tape_table.clear();
+        self.tape_buf_bytes = 0;
         self.tape_bufs_len = 0;
         self.tape_gen = (self.tape_gen + 1) & 0xffff_ffff;
         if self.tape_gen == 0 {
@@ -553,9 +543,10 @@ pub struct TapeStats {
     /// The bytes the tape holds now: 8 per scalar, and the buffers' elements (as the
     /// interpreter counts).
     pub bytes: usize,
-    /// The most bytes it held since the last reset, counted as the interpreter
-    /// counts: exact for gradients (the forward pass makes every buffer before the
-    /// pullback pops), an upper bound when a call makes buffers after popping.
+    /// The most bytes it held at the end of a call since the last reset. For a
+    /// gradient that is the peak, as the interpreter counts it: the forward pass
+    /// ends with everything the pullback will take. (A single call that pushes and
+    /// pops is not seen in between: see `capacity_bytes` for the memory it took.)
     pub peak_bytes: usize,
     /// The memory the workspace keeps for the tape, in bytes.
     pub capacity_bytes: usize,
@@ -660,28 +651,21 @@ pub(crate) unsafe fn call_host(
         }
         k += if ty.is_slice() { 2 } else { 1 };
     }
-    let tys = &slot.sig.results;
-    if out.len() != tys.len() {
-        return Err(fail(format!(
-            "it returned {} values for {} results",
-            out.len(),
-            tys.len()
-        )));
-    }
-    for (j, (v, &ty)) in out.iter().zip(tys).enumerate() {
-        if !v.fits(ty) || ty.is_slice() {
-            return Err(fail(format!(
-                "result {} must be {ty}, found {}",
-                j + 1,
-                v.ty()
-            )));
+    match gradlift_ir::interp::check_host_results(&name, &slot.sig.results, &out) {
+        Ok(()) => {}
+        Err(gradlift_ir::interp::ErrorKind::ExternFailed { message, .. }) => {
+            return Err(fail(message));
         }
+        Err(e) => return Err(fail(e.to_string())),
+    }
+    for (j, v) in out.iter().enumerate() {
         let bits = match *v {
             Val::F64(x) => x.to_bits(),
             Val::F32(x) => u64::from(x.to_bits()),
             Val::I64(x) => x as u64,
             Val::Bool(x) => u64::from(x),
-            _ => 0,
+            // Externs returning slices are refused at compile time.
+            _ => return Err(fail("it returned a slice".into())),
         };
         // SAFETY: `results` has a slot per scalar result (slice results are refused
         // at compile time).

@@ -174,7 +174,6 @@ int64_t gradlift_tape_alloc(int64_t a0, int64_t a1, int64_t a2) {
 
 void tape_reset(void) {
     ctx.tape_len = 0;
-    ctx.tape_hwm = 0;
     ctx.tape_bufs_len = 0;
     ctx.tape_gen = (ctx.tape_gen + 1) & 0xffffffffu;
     if (ctx.tape_gen == 0) ctx.tape_gen = 1;

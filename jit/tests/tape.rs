@@ -249,8 +249,9 @@ fn every_scalar_type_round_trips_and_the_tape_grows() {
     // sum over i of (i + i*(i odd)) = sum i + sum of odd i.
     let want: i64 = (0..5000).sum::<i64>() + (0..5000).filter(|i| i % 2 == 1).sum::<i64>();
     assert_eq!(out, [Val::F64(want as f64)]);
-    assert_eq!(ws.tape().peak_bytes, 5000 * 4 * 8);
+    // Pushed and popped within the call: the tape kept the memory it took.
     assert!(ws.tape().capacity_bytes >= 5000 * 4 * 8);
+    assert_eq!(ws.tape().scalars, 0);
 }
 
 #[test]

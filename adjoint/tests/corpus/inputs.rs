@@ -6,7 +6,33 @@
 
 #![allow(dead_code)]
 
+use gradlift_adjoint::{Activity, RetActivity, RuleConfig};
 use gradlift_ir::interp::Val;
+
+/// The activity variants of `default` that the corpus tests check besides it:
+/// first each `dup` parameter made `const` in turn (which a function writing into
+/// that slice refuses, `AdError::ConstWrite`), then two that always derive: every
+/// `dup` made `dupnoneed` without the primal, and a `const` return.
+pub fn config_variants(default: &RuleConfig) -> (Vec<RuleConfig>, [RuleConfig; 2]) {
+    let mut consts = Vec::new();
+    for k in 0..default.params.len() {
+        if default.params[k] == Activity::Dup {
+            let mut c = default.clone();
+            c.params[k] = Activity::Const;
+            consts.push(c);
+        }
+    }
+    let mut noneed = default.clone().with_primal(false);
+    for a in &mut noneed.params {
+        if *a == Activity::Dup {
+            *a = Activity::DupNoNeed;
+        }
+    }
+    (
+        consts,
+        [noneed, default.clone().with_ret(RetActivity::Const)],
+    )
+}
 
 pub fn f(x: f64) -> Val {
     Val::F64(x)
