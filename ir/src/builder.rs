@@ -127,12 +127,47 @@ impl std::error::Error for BuildError {}
 
 /// Builds the body of one declared function of a module. See the [module docs](self).
 pub struct FunctionBuilder<'m> {
-    module: &'m Module,
-    id: FuncId,
+    env: Env<'m>,
     func: Function,
     current: Block,
     ssa: SsaBuilder,
     error: Option<String>,
+}
+
+/// Where a builder finds its own name and signature and those of its callees.
+enum Env<'m> {
+    /// A function declared in a module, which the builder borrows.
+    Module { module: &'m Module, id: FuncId },
+    /// A function built apart from any module ([`FunctionBuilder::detached`]): the
+    /// callees' signatures are told to the builder one by one.
+    Detached {
+        name: String,
+        sig: Signature,
+        callees: hashbrown::HashMap<FuncId, Signature>,
+    },
+}
+
+impl Env<'_> {
+    fn sig(&self) -> &Signature {
+        match self {
+            Env::Module { module, id } => &module.funcs[*id].sig,
+            Env::Detached { sig, .. } => sig,
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Env::Module { module, id } => &module.funcs[*id].name,
+            Env::Detached { name, .. } => name,
+        }
+    }
+
+    fn callee(&self, f: FuncId) -> Option<&Signature> {
+        match self {
+            Env::Module { module, .. } => module.funcs.get(f).map(|d| &d.sig),
+            Env::Detached { callees, .. } => callees.get(&f),
+        }
+    }
 }
 
 macro_rules! binary_ops {
@@ -158,12 +193,29 @@ impl<'m> FunctionBuilder<'m> {
     /// [`Module::declare`]): one parameter value per parameter, and an entry block
     /// named `entry` to append to.
     pub fn new(module: &'m Module, id: FuncId) -> FunctionBuilder<'m> {
-        let mut func = Function::new(&module.funcs[id].sig);
+        FunctionBuilder::with_env(Env::Module { module, id })
+    }
+
+    /// Starts the body of a function named `name` with signature `sig` that borrows
+    /// no module, so the module can change while the function is built (a frontend
+    /// that declares callees as it meets them, as the tracer does). Calls need the
+    /// callee's signature first: [`FunctionBuilder::declare_callee`]. The finished
+    /// body is then given to [`Module::define`] for a function declared with the same
+    /// signature.
+    pub fn detached(name: &str, sig: Signature) -> FunctionBuilder<'static> {
+        FunctionBuilder::with_env(Env::Detached {
+            name: name.to_string(),
+            sig,
+            callees: hashbrown::HashMap::new(),
+        })
+    }
+
+    fn with_env(env: Env<'m>) -> FunctionBuilder<'m> {
+        let mut func = Function::new(env.sig());
         let entry = func.make_block(Some("entry"));
         func.append_block(entry);
         FunctionBuilder {
-            module,
-            id,
+            env,
             func,
             current: entry,
             ssa: SsaBuilder::new(entry),
@@ -171,9 +223,18 @@ impl<'m> FunctionBuilder<'m> {
         }
     }
 
+    /// Tells a [detached](FunctionBuilder::detached) builder the signature of `f`, a
+    /// function it may call. A builder over a module looks signatures up there and
+    /// ignores this.
+    pub fn declare_callee(&mut self, f: FuncId, sig: Signature) {
+        if let Env::Detached { callees, .. } = &mut self.env {
+            callees.insert(f, sig);
+        }
+    }
+
     /// The signature of the function being built.
     pub fn sig(&self) -> &Signature {
-        &self.module.funcs[self.id].sig
+        self.env.sig()
     }
 
     /// Parameter `i`. Out of range, it records an error and returns a placeholder.
@@ -375,20 +436,21 @@ impl<'m> FunctionBuilder<'m> {
             .map(|&a| self.func.values.get(a).map(|d| d.ty))
             .collect();
         let callee = match imm {
-            Imm::Func(f) => self.module.funcs.get(f).map(|d| &d.sig),
+            Imm::Func(f) => self.env.callee(f),
             _ => None,
         };
         let results: SmallVec<[Type; 1]> = match ops::resolve(op, &imm, &arg_types, callee) {
             Ok(t) => t.results,
             Err(e) => {
-                self.fail(e);
                 // Keep going with a plausible shape; `finish` reports the error.
-                match (op.shape(), callee) {
+                let shape = match (op.shape(), callee) {
                     _ if op.result_count() == Some(0) => SmallVec::new(),
                     (ops::Shape::Call, Some(sig)) => sig.results.iter().copied().collect(),
                     (ops::Shape::Call, None) => SmallVec::new(),
                     _ => smallvec::smallvec![Type::F64],
-                }
+                };
+                self.fail(e);
+                shape
             }
         };
         let inst = self.func.make_inst(op, imm, args, &results);
@@ -674,7 +736,7 @@ impl<'m> FunctionBuilder<'m> {
         self.ssa.finish(&mut self.func, &mut self.error);
         match self.error {
             Some(message) => Err(BuildError {
-                func: self.module.funcs[self.id].name.clone(),
+                func: self.env.name().to_string(),
                 message,
             }),
             None => Ok(self.func),
