@@ -136,7 +136,10 @@ impl Frame {
 /// A traced function of the session.
 pub(crate) struct Entry {
     pub(crate) id: FuncId,
-    /// The Rust type of what was traced, to tell two functions of one name apart.
+    /// The Rust type of what was traced, to tell two functions of one name apart
+    /// (two closures have one name but two types).
+    pub(crate) ty: core::any::TypeId,
+    /// Its name, for messages.
     pub(crate) rust: &'static str,
 }
 

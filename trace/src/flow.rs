@@ -159,6 +159,17 @@ impl<C: Carry> Carry for Vec<C> {
 /// assert!(text.contains("br "), "{text}");
 /// assert!(text.contains("phi f64"), "{text}");
 /// ```
+///
+/// Arms of different Rust types do not compile (a traced mistake of the same kind,
+/// vectors of different lengths, is a [`TraceError::ArmMismatch`](crate::TraceError::ArmMismatch)):
+///
+/// ```compile_fail
+/// use gradlift_trace::{Float, Var, cond};
+/// fn f(x: Var) -> Var {
+///     let n: Var<i64> = Var::from(1);
+///     cond(x.gt(0.0), || x, || n) // error: expected `Var<f64>`, found `Var<i64>`
+/// }
+/// ```
 #[track_caller]
 pub fn cond<B: Logic, R: Carry>(c: B, then: impl FnOnce() -> R, els: impl FnOnce() -> R) -> R {
     c.cond_impl(then, els)

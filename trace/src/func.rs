@@ -9,6 +9,11 @@
 //! call in the IR, however deep it runs.
 //!
 //! Natively (no traced argument or result), [`Func::call`] just calls the function.
+//!
+//! A function is traced once per name, so what a closure captures is baked in at its
+//! first trace: a closure that captures a plain number and is called under one name
+//! with different numbers computes with the first. Two different closures (or
+//! functions) under one name are an error ([`TraceError::NameClash`]).
 
 use core::marker::PhantomData;
 use std::sync::Arc;
@@ -619,6 +624,7 @@ fn define<A: Args, F: Callable<A>>(
     deriv: &dyn Deriv,
 ) -> Option<(FuncId, Signature)> {
     let rust = core::any::type_name::<F>();
+    let ty = typeid::of::<F>();
     let sig = match signature::<A, F>(name) {
         Ok(s) => s,
         Err(e) => {
@@ -629,16 +635,21 @@ fn define<A: Args, F: Callable<A>>(
     // Known already (traced, or being traced: a recursive call)?
     let known = with_session(|s| -> Result<Option<FuncId>, TraceError> {
         if let Some(e) = s.entries.get(name) {
-            if e.rust != rust {
+            if e.ty != ty {
+                let detail = if e.rust == rust {
+                    format!("two different closures or functions of type {rust}")
+                } else {
+                    format!("first {}, then {rust}", e.rust)
+                };
                 return Err(TraceError::NameClash {
                     name: name.to_string(),
-                    detail: format!("first {}, then {rust}", e.rust),
+                    detail,
                 });
             }
             return Ok(Some(e.id));
         }
         let id = s.module.declare(name, sig.clone())?;
-        s.entries.insert(name.to_string(), Entry { id, rust });
+        s.entries.insert(name.to_string(), Entry { id, ty, rust });
         let b = FunctionBuilder::detached(name, sig.clone());
         s.frames.push(Frame::new(name, b));
         Ok(None)
