@@ -312,7 +312,7 @@ fn loops_do_not_unroll_but_rust_loops_do() {
     fn unrolled<T: Real>(x: T) -> T {
         let mut acc = x;
         for _ in 0..5 {
-            acc = acc * x;
+            acc *= x;
         }
         acc
     }
