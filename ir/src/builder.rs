@@ -260,6 +260,20 @@ impl<'m> FunctionBuilder<'m> {
         b
     }
 
+    /// Moves `block` to the end of the layout, so that the function prints in the
+    /// order a frontend finished its blocks (a loop's exit after the blocks of its
+    /// body, made later). The layout is only the printing order: the entry stays
+    /// first, and nothing else changes.
+    pub fn move_to_end(&mut self, block: Block) {
+        if !self.check_block(block) || self.func.entry() == Some(block) {
+            return;
+        }
+        if let Some(k) = self.func.layout.iter().position(|&b| b == block) {
+            self.func.layout.remove(k);
+            self.func.layout.push(block);
+        }
+    }
+
     /// Makes `block` the one instructions are appended to. A block that is not one of
     /// this function's records an error, and the current block stays.
     pub fn switch_to(&mut self, block: Block) {

@@ -314,6 +314,7 @@ pub(crate) fn traced_cond<R: Carry>(
     let else_end = end_arm(&sb, join, join, at);
 
     let merged = with_frame(|f| {
+        f.b.move_to_end(join);
         f.b.switch_to(join);
         if let Some(detail) = shape_mismatch(&sa, &sb) {
             let func = f.name.clone();
@@ -486,6 +487,7 @@ fn close_loop(lp: &Loop, extra: &[(Value, Value)], next: &[Slot], at: Loc, op: &
         }
         f.b.jump(lp.head);
         f.close_region();
+        f.b.move_to_end(lp.exit);
         f.b.switch_to(lp.exit);
     });
 }
