@@ -32,6 +32,9 @@ use crate::var::{Prim, Var};
 /// (`f64`, `&[f64]`, ...) are parameters too, of the same function running natively;
 /// traced, they are an error ([`TraceError::NotTraced`]).
 pub trait Param: Sized {
+    /// Whether this is a traced type.
+    #[doc(hidden)]
+    const TRACED: bool;
     /// The IR type, or `None` for a plain Rust value.
     #[doc(hidden)]
     fn ir_type() -> Option<Type>;
@@ -46,6 +49,9 @@ pub trait Param: Sized {
 /// What a traced function returns: a traced scalar, `()`, or a tuple of traced
 /// scalars (up to 4). Plain Rust numbers are results of the function running natively.
 pub trait Ret: Sized {
+    /// Whether any result is of a traced type.
+    #[doc(hidden)]
+    const TRACED: bool;
     /// Appends the IR types of the results (`None` for a plain Rust value).
     #[doc(hidden)]
     fn ir_types(out: &mut Vec<Option<Type>>);
@@ -58,6 +64,7 @@ pub trait Ret: Sized {
 }
 
 impl<P: Prim> Param for Var<P> {
+    const TRACED: bool = true;
     fn ir_type() -> Option<Type> {
         Some(P::TY)
     }
@@ -70,6 +77,7 @@ impl<P: Prim> Param for Var<P> {
 }
 
 impl<P: ElemPrim> Param for Slice<P> {
+    const TRACED: bool = true;
     fn ir_type() -> Option<Type> {
         Some(Type::slice(P::ELEM))
     }
@@ -82,6 +90,7 @@ impl<P: ElemPrim> Param for Slice<P> {
 }
 
 impl<P: ElemPrim> Param for SliceMut<P> {
+    const TRACED: bool = true;
     fn ir_type() -> Option<Type> {
         Some(Type::slice_mut(P::ELEM))
     }
@@ -96,6 +105,7 @@ impl<P: ElemPrim> Param for SliceMut<P> {
 macro_rules! native_param {
     ($($t:ty => $placeholder:expr;)*) => {$(
         impl Param for $t {
+            const TRACED: bool = false;
             fn ir_type() -> Option<Type> {
                 None
             }
@@ -122,6 +132,7 @@ native_param! {
 }
 
 impl<P: Prim> Ret for Var<P> {
+    const TRACED: bool = true;
     fn ir_types(out: &mut Vec<Option<Type>>) {
         out.push(Some(P::TY));
     }
@@ -140,6 +151,7 @@ impl<P: Prim> Ret for Var<P> {
 macro_rules! native_ret {
     ($($t:ty => $placeholder:expr;)*) => {$(
         impl Ret for $t {
+            const TRACED: bool = false;
             fn ir_types(out: &mut Vec<Option<Type>>) {
                 out.push(None);
             }
@@ -159,6 +171,7 @@ native_ret! {
 }
 
 impl Ret for () {
+    const TRACED: bool = false;
     fn ir_types(_: &mut Vec<Option<Type>>) {}
     fn slots(&self, _: &mut Vec<Slot>) {}
     fn from_ir(_: Tag, _: &mut dyn Iterator<Item = Value>) -> Self {}
@@ -167,6 +180,7 @@ impl Ret for () {
 macro_rules! tuple_ret {
     ($($n:tt $t:ident),*) => {
         impl<$($t: Ret),*> Ret for ($($t,)*) {
+            const TRACED: bool = false $(|| $t::TRACED)*;
             fn ir_types(out: &mut Vec<Option<Type>>) {
                 $($t::ir_types(out);)*
             }
@@ -185,6 +199,9 @@ tuple_ret!(0 A, 1 B, 2 C, 3 D);
 
 /// The arguments of a traced function, as a tuple of [`Param`]s.
 pub trait Args: Sized {
+    /// Whether any argument is of a traced type.
+    #[doc(hidden)]
+    const TRACED: bool;
     /// The IR types (`None` for plain Rust values).
     #[doc(hidden)]
     fn ir_types() -> Vec<Option<Type>>;
@@ -208,6 +225,7 @@ pub trait Callable<A: Args> {
 macro_rules! arity {
     ($($n:tt $t:ident),*) => {
         impl<$($t: Param),*> Args for ($($t,)*) {
+            const TRACED: bool = false $(|| $t::TRACED)*;
             fn ir_types() -> Vec<Option<Type>> {
                 vec![$($t::ir_type()),*]
             }
@@ -568,12 +586,7 @@ impl<F, D: Deriv> Func<F, D> {
     where
         F: Callable<A>,
     {
-        let traced = A::ir_types().iter().any(Option::is_some) || {
-            let mut r = Vec::new();
-            F::Output::ir_types(&mut r);
-            r.iter().any(Option::is_some)
-        };
-        if !traced {
+        if !A::TRACED && !F::Output::TRACED {
             return self.f.invoke(args);
         }
         let at = caller();
