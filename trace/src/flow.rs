@@ -17,7 +17,7 @@
 //! tuples, arrays and `Vec`s of them, nested freely. An arm or a body may use any
 //! value from around it (Rust closures capture them); values it makes stay inside
 //! unless returned. Using one after the arm or body has ended (leaked through a
-//! captured `let mut`) is reported as [`TraceError::OutOfScope`](crate::TraceError::OutOfScope).
+//! captured `let mut`) is reported as [`TraceError::OutOfScope`].
 //!
 //! A plain Rust loop (`for i in 0..3`) over traced values still works: it runs while
 //! tracing and records its body once per iteration, unrolled. That is right for a few
@@ -161,7 +161,7 @@ impl<C: Carry> Carry for Vec<C> {
 /// ```
 ///
 /// Arms of different Rust types do not compile (a traced mistake of the same kind,
-/// vectors of different lengths, is a [`TraceError::ArmMismatch`](crate::TraceError::ArmMismatch)):
+/// vectors of different lengths, is a [`TraceError::ArmMismatch`]):
 ///
 /// ```compile_fail
 /// use gradlift_trace::{Float, Var, cond};

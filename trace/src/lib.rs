@@ -7,7 +7,7 @@
 //! [`while_loop`], which are Rust's `if` and loops natively and real blocks and phis
 //! when traced, so the IR does not grow with the data. Slices are [`SliceRead`] and
 //! [`SliceWrite`] handles indexed by the traced integer type, calls between traced
-//! functions are IR `call`s ([`func`]), and a function can carry a custom derivative
+//! functions are IR `call`s ([`func()`]), and a function can carry a custom derivative
 //! ([`Func::nodiff`], [`Func::overlay`], [`Func::vjp`], [`Func::vjp_native`]).
 //!
 //! ```
@@ -39,16 +39,20 @@
 //! or invalid IR. Mistakes the type system can catch (a store into a read-only
 //! [`Slice`], arms of different Rust types) do not compile.
 //!
+//! The modules' docs are the guide to each part: [`num`] (the traits, literals, the
+//! native and traced worlds), [`flow`] (control flow, and which loops unroll),
+//! [`slice`](mod@slice), [`func`](mod@func) (calls, recursion, custom derivatives), [`error`].
+//!
 //! The root crate `gradlift` turns a traced function into a compiled gradient in one
 //! call, with Enzyme's activities.
 
 mod ctx;
-mod error;
-mod flow;
-mod func;
-mod num;
-mod slice;
-mod var;
+pub mod error;
+pub mod flow;
+pub mod func;
+pub mod num;
+pub mod slice;
+pub mod var;
 
 pub use ctx::{HostFn, Slot, Tag};
 pub use error::{Loc, TraceError};

@@ -63,7 +63,7 @@ pub trait Float:
     /// The boolean type: `bool` natively, [`Var<bool>`] traced.
     type Bool: Logic;
     /// A read-only slice of `Self`: `&[f64]` natively, [`Slice<f64>`] traced.
-    type Slice<'a>: SliceRead<Elem = Self, Int = Self::Int> + Param;
+    type Slice<'a>: SliceRead<Elem = Self, Int = Self::Int> + Param + Copy;
     /// A writable slice of `Self`: `&mut [f64]` natively, [`SliceMut<f64>`] traced.
     type SliceMut<'a>: SliceWrite<Elem = Self, Int = Self::Int> + Param;
     /// A local buffer ([`Float::alloc`]): `Vec<f64>` natively, [`SliceMut<f64>`]

@@ -2,7 +2,7 @@
 //! the operators of its Rust counterpart, also mixed with plain numbers (`3.0 * y`).
 //!
 //! A `Var` is a handle (`Copy`, 12 bytes): the IR value it stands for and the
-//! [`Tag`](crate::ctx::Tag) that says which trace and region made it. Every operator
+//! [`Tag`] that says which trace and region made it. Every operator
 //! is `#[track_caller]`, so a mistake points at the user's line.
 
 use core::fmt;
