@@ -2,7 +2,7 @@
 //! Rust against [`gradlift_trace`], and their deterministic inputs.
 //!
 //! Each program is a `pub fn name<T: Real>(..) -> T`: on `f64` it runs natively
-//! (the suite's plain-Rust primal), on [`Var`](gradlift_trace::Var) it traces into
+//! (the suite's plain-Rust primal), on [`Var`] it traces into
 //! gradlift IR. Loops and branches are [`for_range`] and [`cond`], so the traced IR
 //! has real loops (blocks and phis) and does not grow with the size of the input.
 //!
@@ -99,7 +99,7 @@ pub fn norm<T: Real>(x: T::Slice<'_>) -> T {
 /// the primal costs O(n^2) until something hoists it.
 ///
 /// The `Copy` bound holds for every [`Real`] (`&[f64]` and
-/// [`Slice`](gradlift_trace::Slice) are `Copy`) but is not implied by the trait, and
+/// [`Slice`] are `Copy`) but is not implied by the trait, and
 /// the loop body passes `x` to `@norm` once per iteration.
 pub fn normalize<T: Real>(x: T::Slice<'_>, w: T::Slice<'_>) -> T
 where
@@ -143,15 +143,11 @@ pub fn mlp<T: Real>(
         });
         // z[c] = b2[c] + sum_j h[j] W2[j][c]
         for_range(0, out_n, (), |c, ()| {
-            let s = for_range(0, hid_n, b2.at(c), |j, s| {
-                s + h.at(j) * w2.at(j * nout + c)
-            });
+            let s = for_range(0, hid_n, b2.at(c), |j, s| s + h.at(j) * w2.at(j * nout + c));
             z.set(c, s);
         });
         // logsumexp(z) - z[y_b], the maximum subtracted first.
-        let m = for_range(0, out_n, T::lit(f64::NEG_INFINITY), |c, m| {
-            m.max(z.at(c))
-        });
+        let m = for_range(0, out_n, T::lit(f64::NEG_INFINITY), |c, m| m.max(z.at(c)));
         let e = for_range(0, out_n, T::lit(0.0), |c, e| e + (z.at(c) - m).exp());
         loss + (m + e.ln()) - z.at(b % nout)
     });
@@ -236,7 +232,9 @@ pub fn mlp_input(batch: usize) -> MlpInput {
         x: grid(batch, MLP_IN, &|b, k| (0.1 * b + 0.7 * k).sin()),
         w1: grid(MLP_IN, MLP_HIDDEN, &|k, j| 0.1 * (0.3 * k + 0.11 * j).cos()),
         b1: (0..MLP_HIDDEN).map(|j| 0.01 * j as f64).collect(),
-        w2: grid(MLP_HIDDEN, MLP_OUT, &|j, c| 0.1 * (0.17 * j + 0.5 * c).sin()),
+        w2: grid(MLP_HIDDEN, MLP_OUT, &|j, c| {
+            0.1 * (0.17 * j + 0.5 * c).sin()
+        }),
         b2: vec![0.0; MLP_OUT],
     }
 }

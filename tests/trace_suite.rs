@@ -110,9 +110,19 @@ fn traced_checks(
     native: f64,
 ) -> Vec<Option<Vec<f64>>> {
     let interp = interpret(module, name, args.clone());
-    assert_close(&format!("@{name} interpreter vs native"), interp, native, 1e-12);
+    assert_close(
+        &format!("@{name} interpreter vs native"),
+        interp,
+        native,
+        1e-12,
+    );
     let (value, grads) = jit_gradient(module, name, params, &args);
-    assert_close(&format!("@{name} JIT value vs native"), value, native, 1e-12);
+    assert_close(
+        &format!("@{name} JIT value vs native"),
+        value,
+        native,
+        1e-12,
+    );
     grads
 }
 
@@ -153,7 +163,13 @@ fn sumsq_native_traced_and_gradient() {
         let x = suite::sumsq_input(n);
         let native = suite::sumsq::<f64>(&x);
         assert_close("sumsq native", native, sumsq_primal(&x), 1e-12);
-        let g = traced_checks(&traced.module, "sumsq", None, vec![Val::F64s(x.clone())], native);
+        let g = traced_checks(
+            &traced.module,
+            "sumsq",
+            None,
+            vec![Val::F64s(x.clone())],
+            native,
+        );
         assert_all_close("d sumsq", g[0].as_ref().unwrap(), &sumsq_grad(&x), 1e-9);
     }
 }
@@ -194,7 +210,12 @@ fn rosenbrock_native_traced_and_gradient() {
             vec![Val::F64s(x.clone())],
             native,
         );
-        assert_all_close("d rosenbrock", g[0].as_ref().unwrap(), &rosenbrock_grad(&x), 1e-9);
+        assert_all_close(
+            "d rosenbrock",
+            g[0].as_ref().unwrap(),
+            &rosenbrock_grad(&x),
+            1e-9,
+        );
     }
 }
 
@@ -227,7 +248,12 @@ fn logsumexp_native_traced_and_gradient() {
             vec![Val::F64s(x.clone())],
             native,
         );
-        assert_all_close("d logsumexp", g[0].as_ref().unwrap(), &logsumexp_grad(&x), 1e-9);
+        assert_all_close(
+            "d logsumexp",
+            g[0].as_ref().unwrap(),
+            &logsumexp_grad(&x),
+            1e-9,
+        );
     }
 }
 
@@ -268,7 +294,12 @@ fn normalize_native_traced_and_gradient() {
             native,
         );
         assert!(g[1].is_none(), "w is const");
-        assert_all_close("d normalize", g[0].as_ref().unwrap(), &normalize_grad(&x, &w), 1e-9);
+        assert_all_close(
+            "d normalize",
+            g[0].as_ref().unwrap(),
+            &normalize_grad(&x, &w),
+            1e-9,
+        );
     }
 }
 
@@ -367,7 +398,13 @@ fn mlp_native_traced_and_gradient() {
         let inp = suite::mlp_input(batch);
         let native = suite::mlp::<f64>(&inp.x, &inp.w1, &inp.b1, &inp.w2, &inp.b2);
         assert_close("mlp native", native, mlp_forward(&inp).loss, 1e-12);
-        let g = traced_checks(&traced.module, "mlp", Some(&x_const), mlp_args(&inp), native);
+        let g = traced_checks(
+            &traced.module,
+            "mlp",
+            Some(&x_const),
+            mlp_args(&inp),
+            native,
+        );
         assert!(g[0].is_none(), "x is const");
         let want = mlp_grad(&inp);
         for (k, name) in ["dW1", "db1", "dW2", "db2"].into_iter().enumerate() {
@@ -442,7 +479,13 @@ fn ode_native_traced_and_gradient() {
 
 fn branchy_primal(x: &[f64]) -> f64 {
     x.iter()
-        .map(|&v| if v > 0.0 { v.sin() * v } else { v.powi(3) - 2.0 * v })
+        .map(|&v| {
+            if v > 0.0 {
+                v.sin() * v
+            } else {
+                v.powi(3) - 2.0 * v
+            }
+        })
         .sum()
 }
 
@@ -466,7 +509,13 @@ fn branchy_native_traced_and_gradient() {
         let x = suite::branchy_input(n);
         let native = suite::branchy::<f64>(&x);
         assert_close("branchy native", native, branchy_primal(&x), 1e-12);
-        let g = traced_checks(&traced.module, "branchy", None, vec![Val::F64s(x.clone())], native);
+        let g = traced_checks(
+            &traced.module,
+            "branchy",
+            None,
+            vec![Val::F64s(x.clone())],
+            native,
+        );
         assert_all_close("d branchy", g[0].as_ref().unwrap(), &branchy_grad(&x), 1e-9);
     }
     // Both arms, and x = 0 takes the else arm (derivative -2).
@@ -644,4 +693,3 @@ fn traced_loops_do_not_grow_with_the_size() {
     assert_eq!(a.loops, 0);
     assert!(b.insts > a.insts, "{a:?} vs {b:?}");
 }
-
