@@ -68,6 +68,7 @@
 //! ```
 
 mod api;
+pub mod suite;
 
 pub use api::{CompiledFunction, CompiledGradient, Error, GradientCache, GradientRef};
 pub use gradlift_adjoint as adjoint;
