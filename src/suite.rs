@@ -97,14 +97,7 @@ pub fn norm<T: Real>(x: T::Slice<'_>) -> T {
 /// `f(x, w) = sum_i w_i x_i / sqrt(sum_j x_j^2)`, written naively: the norm is
 /// computed (a call of [`norm`], `@norm` when traced) inside the loop over `i`, so
 /// the primal costs O(n^2) until something hoists it.
-///
-/// The `Copy` bound holds for every [`Real`] (`&[f64]` and
-/// [`Slice`] are `Copy`) but is not implied by the trait, and
-/// the loop body passes `x` to `@norm` once per iteration.
-pub fn normalize<T: Real>(x: T::Slice<'_>, w: T::Slice<'_>) -> T
-where
-    for<'s> T::Slice<'s>: Copy,
-{
+pub fn normalize<T: Real>(x: T::Slice<'_>, w: T::Slice<'_>) -> T {
     for_range(0, x.len(), T::lit(0.0), |i, acc| {
         let nrm = func("norm", norm::<T>).call((x,));
         acc + w.at(i) * x.at(i) / nrm
