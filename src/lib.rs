@@ -68,13 +68,16 @@
 //! ```
 
 mod api;
+pub mod autodiff;
 
 pub use api::{CompiledFunction, CompiledGradient, Error, GradientCache, GradientRef};
+pub use autodiff::{Active, Autodiff, Const, Duplicated, DuplicatedNoNeed, Return, autodiff};
 pub use gradlift_adjoint as adjoint;
 pub use gradlift_adjoint::{Gradient, Seeds};
 pub use gradlift_ir as ir;
 pub use gradlift_jit as jit;
 pub use gradlift_jit::{Hosts, TapeStats, Workspace};
+pub use gradlift_trace as trace;
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[doc = include_str!("../README.md")]
