@@ -253,6 +253,14 @@ slice_input!(f64, f32, i64);
 /// let mut f = autodiff("n", |n: Var<i64>| Var::<f64>::from_int(n)).unwrap();
 /// f.gradient((Active(3),)); // error: an i64 cannot be active
 /// ```
+///
+/// ```compile_fail
+/// use gradlift::{Duplicated, autodiff, trace::prelude::*};
+///
+/// let mut f = autodiff("f", |mut x: SliceMut<f64>| x.set(0, 1.0)).unwrap();
+/// let (x, mut dx) = ([2.0], [0.0]);
+/// f.gradient((Duplicated(&x[..], &mut dx[..]),)); // error: a writable slice needs `&mut x`
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an activity for a parameter of type `{P}`",
     label = "this argument does not fit its parameter's traced type",

@@ -14,6 +14,10 @@
 //! - [`Hosts`]: Rust functions for a module's `extern` functions (and, through `vjp`
 //!   rules that are externs too, their derivatives).
 //!
+//! [`autodiff()`] goes from a generic Rust function or closure, traced once
+//! ([`trace`]), to gradients with Enzyme's activities ([`Active`], [`Const`],
+//! [`Duplicated`]), compiled per activity pattern on first use.
+//!
 //! The `gradlift` binary (`check`, `run`, `grad`, `dump`) is the command-line face.
 //!
 //! ```

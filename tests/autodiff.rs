@@ -463,3 +463,14 @@ fn the_examples_run() {
     training::main().unwrap();
     fast_inv_sqrt::main().unwrap();
 }
+
+#[test]
+fn autodiff_can_move_to_another_thread() {
+    fn send<T: Send>(_: &T) {}
+    let mut f = autodiff("f", f::<Var>).unwrap();
+    send(&f);
+    let (x, y) = std::thread::spawn(move || f.gradient((Active(2.0), Active(5.0))).unwrap())
+        .join()
+        .unwrap();
+    assert_eq!((x, y), (19.0, (4.0, 3.0)));
+}
