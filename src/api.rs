@@ -21,6 +21,7 @@ use gradlift_adjoint::{AdError, Gradient, Rule, RuleConfig, Seeds, build_rrule};
 use gradlift_ir::interp::Val;
 use gradlift_ir::{FuncId, Module};
 use gradlift_jit::{CompileError, Compiled, Hosts, JitError, Workspace, compile_with};
+use gradlift_trace::TraceError;
 
 /// Why compiling or calling failed.
 #[derive(Clone, Debug)]
@@ -37,6 +38,8 @@ pub enum Error {
     /// Compiled code failed at run time (out of bounds, division by zero, a host
     /// function's error, ...). The workspace stays usable.
     Run(JitError),
+    /// Tracing a Rust function failed ([`autodiff`](crate::autodiff())).
+    Trace(TraceError),
     /// The pullback did not take off the tape what the forward pass put on it (a
     /// wrong hand-written rule, or a bug).
     Tape {
@@ -55,6 +58,7 @@ impl fmt::Display for Error {
             Error::Compile(e) => write!(f, "compiling: {e}"),
             Error::BadArguments(m) => f.write_str(m),
             Error::Run(e) => e.fmt(f),
+            Error::Trace(e) => write!(f, "tracing: {e}"),
             Error::Tape { before, after } => write!(
                 f,
                 "the tape held {before} scalars before the forward pass and {after} after the pullback"
@@ -69,8 +73,15 @@ impl std::error::Error for Error {
             Error::Derive(e) => Some(e),
             Error::Compile(e) => Some(e),
             Error::Run(e) => Some(e),
+            Error::Trace(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl From<TraceError> for Error {
+    fn from(e: TraceError) -> Error {
+        Error::Trace(e)
     }
 }
 
@@ -348,6 +359,22 @@ impl CompiledGradient {
             args: bufs.args,
             tape_peak_bytes: bufs.tape_peak_bytes,
         })
+    }
+
+    /// [`CompiledGradient::value_and_pullback`] into buffers the caller keeps: once
+    /// `bufs` and `ws` have the sizes of the arguments, a call allocates nothing.
+    /// The results are in [`EvalBuffers::value`] (empty when the primal is not
+    /// needed), [`EvalBuffers::gradient`] and [`EvalBuffers::args`]. This is what
+    /// [`GradientCache`] does, for callers that own the [`CompiledGradient`] and its
+    /// buffers side by side.
+    pub fn value_and_pullback_into(
+        &self,
+        ws: &mut Workspace,
+        args: &[Val],
+        seeds: &Seeds,
+        bufs: &mut EvalBuffers,
+    ) -> Result<(), Error> {
+        self.run(ws, args, seeds, bufs)
     }
 
     /// The prepared form for repeated calls: a [`GradientCache`] with its own

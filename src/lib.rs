@@ -14,6 +14,10 @@
 //! - [`Hosts`]: Rust functions for a module's `extern` functions (and, through `vjp`
 //!   rules that are externs too, their derivatives).
 //!
+//! [`autodiff()`] goes from a generic Rust function or closure, traced once
+//! ([`trace`]), to gradients with Enzyme's activities ([`Active`], [`Const`],
+//! [`Duplicated`]), compiled per activity pattern on first use.
+//!
 //! The `gradlift` binary (`check`, `run`, `grad`, `dump`) is the command-line face.
 //!
 //! ```
@@ -68,14 +72,17 @@
 //! ```
 
 mod api;
+pub mod autodiff;
 pub mod suite;
 
 pub use api::{CompiledFunction, CompiledGradient, Error, GradientCache, GradientRef};
+pub use autodiff::{Active, Autodiff, Const, Duplicated, DuplicatedNoNeed, Return, autodiff};
 pub use gradlift_adjoint as adjoint;
 pub use gradlift_adjoint::{Gradient, Seeds};
 pub use gradlift_ir as ir;
 pub use gradlift_jit as jit;
 pub use gradlift_jit::{Hosts, TapeStats, Workspace};
+pub use gradlift_trace as trace;
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[doc = include_str!("../README.md")]

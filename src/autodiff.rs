@@ -1,0 +1,828 @@
+//! Gradients of Rust functions: trace a generic function (or a closure) once with
+//! [`gradlift_trace`], then ask for gradients with Enzyme's activities, each pattern
+//! of activities derived and compiled on first use.
+//!
+//! ```
+//! use gradlift::trace::prelude::*;
+//! use gradlift::{Active, Const, Return, autodiff};
+//!
+//! fn f<T: Real>(x: T, y: T) -> T
+//! where
+//!     f64: std::ops::Mul<T, Output = T>,
+//! {
+//!     x * x + 3.0 * y
+//! }
+//!
+//! let mut f = autodiff("f", f::<Var>)?;
+//! // Both active: the value and (df/dx, df/dy) = (2x, 3).
+//! assert_eq!(f.gradient((Active(2.0), Active(5.0)))?, (19.0, (4.0, 3.0)));
+//! // y constant: no derivative for it.
+//! assert_eq!(f.gradient((Active(2.0), Const(5.0)))?, (19.0, (4.0, ())));
+//! // A constant return: nothing is seeded, every derivative is zero.
+//! assert_eq!(f.gradient_with(Return::Const, (Active(2.0), Const(5.0)))?, (19.0, (0.0, ())));
+//! // The compiled primal alone.
+//! assert_eq!(f.call((2.0, 5.0))?, 19.0);
+//! # Ok::<(), gradlift::Error>(())
+//! ```
+//!
+//! # Activities
+//!
+//! Each argument is wrapped in its activity, and whether the activity fits the
+//! parameter is checked when the program compiles ([`ArgActivity`]):
+//!
+//! | argument | parameter | derivative |
+//! |---|---|---|
+//! | [`Active(x)`](Active) | [`Var<f64>`], [`Var<f32>`] | returned (`f64`, `f32`) |
+//! | [`Const(x)`](Const) | any: `Var<f64>`, `Var<f32>`, `Var<i64>`, `Var<bool>` for `x` a number; [`Slice<E>`] for `&[E]` (or `&Vec<E>`, `&[E; N]`); [`SliceMut<E>`] for `&mut [E]`, whose contents the call updates | `()` |
+//! | [`Duplicated(x, dx)`](Duplicated) | `Slice<E>` for `(&[E], &mut [E])`, `SliceMut<E>` for `(&mut [E], &mut [E])`; `E` = `f64`, `f32` | added into `dx` |
+//! | [`DuplicatedNoNeed(x, dx)`](DuplicatedNoNeed) | as `Duplicated`, `x` `&` or `&mut` | added into `dx`; `x` not updated |
+//!
+//! As in Enzyme, a shadow `dx` accumulates: its contents on entry are the initial
+//! shadow, and the call adds the gradient to them, so five calls with the same
+//! shadow add five gradients. For a writable slice, the shadow on entry is also the
+//! cotangent of what the function leaves in it (see
+//! [`CompiledGradient::value_and_pullback`]).
+//!
+//! The return is [`Return::Active`] for [`Autodiff::gradient`] (each float result
+//! seeded with 1), any [`Return`] with [`Autodiff::gradient_with`], and active with
+//! given seeds with [`Autodiff::pullback`].
+//!
+//! # Costs
+//!
+//! Tracing happens once, in [`autodiff`]. Each pattern (the activities of the
+//! parameters and of the return) is derived and compiled on its first call and kept
+//! with its own workspace and buffers; later calls copy the arguments into those
+//! buffers and the shadows and `mut` slices back out, and allocate nothing when the
+//! slices keep their lengths.
+
+use core::fmt;
+use core::marker::PhantomData;
+use std::time::Duration;
+
+use gradlift_adjoint::eval::EvalBuffers;
+use gradlift_adjoint::{Activity, RetActivity, RuleConfig, Seeds};
+use gradlift_ir::interp::Val;
+use gradlift_ir::{Module, Signature, Type};
+use gradlift_jit::{Hosts, Workspace};
+use gradlift_trace::{Args, Callable, Ret, Slice, SliceMut, Traced, Var};
+
+use crate::api::{CompiledFunction, CompiledGradient, Error};
+
+/// An active float scalar: its derivative is returned, in the argument's place of
+/// the gradient. For parameters [`Var<f64>`] (`Active(2.0)`) and [`Var<f32>`]
+/// (`Active(2.0f32)`).
+#[derive(Copy, Clone, PartialEq, Debug)]
+pub struct Active<T = f64>(pub T);
+
+/// A constant to differentiation: a number, a slice, or a writable slice (whose
+/// contents the call updates, as the function leaves them). Its place in the
+/// gradient is `()`.
+#[derive(Copy, Clone, PartialEq, Debug)]
+pub struct Const<T>(pub T);
+
+/// A float slice and its shadow (Enzyme's `Duplicated`, the IR's `dup`): the
+/// gradient is added (`+=`) into the shadow, which must have the slice's length.
+/// `Duplicated(&x, &mut dx)` for a [`Slice`] parameter, `Duplicated(&mut x, &mut dx)`
+/// for a [`SliceMut`] (whose contents the call updates). Its place in the gradient
+/// is `()`.
+#[derive(PartialEq, Debug)]
+pub struct Duplicated<P, S>(pub P, pub S);
+
+/// Like [`Duplicated`], but the primal's contents after the call are not needed
+/// (Enzyme's `DuplicatedNoNeed`, the IR's `dupnoneed`): the derived code may use the
+/// slice as scratch space, and a writable slice is not updated. The primal may be
+/// `&` or `&mut`.
+#[derive(PartialEq, Debug)]
+pub struct DuplicatedNoNeed<P, S>(pub P, pub S);
+
+/// How the results take part in differentiation.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug, Default)]
+pub enum Return {
+    /// Each float result is seeded with 1 (or the seeds of [`Autodiff::pullback`]).
+    #[default]
+    Active,
+    /// The results are constants: nothing is seeded, so only shadows' initial
+    /// contents (the cotangents of `mut` slices' final contents) propagate.
+    Const,
+}
+
+impl From<Return> for RetActivity {
+    fn from(r: Return) -> RetActivity {
+        match r {
+            Return::Active => RetActivity::Active,
+            Return::Const => RetActivity::Const,
+        }
+    }
+}
+
+// Scalars and slice elements as `Val`s.
+
+trait Scalar: Copy {
+    fn val(self) -> Val;
+    fn of(v: &Val) -> Option<Self>;
+}
+
+macro_rules! scalar {
+    ($($t:ty => $v:ident),*) => {$(
+        impl Scalar for $t {
+            fn val(self) -> Val {
+                Val::$v(self)
+            }
+            fn of(v: &Val) -> Option<$t> {
+                match *v {
+                    Val::$v(x) => Some(x),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+scalar!(f64 => F64, f32 => F32, i64 => I64, bool => Bool);
+
+trait Elem: Copy {
+    /// The vector of `v`, which becomes an empty one of this type if it is not one.
+    fn buf(v: &mut Val) -> &mut Vec<Self>;
+    fn slice(v: &Val) -> Option<&[Self]>;
+}
+
+macro_rules! elem {
+    ($($t:ty => $v:ident),*) => {$(
+        impl Elem for $t {
+            fn buf(v: &mut Val) -> &mut Vec<$t> {
+                if !matches!(v, Val::$v(_)) {
+                    *v = Val::$v(Vec::new());
+                }
+                match v {
+                    Val::$v(b) => b,
+                    _ => unreachable!("made a {} just above", stringify!($v)),
+                }
+            }
+            fn slice(v: &Val) -> Option<&[$t]> {
+                match v {
+                    Val::$v(b) => Some(b),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+elem!(f64 => F64s, f32 => F32s, i64 => I64s);
+
+/// `slot = src`, in `slot`'s buffer (no allocation when it has the capacity).
+fn load_slice<E: Elem>(slot: &mut Val, src: &[E]) {
+    let b = E::buf(slot);
+    b.clear();
+    b.extend_from_slice(src);
+}
+
+/// `dst = after`, when `after` is a slice of `dst`'s type and length.
+fn store_slice<E: Elem>(dst: &mut [E], after: Option<&Val>) {
+    if let Some(s) = after.and_then(E::slice)
+        && s.len() == dst.len()
+    {
+        dst.copy_from_slice(s);
+    }
+}
+
+/// The shadow `dx` of a primal `x` into `slot`, after checking their lengths.
+fn load_shadow<E: Elem>(slot: &mut Option<Val>, x: &[E], dx: &[E]) -> Result<(), String> {
+    if x.len() != dx.len() {
+        return Err(format!(
+            "the shadow has length {}, but the slice has length {}",
+            dx.len(),
+            x.len()
+        ));
+    }
+    load_slice(slot.get_or_insert(Val::Bool(false)), dx);
+    Ok(())
+}
+
+/// A plain Rust value that can be the argument of a traced parameter `P`: a number
+/// for a [`Var`], `&[E]` (or anything `AsRef<[E]>`, by reference) for a [`Slice<E>`],
+/// `&mut [E]` for a [`SliceMut<E>`]. The arguments of [`Autodiff::call`], and what
+/// [`Const`] wraps.
+pub trait Input<P> {
+    /// Writes the value into `slot`, reusing its buffer.
+    #[doc(hidden)]
+    fn load(&self, slot: &mut Val);
+    /// After the call: a writable slice takes the contents the function left in it.
+    #[doc(hidden)]
+    fn store(self, after: Option<&Val>);
+}
+
+macro_rules! scalar_input {
+    ($($t:ty),*) => {$(
+        impl Input<Var<$t>> for $t {
+            fn load(&self, slot: &mut Val) {
+                *slot = self.val();
+            }
+            fn store(self, _: Option<&Val>) {}
+        }
+    )*};
+}
+scalar_input!(f64, f32, i64, bool);
+
+macro_rules! slice_input {
+    ($($t:ty),*) => {$(
+        impl<S: AsRef<[$t]> + ?Sized> Input<Slice<$t>> for &S {
+            fn load(&self, slot: &mut Val) {
+                load_slice(slot, (**self).as_ref());
+            }
+            fn store(self, _: Option<&Val>) {}
+        }
+        impl<S: AsRef<[$t]> + AsMut<[$t]> + ?Sized> Input<SliceMut<$t>> for &mut S {
+            fn load(&self, slot: &mut Val) {
+                load_slice(slot, (**self).as_ref());
+            }
+            fn store(self, after: Option<&Val>) {
+                store_slice(self.as_mut(), after);
+            }
+        }
+    )*};
+}
+slice_input!(f64, f32, i64);
+
+/// An activity that fits a traced parameter `P` (see the [module docs](self)), with
+/// what it contributes to the gradient.
+///
+/// An activity that does not fit its parameter does not compile:
+///
+/// ```compile_fail
+/// use gradlift::{Active, autodiff, trace::prelude::*};
+///
+/// let mut f = autodiff("n", |n: Var<i64>| Var::<f64>::from_int(n)).unwrap();
+/// f.gradient((Active(3),)); // error: an i64 cannot be active
+/// ```
+///
+/// ```compile_fail
+/// use gradlift::{Duplicated, autodiff, trace::prelude::*};
+///
+/// let mut f = autodiff("f", |mut x: SliceMut<f64>| x.set(0, 1.0)).unwrap();
+/// let (x, mut dx) = ([2.0], [0.0]);
+/// f.gradient((Duplicated(&x[..], &mut dx[..]),)); // error: a writable slice needs `&mut x`
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an activity for a parameter of type `{P}`",
+    label = "this argument does not fit its parameter's traced type",
+    note = "`Active(x)` fits `Var<f64>` and `Var<f32>`; `Const(x)` fits any parameter (a number for a `Var`, `&[E]` for a `Slice<E>`, `&mut [E]` for a `SliceMut<E>`); `Duplicated(&x, &mut dx)` fits `Slice<f64>`, `Duplicated(&mut x, &mut dx)` fits `SliceMut<f64>` (and `f32`)"
+)]
+pub trait ArgActivity<P> {
+    /// The argument's place in the gradient: the derivative for [`Active`], `()`
+    /// otherwise.
+    type Grad;
+    /// The activity of the parameter in the derived rule.
+    #[doc(hidden)]
+    const ACTIVITY: Activity;
+    /// Writes the primal into `arg` and the shadow (if any) into `shadow`, reusing
+    /// their buffers, or says why they do not fit.
+    #[doc(hidden)]
+    fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String>;
+    /// After the call: writes back what the caller sees (a writable slice's
+    /// contents, the final shadow) and returns the derivative. `after` is the
+    /// argument after the forward pass, `grad` the rule's gradient entry.
+    #[doc(hidden)]
+    fn store(self, after: Option<&Val>, grad: Option<&Val>) -> Self::Grad;
+}
+
+macro_rules! active {
+    ($($t:ty),*) => {$(
+        impl ArgActivity<Var<$t>> for Active<$t> {
+            type Grad = $t;
+            const ACTIVITY: Activity = Activity::Active;
+            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
+                *arg = self.0.val();
+                *shadow = None;
+                Ok(())
+            }
+            fn store(self, _: Option<&Val>, grad: Option<&Val>) -> $t {
+                grad.and_then(<$t>::of).unwrap_or(0.0)
+            }
+        }
+    )*};
+}
+active!(f64, f32);
+
+impl<P, T: Input<P>> ArgActivity<P> for Const<T> {
+    type Grad = ();
+    const ACTIVITY: Activity = Activity::Const;
+    fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
+        self.0.load(arg);
+        *shadow = None;
+        Ok(())
+    }
+    fn store(self, after: Option<&Val>, _: Option<&Val>) {
+        self.0.store(after);
+    }
+}
+
+macro_rules! duplicated {
+    ($($t:ty),*) => {$(
+        impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
+            ArgActivity<Slice<$t>> for Duplicated<&S, &mut D>
+        {
+            type Grad = ();
+            const ACTIVITY: Activity = Activity::Dup;
+            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
+                load_slice(arg, self.0.as_ref());
+                load_shadow(shadow, self.0.as_ref(), (*self.1).as_ref())
+            }
+            fn store(self, _: Option<&Val>, grad: Option<&Val>) {
+                store_slice(self.1.as_mut(), grad);
+            }
+        }
+        impl<S: AsRef<[$t]> + AsMut<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
+            ArgActivity<SliceMut<$t>> for Duplicated<&mut S, &mut D>
+        {
+            type Grad = ();
+            const ACTIVITY: Activity = Activity::Dup;
+            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
+                load_slice(arg, (*self.0).as_ref());
+                load_shadow(shadow, (*self.0).as_ref(), (*self.1).as_ref())
+            }
+            fn store(self, after: Option<&Val>, grad: Option<&Val>) {
+                store_slice(self.0.as_mut(), after);
+                store_slice(self.1.as_mut(), grad);
+            }
+        }
+        impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
+            ArgActivity<Slice<$t>> for DuplicatedNoNeed<&S, &mut D>
+        {
+            type Grad = ();
+            const ACTIVITY: Activity = Activity::DupNoNeed;
+            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
+                load_slice(arg, self.0.as_ref());
+                load_shadow(shadow, self.0.as_ref(), (*self.1).as_ref())
+            }
+            fn store(self, _: Option<&Val>, grad: Option<&Val>) {
+                store_slice(self.1.as_mut(), grad);
+            }
+        }
+        impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
+            ArgActivity<Slice<$t>> for DuplicatedNoNeed<&mut S, &mut D>
+        {
+            type Grad = ();
+            const ACTIVITY: Activity = Activity::DupNoNeed;
+            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
+                load_slice(arg, (*self.0).as_ref());
+                load_shadow(shadow, (*self.0).as_ref(), (*self.1).as_ref())
+            }
+            fn store(self, _: Option<&Val>, grad: Option<&Val>) {
+                store_slice(self.1.as_mut(), grad);
+            }
+        }
+        impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
+            ArgActivity<SliceMut<$t>> for DuplicatedNoNeed<&S, &mut D>
+        {
+            type Grad = ();
+            const ACTIVITY: Activity = Activity::DupNoNeed;
+            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
+                load_slice(arg, self.0.as_ref());
+                load_shadow(shadow, self.0.as_ref(), (*self.1).as_ref())
+            }
+            fn store(self, _: Option<&Val>, grad: Option<&Val>) {
+                store_slice(self.1.as_mut(), grad);
+            }
+        }
+        impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
+            ArgActivity<SliceMut<$t>> for DuplicatedNoNeed<&mut S, &mut D>
+        {
+            type Grad = ();
+            const ACTIVITY: Activity = Activity::DupNoNeed;
+            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
+                load_slice(arg, (*self.0).as_ref());
+                load_shadow(shadow, (*self.0).as_ref(), (*self.1).as_ref())
+            }
+            fn store(self, _: Option<&Val>, grad: Option<&Val>) {
+                store_slice(self.1.as_mut(), grad);
+            }
+        }
+    )*};
+}
+duplicated!(f64, f32);
+
+/// A tuple of activities, one per parameter of the traced argument tuple `A`
+/// (implemented for tuples of up to 8 [`ArgActivity`]s).
+pub trait Activities<A> {
+    /// The gradient: a tuple with one entry per argument ([`ArgActivity::Grad`]).
+    type Grad;
+    /// The activities, in order.
+    #[doc(hidden)]
+    const PATTERN: &'static [Activity];
+    /// Writes the arguments and shadows into the buffers, reusing them.
+    #[doc(hidden)]
+    fn load(&self, args: &mut [Val], shadows: &mut [Option<Val>]) -> Result<(), Error>;
+    /// Writes back what the caller sees and returns the gradient.
+    #[doc(hidden)]
+    fn store(self, after: &[Val], grads: &[Option<Val>]) -> Self::Grad;
+}
+
+/// A tuple of plain arguments ([`Input`]s), one per parameter of the traced argument
+/// tuple `A` (up to 8): the arguments of [`Autodiff::call`].
+pub trait Inputs<A> {
+    /// Writes the arguments into the buffers, reusing them.
+    #[doc(hidden)]
+    fn load(&self, args: &mut [Val]);
+    /// Writes back writable slices' contents.
+    #[doc(hidden)]
+    fn store(self, after: &[Val]);
+}
+
+fn bad_argument(k: usize, m: String) -> Error {
+    Error::BadArguments(format!("argument {}: {m}", k + 1))
+}
+
+macro_rules! tuples {
+    ($($n:tt $p:ident $x:ident),*) => {
+        impl<$($p, $x: ArgActivity<$p>),*> Activities<($($p,)*)> for ($($x,)*) {
+            type Grad = ($($x::Grad,)*);
+            const PATTERN: &'static [Activity] = &[$($x::ACTIVITY),*];
+            #[allow(unused_variables)]
+            fn load(&self, args: &mut [Val], shadows: &mut [Option<Val>]) -> Result<(), Error> {
+                $(
+                    match (args.get_mut($n), shadows.get_mut($n)) {
+                        (Some(a), Some(s)) => self.$n.load(a, s).map_err(|m| bad_argument($n, m))?,
+                        _ => return Err(bad_argument($n, "no such parameter".to_string())),
+                    }
+                )*
+                Ok(())
+            }
+            #[allow(unused_variables, clippy::unused_unit)]
+            fn store(self, after: &[Val], grads: &[Option<Val>]) -> Self::Grad {
+                ($(self.$n.store(after.get($n), grads.get($n).and_then(Option::as_ref)),)*)
+            }
+        }
+        impl<$($p, $x: Input<$p>),*> Inputs<($($p,)*)> for ($($x,)*) {
+            #[allow(unused_variables)]
+            fn load(&self, args: &mut [Val]) {
+                $(
+                    if let Some(a) = args.get_mut($n) {
+                        self.$n.load(a);
+                    }
+                )*
+            }
+            #[allow(unused_variables)]
+            fn store(self, after: &[Val]) {
+                $(self.$n.store(after.get($n));)*
+            }
+        }
+    };
+}
+tuples!();
+tuples!(0 P0 X0);
+tuples!(0 P0 X0, 1 P1 X1);
+tuples!(0 P0 X0, 1 P1 X1, 2 P2 X2);
+tuples!(0 P0 X0, 1 P1 X1, 2 P2 X2, 3 P3 X3);
+tuples!(0 P0 X0, 1 P1 X1, 2 P2 X2, 3 P3 X3, 4 P4 X4);
+tuples!(0 P0 X0, 1 P1 X1, 2 P2 X2, 3 P3 X3, 4 P4 X4, 5 P5 X5);
+tuples!(0 P0 X0, 1 P1 X1, 2 P2 X2, 3 P3 X3, 4 P4 X4, 5 P5 X5, 6 P6 X6);
+tuples!(0 P0 X0, 1 P1 X1, 2 P2 X2, 3 P3 X3, 4 P4 X4, 5 P5 X5, 6 P6 X6, 7 P7 X7);
+
+/// The results of a traced function as plain Rust values: [`Var<f64>`] is `f64`
+/// (and so on for `f32`, `i64`, `bool`), `()` is `()`, tuples (up to 4) are tuples.
+pub trait Native: Ret {
+    /// The plain Rust value.
+    type Value;
+    /// The value from the results, in order.
+    #[doc(hidden)]
+    fn native(results: &mut core::slice::Iter<'_, Val>) -> Self::Value;
+}
+
+macro_rules! native_scalar {
+    ($($t:ty => $fallback:expr),*) => {$(
+        impl Native for Var<$t> {
+            type Value = $t;
+            fn native(results: &mut core::slice::Iter<'_, Val>) -> $t {
+                results.next().and_then(<$t>::of).unwrap_or($fallback)
+            }
+        }
+    )*};
+}
+native_scalar!(f64 => f64::NAN, f32 => f32::NAN, i64 => 0, bool => false);
+
+impl Native for () {
+    type Value = ();
+    fn native(_: &mut core::slice::Iter<'_, Val>) {}
+}
+
+macro_rules! native_tuple {
+    ($($t:ident),*) => {
+        impl<$($t: Native),*> Native for ($($t,)*) {
+            type Value = ($($t::Value,)*);
+            fn native(results: &mut core::slice::Iter<'_, Val>) -> Self::Value {
+                ($($t::native(results),)*)
+            }
+        }
+    };
+}
+native_tuple!(A, B);
+native_tuple!(A, B, C);
+native_tuple!(A, B, C, D);
+
+/// A traced function with its compiled gradients, one per activity pattern used so
+/// far. Make one with [`autodiff`] (a Rust function or closure) or
+/// [`Autodiff::from_traced`] (a module traced with a
+/// [`Tracer`](gradlift_trace::Tracer)).
+///
+/// `A` is the traced argument tuple (`(Var, Var)`, `(Slice<f64>, Slice<f64>)`, ...),
+/// `R` the traced result (`Var`, `(Var, Var)`, `()`, ...). See the
+/// [module docs](self).
+pub struct Autodiff<A, R> {
+    name: String,
+    module: Module,
+    hosts: Hosts,
+    n_params: usize,
+    patterns: Vec<Pattern>,
+    primal: Option<Primal>,
+    compile_time: Duration,
+    _sig: PhantomData<fn(A) -> R>,
+}
+
+/// A compiled gradient of one activity pattern, with its buffers.
+struct Pattern {
+    config: RuleConfig,
+    grad: CompiledGradient,
+    ws: Workspace,
+    bufs: EvalBuffers,
+    args: Vec<Val>,
+    seeds: Seeds,
+}
+
+/// The compiled primal, with its buffers.
+struct Primal {
+    func: CompiledFunction,
+    ws: Workspace,
+    args: Vec<Val>,
+    out: Vec<Val>,
+}
+
+impl<A, R> fmt::Debug for Autodiff<A, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Autodiff")
+            .field("name", &self.name)
+            .field("patterns", &self.patterns())
+            .field("primal_compiled", &self.primal.is_some())
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Traces `f` as the IR function `@name` and returns it ready for gradients
+/// (compiled lazily, per activity pattern, on first use). `f` is a generic function
+/// instantiated at the traced types (`f::<Var>`) or a closure of traced types.
+///
+/// ```
+/// use gradlift::trace::prelude::*;
+/// use gradlift::{Const, Duplicated, autodiff};
+///
+/// // loss(w) = sum_i (w_i x_i - 1)^2, x constant.
+/// fn loss<T: Real>(x: T::Slice<'_>, w: T::Slice<'_>) -> T {
+///     for_range(0, x.len(), T::lit(0.0), |i, acc| {
+///         let r = w.at(i) * x.at(i) - 1.0;
+///         acc + r * r
+///     })
+/// }
+/// let mut loss = autodiff("loss", loss::<Var>)?;
+/// let x = [1.0, 2.0];
+/// let w = [0.5, 1.0];
+/// let mut dw = [0.0; 2];
+/// let (value, ((), ())) = loss.gradient((Const(&x[..]), Duplicated(&w[..], &mut dw[..])))?;
+/// assert_eq!(value, 0.25 + 1.0);
+/// // d/dw_i = 2 (w_i x_i - 1) x_i, added into dw.
+/// assert_eq!(dw, [-1.0, 4.0]);
+/// loss.gradient((Const(&x[..]), Duplicated(&w[..], &mut dw[..])))?;
+/// assert_eq!(dw, [-2.0, 8.0]);
+/// # Ok::<(), gradlift::Error>(())
+/// ```
+#[track_caller]
+pub fn autodiff<A: Args, F: Callable<A>>(
+    name: &'static str,
+    f: F,
+) -> Result<Autodiff<A, F::Output>, Error>
+where
+    F::Output: Native,
+{
+    let traced = gradlift_trace::trace(name, f)?;
+    Autodiff::from_traced(traced, name)
+}
+
+impl<A: Args, R: Native> Autodiff<A, R> {
+    /// The function `@name` of a traced module (traced with a
+    /// [`Tracer`](gradlift_trace::Tracer): several functions, custom derivatives),
+    /// with the module's host functions bound. Its signature must be the one `A`
+    /// and `R` give, or this is [`Error::BadArguments`].
+    ///
+    /// ```
+    /// use gradlift::trace::{Tracer, prelude::*};
+    /// use gradlift::{Active, Autodiff};
+    ///
+    /// // sq with a native custom derivative (twice the true one, to show it is used).
+    /// fn sq<T: Real>(x: T) -> T {
+    ///     x * x
+    /// }
+    /// let mut tracer = Tracer::new();
+    /// tracer.function("f", |x: Var| {
+    ///     func("sq", sq::<Var>).vjp_native("sq_vjp", |x, dy, dx| dx[0] = 4.0 * x[0] * dy[0]).call((x,))
+    /// })?;
+    /// let mut f = Autodiff::<(Var,), Var>::from_traced(tracer.finish()?, "f")?;
+    /// assert_eq!(f.gradient((Active(3.0),))?, (9.0, (12.0,)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_traced(traced: Traced, name: &str) -> Result<Autodiff<A, R>, Error> {
+        let Traced { module, hosts } = traced;
+        let func = module
+            .func_by_name(name)
+            .ok_or_else(|| Error::NoSuchFunction(name.to_string()))?;
+        let sig = module.sig(func);
+        let want_params = A::ir_types();
+        let mut want_results = Vec::new();
+        R::ir_types(&mut want_results);
+        let fits = |have: &[Type], want: &[Option<Type>]| {
+            have.len() == want.len() && have.iter().zip(want).all(|(&h, &w)| w == Some(h))
+        };
+        if !fits(&sig.params, &want_params) || !fits(&sig.results, &want_results) {
+            return Err(Error::BadArguments(format!(
+                "@{name} has signature {}, but Autodiff<{}, {}> expects {}",
+                show_sig(sig),
+                core::any::type_name::<A>(),
+                core::any::type_name::<R>(),
+                show_types(&want_params, &want_results),
+            )));
+        }
+        let mut bound = Hosts::new();
+        for (host, f) in hosts {
+            bound.insert(&host, move |a: &mut [Val]| f(a));
+        }
+        Ok(Autodiff {
+            name: name.to_string(),
+            module,
+            hosts: bound,
+            n_params: want_params.len(),
+            patterns: Vec::new(),
+            primal: None,
+            compile_time: Duration::ZERO,
+            _sig: PhantomData,
+        })
+    }
+
+    /// The value and the gradient at `args` (one [`ArgActivity`] per parameter),
+    /// with an active return seeded with 1: the gradient has one entry per argument,
+    /// the derivative for [`Active`] and `()` for the others, whose shadows receive
+    /// theirs. The first call of an activity pattern derives and compiles it.
+    pub fn gradient<X: Activities<A>>(&mut self, args: X) -> Result<(R::Value, X::Grad), Error> {
+        self.run(Return::Active, None, args)
+    }
+
+    /// [`Autodiff::gradient`] with the return's activity `ret`.
+    pub fn gradient_with<X: Activities<A>>(
+        &mut self,
+        ret: Return,
+        args: X,
+    ) -> Result<(R::Value, X::Grad), Error> {
+        self.run(ret, None, args)
+    }
+
+    /// [`Autodiff::gradient`] with an active return seeded with `seeds`, one
+    /// cotangent per float result (a vector-Jacobian product).
+    pub fn pullback<X: Activities<A>>(
+        &mut self,
+        seeds: &[f64],
+        args: X,
+    ) -> Result<(R::Value, X::Grad), Error> {
+        self.run(Return::Active, Some(seeds), args)
+    }
+
+    /// The compiled primal at `args` (plain values: numbers, `&[E]`, `&mut [E]`,
+    /// whose contents the call updates), compiled on first use.
+    pub fn call<I: Inputs<A>>(&mut self, args: I) -> Result<R::Value, Error> {
+        if self.primal.is_none() {
+            let func = CompiledFunction::with_hosts(&self.module, &self.name, &self.hosts)?;
+            self.compile_time += func.compile_time();
+            self.primal = Some(Primal {
+                func,
+                ws: Workspace::new(),
+                args: vec![Val::Bool(false); self.n_params],
+                out: Vec::new(),
+            });
+        }
+        let Some(p) = self.primal.as_mut() else {
+            unreachable!("compiled just above")
+        };
+        args.load(&mut p.args);
+        p.func.call_into(&mut p.ws, &mut p.args, &mut p.out)?;
+        args.store(&p.args);
+        Ok(R::native(&mut p.out.iter()))
+    }
+
+    fn run<X: Activities<A>>(
+        &mut self,
+        ret: Return,
+        seeds: Option<&[f64]>,
+        args: X,
+    ) -> Result<(R::Value, X::Grad), Error> {
+        let k = self.pattern(X::PATTERN, ret)?;
+        let p = &mut self.patterns[k];
+        args.load(&mut p.args, &mut p.seeds.shadows)?;
+        match seeds {
+            Some(s) => {
+                let r = p.seeds.results.get_or_insert_with(Vec::new);
+                r.clear();
+                r.extend_from_slice(s);
+            }
+            None => p.seeds.results = None,
+        }
+        p.grad
+            .value_and_pullback_into(&mut p.ws, &p.args, &p.seeds, &mut p.bufs)?;
+        let value = R::native(&mut p.bufs.value.iter());
+        Ok((value, args.store(&p.bufs.args, &p.bufs.gradient)))
+    }
+
+    /// The index of the compiled pattern, compiling it first if needed.
+    fn pattern(&mut self, params: &[Activity], ret: Return) -> Result<usize, Error> {
+        let ret = RetActivity::from(ret);
+        if let Some(k) = self
+            .patterns
+            .iter()
+            .position(|p| p.config.params == params && p.config.ret == ret)
+        {
+            return Ok(k);
+        }
+        let func = self
+            .module
+            .func_by_name(&self.name)
+            .ok_or_else(|| Error::NoSuchFunction(self.name.clone()))?;
+        let config = RuleConfig::default_for(self.module.sig(func))
+            .with_params(params)
+            .with_ret(ret);
+        let grad = CompiledGradient::with_config(&self.module, &self.name, &config, &self.hosts)?;
+        self.compile_time += grad.compile_time();
+        self.patterns.push(Pattern {
+            config,
+            grad,
+            ws: Workspace::new(),
+            bufs: EvalBuffers::default(),
+            args: vec![Val::Bool(false); self.n_params],
+            seeds: Seeds {
+                results: None,
+                shadows: vec![None; self.n_params],
+            },
+        });
+        Ok(self.patterns.len() - 1)
+    }
+}
+
+impl<A, R> Autodiff<A, R> {
+    /// The traced module (the function, what it calls, custom derivatives).
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    /// The name of the function in the module (without `@`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The host functions bound to the module's `extern`s.
+    pub fn hosts(&self) -> &Hosts {
+        &self.hosts
+    }
+
+    /// Binds (or rebinds) the `extern` function `name` of the module to `f` (for
+    /// modules traced with [`Tracer::with_module`](gradlift_trace::Tracer::with_module)
+    /// that call externs of their own). Drops what was compiled so far.
+    pub fn bind(
+        mut self,
+        name: &str,
+        f: impl Fn(&mut [Val]) -> Result<Vec<Val>, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.hosts.insert(name, f);
+        self.patterns.clear();
+        self.primal = None;
+        self
+    }
+
+    /// The activity patterns compiled so far, as derived functions' names spell
+    /// them: one letter per parameter (`A`ctive, `D`uplicated, `N`: duplicated no
+    /// need, `C`onst), `_`, the return's letter (`"AC_A"`).
+    pub fn patterns(&self) -> Vec<String> {
+        self.patterns.iter().map(|p| p.config.pattern()).collect()
+    }
+
+    /// How long deriving and compiling took, over every pattern and the primal
+    /// compiled so far.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+}
+
+fn show_sig(sig: &Signature) -> String {
+    let ps: Vec<String> = sig.params.iter().map(Type::to_string).collect();
+    let rs: Vec<String> = sig.results.iter().map(Type::to_string).collect();
+    format!("({}) -> ({})", ps.join(", "), rs.join(", "))
+}
+
+fn show_types(params: &[Option<Type>], results: &[Option<Type>]) -> String {
+    let show = |t: &Option<Type>| t.map_or("(not traced)".to_string(), |t| t.to_string());
+    let ps: Vec<String> = params.iter().map(show).collect();
+    let rs: Vec<String> = results.iter().map(show).collect();
+    format!("({}) -> ({})", ps.join(", "), rs.join(", "))
+}
