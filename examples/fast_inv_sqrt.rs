@@ -8,8 +8,6 @@
 //!
 //! Run with `cargo run --example fast_inv_sqrt`.
 
-use std::ops::Shr;
-
 use gradlift::trace::{Tracer, prelude::*};
 use gradlift::{Active, Autodiff, Const, Duplicated, autodiff};
 
@@ -17,29 +15,20 @@ use gradlift::{Active, Autodiff, Const, Duplicated, autodiff};
 pub const MAGIC: i64 = 0x5FE6EB50C7B537A9;
 
 /// `1 / sqrt(x)` for `x > 0`, within 0.2%: a guess from the bits, one Newton step.
-pub fn fisr<T: Real>(x: T) -> T
-where
-    T::Int: Shr<i64, Output = T::Int>,
-{
+pub fn fisr<T: Real>(x: T) -> T {
     let guess = T::from_bits(T::Int::from(MAGIC) - (x.to_bits() >> 1));
     guess * (T::lit(1.5) - x * 0.5 * guess * guess)
 }
 
 /// The derivative of `fisr` as a vjp: `dx = dy * -y^3 / 2` with `y = fisr(x)`.
-pub fn fisr_vjp<T: Real>(x: T, dy: T) -> T
-where
-    T::Int: Shr<i64, Output = T::Int>,
-{
+pub fn fisr_vjp<T: Real>(x: T, dy: T) -> T {
     let y = fisr(x);
     dy * y * y * y * -0.5
 }
 
 /// `sum_i fisr(x_i)`, with `fisr` called as the IR function `@fisr`, whose derivative
 /// is [`fisr_vjp`] (traced as `@fisr_vjp`).
-pub fn sum_fisr<T: Real>(xs: T::Slice<'_>) -> T
-where
-    T::Int: Shr<i64, Output = T::Int>,
-{
+pub fn sum_fisr<T: Real>(xs: T::Slice<'_>) -> T {
     let fisr = func("fisr", fisr::<T>).vjp("fisr_vjp", fisr_vjp::<T>);
     for_range(0, xs.len(), T::lit(0.0), |i, acc| {
         acc + fisr.call((xs.at(i),))
@@ -47,10 +36,7 @@ where
 }
 
 /// `sum_i fisr(x_i)` with `fisr` inlined: differentiated through its body.
-pub fn sum_fisr_naive<T: Real>(xs: T::Slice<'_>) -> T
-where
-    T::Int: Shr<i64, Output = T::Int>,
-{
+pub fn sum_fisr_naive<T: Real>(xs: T::Slice<'_>) -> T {
     for_range(0, xs.len(), T::lit(0.0), |i, acc| acc + fisr(xs.at(i)))
 }
 

@@ -141,6 +141,9 @@ pub(crate) struct Entry {
     pub(crate) ty: core::any::TypeId,
     /// Its name, for messages.
     pub(crate) rust: &'static str,
+    /// The type of its custom derivative ([`Deriv`](crate::Deriv)), and what it is.
+    pub(crate) deriv: core::any::TypeId,
+    pub(crate) deriv_name: &'static str,
 }
 
 /// The state of a running [`Tracer`](crate::Tracer).

@@ -305,6 +305,10 @@ fn param_names<A>() -> Vec<&'static str> {
 
 /// What a [`Func`] declares for differentiation, besides the function itself.
 pub trait Deriv {
+    /// What it is, to tell two declarations of one function apart: `""` for none,
+    /// `"nodiff"`, or the name of the overlay or vjp function.
+    #[doc(hidden)]
+    fn describe(&self) -> &'static str;
     /// Declares it for the function `id` (named `name`, signature `sig`), just traced.
     #[doc(hidden)]
     fn declare(&self, name: &str, id: FuncId, sig: &Signature);
@@ -314,6 +318,9 @@ pub trait Deriv {
 pub struct Plain;
 
 impl Deriv for Plain {
+    fn describe(&self) -> &'static str {
+        ""
+    }
     fn declare(&self, _: &str, _: FuncId, _: &Signature) {}
 }
 
@@ -321,6 +328,9 @@ impl Deriv for Plain {
 pub struct Nodiff;
 
 impl Deriv for Nodiff {
+    fn describe(&self) -> &'static str {
+        "nodiff"
+    }
     fn declare(&self, _: &str, id: FuncId, _: &Signature) {
         with_session(|s| s.module.add_decl(Decl::Nodiff { func: id }, Pos::NONE));
     }
@@ -334,8 +344,11 @@ pub struct Overlay<G, A> {
 }
 
 impl<G: Callable<A>, A: Args> Deriv for Overlay<G, A> {
+    fn describe(&self) -> &'static str {
+        self.name
+    }
     fn declare(&self, name: &str, id: FuncId, sig: &Signature) {
-        let Some((with, gsig)) = define::<A, G>(self.name, &self.g, &Plain) else {
+        let Some((with, gsig)) = define::<A, G, _>(self.name, &self.g, &Plain) else {
             return;
         };
         with_session(|s| {
@@ -383,6 +396,9 @@ fn vjp_signature(sig: &Signature) -> Result<Signature, String> {
 }
 
 impl<G: Callable<A>, A: Args> Deriv for Vjp<G, A> {
+    fn describe(&self) -> &'static str {
+        self.name
+    }
     fn declare(&self, name: &str, id: FuncId, sig: &Signature) {
         let want = match vjp_signature(sig) {
             Ok(s) => s,
@@ -396,7 +412,7 @@ impl<G: Callable<A>, A: Args> Deriv for Vjp<G, A> {
                 return;
             }
         };
-        let Some((rule, gsig)) = define::<A, G>(self.name, &self.g, &Plain) else {
+        let Some((rule, gsig)) = define::<A, G, _>(self.name, &self.g, &Plain) else {
             return;
         };
         with_session(|s| {
@@ -428,6 +444,9 @@ impl<H> Deriv for VjpNative<H>
 where
     H: Fn(&[f64], &[f64], &mut [f64]) + Send + Sync + 'static,
 {
+    fn describe(&self) -> &'static str {
+        self.name
+    }
     fn declare(&self, name: &str, id: FuncId, sig: &Signature) {
         let want = vjp_signature(sig).and_then(|w| {
             if w.params.iter().all(|&t| t == Type::F64) {
@@ -591,7 +610,7 @@ impl<F, D: Deriv> Func<F, D> {
         }
         let at = caller();
         let placeholder = || F::Output::from_ir(ctx::STALE, &mut core::iter::empty());
-        let Some((id, sig)) = define::<A, F>(self.name, &self.f, &self.deriv) else {
+        let Some((id, sig)) = define::<A, F, _>(self.name, &self.f, &self.deriv) else {
             return placeholder();
         };
         emit_call::<F::Output>(id, &sig, &args.args(), at).unwrap_or_else(placeholder)
@@ -631,13 +650,15 @@ fn emit_call<R: Ret>(
 /// Declares `@name` for `f` and traces its body, unless that was done already.
 /// Returns its id and signature; `None` after a mistake (recorded in the session).
 #[track_caller]
-fn define<A: Args, F: Callable<A>>(
+fn define<A: Args, F: Callable<A>, D: Deriv>(
     name: &str,
     f: &F,
-    deriv: &dyn Deriv,
+    deriv: &D,
 ) -> Option<(FuncId, Signature)> {
     let rust = core::any::type_name::<F>();
     let ty = typeid::of::<F>();
+    let dty = typeid::of::<D>();
+    let dname = deriv.describe();
     let sig = match signature::<A, F>(name) {
         Ok(s) => s,
         Err(e) => {
@@ -659,10 +680,34 @@ fn define<A: Args, F: Callable<A>>(
                     detail,
                 });
             }
+            if e.deriv != dty || e.deriv_name != dname {
+                let show = |d: &str| match d {
+                    "" => "no custom derivative".to_string(),
+                    "nodiff" => "nodiff".to_string(),
+                    d => format!("the custom derivative @{d}"),
+                };
+                return Err(TraceError::NameClash {
+                    name: name.to_string(),
+                    detail: format!(
+                        "called with {} and with {}; declare it one way everywhere",
+                        show(e.deriv_name),
+                        show(dname)
+                    ),
+                });
+            }
             return Ok(Some(e.id));
         }
         let id = s.module.declare(name, sig.clone())?;
-        s.entries.insert(name.to_string(), Entry { id, ty, rust });
+        s.entries.insert(
+            name.to_string(),
+            Entry {
+                id,
+                ty,
+                rust,
+                deriv: dty,
+                deriv_name: dname,
+            },
+        );
         let b = FunctionBuilder::detached(name, sig.clone());
         s.frames.push(Frame::new(name, b));
         Ok(None)
@@ -806,7 +851,7 @@ impl Tracer {
             self.session = Some(*session);
             return Err(TraceError::Nested);
         }
-        let id = define::<A, F>(f.name, &f.f, &f.deriv);
+        let id = define::<A, F, _>(f.name, &f.f, &f.deriv);
         let session = ctx::uninstall().expect("the session installed above");
         let err = session.error.clone();
         self.session = Some(session);

@@ -25,8 +25,8 @@
 
 use core::fmt::Debug;
 use core::ops::{
-    Add, AddAssign, BitAnd, BitOr, BitXor, Div, DivAssign, Mul, MulAssign, Neg, Not, Rem, Sub,
-    SubAssign,
+    Add, AddAssign, BitAnd, BitOr, BitXor, Div, DivAssign, Mul, MulAssign, Neg, Not, Rem, Shl, Shr,
+    Sub, SubAssign,
 };
 
 use crate::flow::Carry;
@@ -144,8 +144,9 @@ pub trait Real:
     fn from_bits(i: Self::Int) -> Self;
 }
 
-/// An integer: `i64` natively, [`Var<i64>`] traced. Also the index type of slices and
-/// of [`for_range`](crate::for_range).
+/// An integer: `i64` natively, [`Var<i64>`] traced, with `+ - * / %`, shifts and
+/// bitwise operators (also with plain `i64`s). Also the index type of slices and of
+/// [`for_range`](crate::for_range).
 pub trait Int:
     Copy
     + Debug
@@ -162,6 +163,14 @@ pub trait Int:
     + Rem<Output = Self>
     + Rem<i64, Output = Self>
     + Neg<Output = Self>
+    + Shl<i64, Output = Self>
+    + Shr<i64, Output = Self>
+    + BitAnd<Output = Self>
+    + BitAnd<i64, Output = Self>
+    + BitOr<Output = Self>
+    + BitOr<i64, Output = Self>
+    + BitXor<Output = Self>
+    + BitXor<i64, Output = Self>
     + AddAssign
     + AddAssign<i64>
     + SubAssign

@@ -303,3 +303,33 @@ fn values_outside_any_trace_do_not_panic() {
     let err = trace("second", move |y: Var| y + derived).unwrap_err();
     assert!(matches!(err, TraceError::ForeignValue { .. }), "{err:?}");
 }
+
+#[test]
+fn one_function_with_two_custom_derivatives() {
+    fn sq<T: Real>(x: T) -> T {
+        x * x
+    }
+    fn sq_vjp<T: Real>(x: T, dy: T) -> T {
+        dy * x * 2.0
+    }
+    // Plain first, then with a vjp: the vjp would be silently dropped.
+    let err = trace("f", |x: Var| {
+        func("sq", sq::<Var>).call((x,))
+            + func("sq", sq::<Var>)
+                .vjp("sq_vjp", sq_vjp::<Var>)
+                .call((x,))
+    })
+    .unwrap_err();
+    assert!(matches!(err, TraceError::NameClash { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("no custom derivative and with the custom derivative @sq_vjp"),
+        "{err}"
+    );
+    // And the other way round.
+    let err = trace("f", |x: Var| {
+        func("sq", sq::<Var>).nodiff().call((x,)) + func("sq", sq::<Var>).call((x,))
+    })
+    .unwrap_err();
+    assert!(matches!(err, TraceError::NameClash { .. }), "{err:?}");
+}

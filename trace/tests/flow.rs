@@ -396,3 +396,15 @@ fn one_tracer_holds_several_functions() {
     let (out, _) = run(&traced, "g", vec![Val::F64(4.0)]);
     assert_eq!(out, [Val::F64(9.0)]);
 }
+
+#[test]
+fn integer_bit_operators_in_generic_code() {
+    // Shifts and masks are part of `Int`, so generic bit tricks need no extra bounds.
+    fn bits<T: Real>(x: T) -> T::Int {
+        let b = x.to_bits();
+        ((b >> 52) & 0x7FF) ^ (b << 1 >> 1 >> 60) | 1
+    }
+    let traced = trace("bits", bits::<Var>).unwrap();
+    let (out, _) = run(&traced, "bits", vec![Val::F64(3.5)]);
+    assert_eq!(out, [Val::I64(bits::<f64>(3.5))]);
+}
