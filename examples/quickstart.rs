@@ -1,52 +1,37 @@
-//! The README's main job: parse `f(x, y) = x*x + 3*y` and the suite's Rosenbrock
-//! function, derive their rules (forward pass and pullback), compile them to native
-//! code with the JIT, and print values, gradients (with closed forms computed here
-//! in plain Rust to compare), the time of a compiled gradient, and the IR.
+//! The README's main job: write `f(x, y) = x*x + 3y` and the suite's Rosenbrock
+//! function once as generic Rust, run them natively, trace them into gradlift IR,
+//! derive their rules (forward pass and pullback), compile them to native code with
+//! the JIT, and print values, gradients (next to closed forms computed here in plain
+//! Rust), the time of a compiled gradient, and the IR.
 //!
 //! Run with `cargo run --example quickstart`.
 
 use std::time::Instant;
 
-use gradlift::ir::interp::Val;
-use gradlift::ir::{parse, verify};
-use gradlift::{CompiledFunction, CompiledGradient, Workspace};
+use gradlift::trace::prelude::*;
+use gradlift::{Active, CompiledGradient, Const, Duplicated, autodiff, suite};
 
-const SOURCE: &str = "
-; f(x, y) = x*x + 3*y
-func @f(%x: f64, %y: f64) -> f64 {
-entry:
-    %xx = fmul %x, %x
-    %y3 = fmul 3.0, %y
-    %r = fadd %xx, %y3
-    ret %r
+/// `f(x, y) = x*x + 3y`, for any `Real`: `f64` natively, `Var` traced.
+fn f<T: Real>(x: T, y: T) -> T {
+    x * x + y * 3.0
 }
-";
-
-/// The suite's Rosenbrock program, as the tests check it against a closed form.
-const ROSENBROCK: &str = include_str!("ir/rosenbrock.ir");
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let module = parse(&format!("{SOURCE}\n{ROSENBROCK}"))?;
-    verify(&module)?;
-    // One workspace per thread: the tape and buffers of compiled calls.
-    let mut ws = Workspace::new();
+    // f: natively, then traced, derived and compiled with Enzyme's activities.
+    println!("f(2, 1) natively = {}", f::<f64>(2.0, 1.0));
+    let mut df = autodiff("f", f::<Var>)?;
+    let (value, (dx, dy)) = df.gradient((Active(2.0), Active(1.0)))?;
+    println!("f(2, 1) compiled = {value}, gradient ({dx}, {dy})   (expected 7, (2x, 3) = (4, 3))");
+    let (_, (dx, ())) = df.gradient((Active(2.0), Const(1.0)))?;
+    println!("  with y constant: df/dx = {dx}");
 
-    // f: derive, compile, run.
-    let f = CompiledGradient::new(&module, "f")?;
-    let g = f.value_and_gradient(&mut ws, &[Val::F64(2.0), Val::F64(1.0)])?;
-    println!(
-        "f(2, 1) = {:?}, gradient {:?}\n   (expected 2*2 + 3*1 = 7, (2x, 3) = (4, 3))",
-        g.value, g.gradient
-    );
-
-    // Rosenbrock: `x` is a `dup` slice, whose shadow receives the gradient.
-    let x: Vec<f64> = (0..5)
-        .map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin())
-        .collect();
-    let rosenbrock = CompiledGradient::new(&module, "rosenbrock")?;
-    let out = rosenbrock.value_and_gradient(&mut ws, &[Val::F64s(x.clone())])?;
+    // Rosenbrock (gradlift::suite): x is Duplicated, its shadow receives the gradient.
+    let x = suite::rosenbrock_input(5);
+    let mut rosenbrock = autodiff("rosenbrock", suite::rosenbrock::<Var>)?;
+    let mut grad = vec![0.0; x.len()];
+    let (value, _) = rosenbrock.gradient((Duplicated(&x[..], &mut grad[..]),))?;
     let n = x.len();
-    let value: f64 = x
+    let expected: f64 = x
         .windows(2)
         .map(|w| 100.0 * (w[1] - w[0] * w[0]).powi(2) + (1.0 - w[0]).powi(2))
         .sum();
@@ -63,20 +48,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     println!(
-        "rosenbrock({x:.4?})\n   value {:?}, gradient {:?}\n   (closed form in Rust: {value}, {closed_form:.6?})",
-        out.value, out.gradient[0]
+        "rosenbrock({x:.4?})\n   value {value}, gradient {grad:.6?}\n   (closed form in Rust: {expected}, {closed_form:.6?})"
     );
 
-    // Native speed: a prepared gradient at n = 100,000, against the primal.
-    let big: Vec<f64> = (0..100_000)
-        .map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin())
-        .collect();
-    let args = [Val::F64s(big)];
-    let primal = CompiledFunction::new(&module, "rosenbrock")?;
-    let mut primal_args = args.clone();
-    let mut results = Vec::new();
-    let mut cache = rosenbrock.prepare(&args)?;
+    // Native speed: the compiled gradient at n = 100,000, against the compiled primal.
+    let big = suite::rosenbrock_input(100_000);
+    let mut shadow = vec![0.0; big.len()];
     let time = |f: &mut dyn FnMut()| {
+        f(); // the first call compiles and sizes the buffers
         let start = Instant::now();
         for _ in 0..20 {
             f();
@@ -84,24 +63,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         start.elapsed().as_secs_f64() / 20.0 * 1e3
     };
     let primal_ms = time(&mut || {
-        primal
-            .call_into(&mut ws, &mut primal_args, &mut results)
-            .expect("the primal runs");
+        rosenbrock.call((&big[..],)).expect("the primal runs");
     });
-    let mut tape_bytes = 0;
     let gradient_ms = time(&mut || {
-        let g = cache.value_and_gradient(&args).expect("the gradient runs");
-        tape_bytes = g.tape_peak_bytes;
+        rosenbrock
+            .gradient((Duplicated(&big[..], &mut shadow[..]),))
+            .expect("the gradient runs");
     });
     println!(
         "rosenbrock at n = 100,000: primal {primal_ms:.3} ms, gradient {gradient_ms:.3} ms \
-         (compiled in {:.1} ms; tape {} bytes)",
-        rosenbrock.compile_time().as_secs_f64() * 1e3,
-        tape_bytes
+         (traced, derived and compiled in {:.1} ms)",
+        rosenbrock.compile_time().as_secs_f64() * 1e3
     );
 
-    println!("\nthe IR of f, as gradlift prints it (primal, forward pass, pullback):");
-    let rule = f.rule();
+    println!("\nthe IR of f, as traced and derived (primal, forward pass, pullback):");
+    let rule = CompiledGradient::new(df.module(), "f")?;
+    let rule = rule.rule();
     for func in [rule.layout.primal, rule.forward, rule.pullback] {
         let mut text = String::new();
         gradlift::ir::write::write_function(&mut text, &rule.module, func)?;

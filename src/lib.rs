@@ -84,6 +84,11 @@ pub use gradlift_jit as jit;
 pub use gradlift_jit::{Hosts, TapeStats, Workspace};
 pub use gradlift_trace as trace;
 
+/// The tracing guide's Rust examples, compiled and run as doctests.
+#[doc = include_str!("../docs/tracing.md")]
+#[cfg(doctest)]
+pub struct TracingGuideDoctests;
+
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
