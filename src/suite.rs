@@ -75,7 +75,7 @@ pub fn rosenbrock<T: Real>(x: T::Slice<'_>) -> T {
         let xn = x.at(i + 1);
         let a = xn - xi * xi;
         let b = T::lit(1.0) - xi;
-        acc + a * a * 100.0 + b * b
+        acc + (a * a * 100.0 + b * b)
     })
 }
 
