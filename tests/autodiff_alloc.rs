@@ -3,67 +3,15 @@
 //! copies the arguments into the pattern's retained buffers and the shadows and
 //! writable slices back out, and a counting global allocator sees no allocation.
 
-// A global allocator cannot be written without `unsafe`; it only forwards.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use gradlift::trace::prelude::*;
 use gradlift::{Active, Const, Duplicated, DuplicatedNoNeed, Return, autodiff};
 
-/// Counts allocations (and reallocations) made by threads that asked to be counted.
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    // Per thread, so that tests counting at the same time do not see each other's
-    // allocations.
-    static ALLOCS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note() {
-    // `try_with`: the allocator may run while a thread's locals are torn down.
-    if COUNTING.try_with(Cell::get).unwrap_or(false) {
-        let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
-    }
-}
-
-// SAFETY: every method forwards to the system allocator unchanged; counting has no
-// effect on the memory handed out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::{Counting, allocations};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-/// The allocations `f` makes on this thread.
-fn allocations(f: impl FnOnce()) -> usize {
-    let before = ALLOCS.with(Cell::get);
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    ALLOCS.with(Cell::get) - before
-}
 
 /// sum_i (w_i x_i - t)^2 * s, with a local buffer of the residuals.
 fn loss<T: Real>(x: T::Slice<'_>, w: T::Slice<'_>, t: T, s: T) -> T {

@@ -4,67 +4,16 @@
 //! its memory), on normalize (a call in a loop) and on a function with a local
 //! buffer (a tape buffer in its rule).
 
-// A global allocator cannot be written without `unsafe`; it only forwards.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use gradlift::ir::interp::Val;
 use gradlift::ir::{parse, verify};
 use gradlift::{CompiledFunction, CompiledGradient, Workspace};
 
-/// Counts allocations (and reallocations) made by threads that asked to be counted.
-struct Counting;
-
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-}
-
-fn note() {
-    if COUNTING.with(Cell::get) {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: every method forwards to the system allocator unchanged; counting has no
-// effect on the memory handed out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::{Counting, allocations};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-/// The allocations `f` makes on this thread.
-fn allocations(f: impl FnOnce()) -> usize {
-    let before = ALLOCS.load(Ordering::Relaxed);
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    ALLOCS.load(Ordering::Relaxed) - before
-}
 
 fn example(name: &str) -> gradlift::ir::Module {
     let path = format!("{}/examples/ir/{name}", env!("CARGO_MANIFEST_DIR"));

@@ -277,6 +277,29 @@ fn same_scalar(a: Scalar, b: Scalar) -> bool {
     }
 }
 
+/// Joins two flattened values of one shape: each pair of different traced values
+/// becomes `make(builder, type, a, b)` (a phi, a select), tagged here; the rest is
+/// taken from `a`.
+fn join_slots(
+    f: &mut ctx::Frame,
+    a: &[Slot],
+    b: &[Slot],
+    mut make: impl FnMut(&mut gradlift_ir::FunctionBuilder<'static>, Type, Value, Value) -> Value,
+) -> Vec<Slot> {
+    let here = f.here();
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| match (*x, *y) {
+            (Slot::Var { value: u, ty, .. }, Slot::Var { value: v, .. }) if u != v => Slot::Var {
+                tag: here,
+                value: make(&mut f.b, ty, u, v),
+                ty,
+            },
+            _ => *x,
+        })
+        .collect()
+}
+
 /// The traced `cond`.
 #[track_caller]
 pub(crate) fn traced_cond<R: Carry>(
@@ -321,23 +344,9 @@ pub(crate) fn traced_cond<R: Carry>(
             f.fail(TraceError::ArmMismatch { func, detail, at });
             return None;
         }
-        let here = f.here();
-        Some(
-            sa.iter()
-                .zip(&sb)
-                .map(|(x, y)| match (*x, *y) {
-                    (Slot::Var { value: u, ty, .. }, Slot::Var { value: v, .. }) if u != v => {
-                        let phi = f.b.phi(ty, &[(then_end, u), (else_end, v)]);
-                        Slot::Var {
-                            tag: here,
-                            value: phi,
-                            ty,
-                        }
-                    }
-                    _ => *x,
-                })
-                .collect::<Vec<_>>(),
-        )
+        Some(join_slots(f, &sa, &sb, |b, ty, u, v| {
+            b.phi(ty, &[(then_end, u), (else_end, v)])
+        }))
     })
     .flatten();
     match merged {
@@ -382,22 +391,9 @@ pub(crate) fn traced_select<V: Carry>(c: Var<bool>, a: V, b: V) -> V {
             f.fail(TraceError::ArmMismatch { func, detail, at });
             return None;
         }
-        let here = f.here();
-        Some(
-            sa.iter()
-                .zip(&sb)
-                .map(|(x, y)| match (*x, *y) {
-                    (Slot::Var { value: u, ty, .. }, Slot::Var { value: v, .. }) if u != v => {
-                        Slot::Var {
-                            tag: here,
-                            value: f.b.select(c.value, u, v),
-                            ty,
-                        }
-                    }
-                    _ => *x,
-                })
-                .collect::<Vec<_>>(),
-        )
+        Some(join_slots(f, &sa, &sb, |b, _, u, v| {
+            b.select(c.value, u, v)
+        }))
     })
     .flatten();
     match merged {

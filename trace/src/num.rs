@@ -458,6 +458,29 @@ use gradlift_ir::{CmpPred, Imm, Opcode, Type};
 
 use crate::var::op;
 
+/// The six comparisons, each one `fcmp` or `icmp`.
+macro_rules! traced_compare {
+    ($cmp:ident) => {
+        traced_compare!($cmp: lt Lt, le Le, gt Gt, ge Ge, eq Eq, ne Ne);
+    };
+    ($cmp:ident: $($m:ident $p:ident),*) => {$(
+        #[track_caller]
+        fn $m(self, other: impl Into<Self>) -> Var<bool> {
+            $cmp(stringify!($m), CmpPred::$p, self, other.into())
+        }
+    )*};
+}
+
+/// Float methods of one operand, each one op.
+macro_rules! traced_unary {
+    ($($m:ident $op:ident),* $(,)?) => {$(
+        #[track_caller]
+        fn $m(self) -> Self {
+            op(stringify!($m), Opcode::$op, Imm::None, &[self.operand()])
+        }
+    )*};
+}
+
 macro_rules! traced_float {
     ($p:ty, $lit:expr) => {
         impl Float for Var<$p> {
@@ -489,45 +512,9 @@ macro_rules! traced_float {
                     &[self.operand()],
                 )
             }
-            #[track_caller]
-            fn sqrt(self) -> Self {
-                op("sqrt", Opcode::Sqrt, Imm::None, &[self.operand()])
-            }
-            #[track_caller]
-            fn exp(self) -> Self {
-                op("exp", Opcode::Exp, Imm::None, &[self.operand()])
-            }
-            #[track_caller]
-            fn ln(self) -> Self {
-                op("ln", Opcode::Log, Imm::None, &[self.operand()])
-            }
-            #[track_caller]
-            fn sin(self) -> Self {
-                op("sin", Opcode::Sin, Imm::None, &[self.operand()])
-            }
-            #[track_caller]
-            fn cos(self) -> Self {
-                op("cos", Opcode::Cos, Imm::None, &[self.operand()])
-            }
-            #[track_caller]
-            fn tan(self) -> Self {
-                op("tan", Opcode::Tan, Imm::None, &[self.operand()])
-            }
-            #[track_caller]
-            fn tanh(self) -> Self {
-                op("tanh", Opcode::Tanh, Imm::None, &[self.operand()])
-            }
-            #[track_caller]
-            fn abs(self) -> Self {
-                op("abs", Opcode::Fabs, Imm::None, &[self.operand()])
-            }
-            #[track_caller]
-            fn floor(self) -> Self {
-                op("floor", Opcode::Floor, Imm::None, &[self.operand()])
-            }
-            #[track_caller]
-            fn ceil(self) -> Self {
-                op("ceil", Opcode::Ceil, Imm::None, &[self.operand()])
+            traced_unary! {
+                sqrt Sqrt, exp Exp, ln Log, sin Sin, cos Cos, tan Tan, tanh Tanh, abs Fabs,
+                floor Floor, ceil Ceil,
             }
             #[track_caller]
             fn powi(self, n: i32) -> Self {
@@ -566,30 +553,7 @@ macro_rules! traced_float {
                     &[self.operand(), other.operand()],
                 )
             }
-            #[track_caller]
-            fn lt(self, other: impl Into<Self>) -> Var<bool> {
-                fcmp("lt", CmpPred::Lt, self, other.into())
-            }
-            #[track_caller]
-            fn le(self, other: impl Into<Self>) -> Var<bool> {
-                fcmp("le", CmpPred::Le, self, other.into())
-            }
-            #[track_caller]
-            fn gt(self, other: impl Into<Self>) -> Var<bool> {
-                fcmp("gt", CmpPred::Gt, self, other.into())
-            }
-            #[track_caller]
-            fn ge(self, other: impl Into<Self>) -> Var<bool> {
-                fcmp("ge", CmpPred::Ge, self, other.into())
-            }
-            #[track_caller]
-            fn eq(self, other: impl Into<Self>) -> Var<bool> {
-                fcmp("eq", CmpPred::Eq, self, other.into())
-            }
-            #[track_caller]
-            fn ne(self, other: impl Into<Self>) -> Var<bool> {
-                fcmp("ne", CmpPred::Ne, self, other.into())
-            }
+            traced_compare!(fcmp);
             #[track_caller]
             fn alloc(n: Var<i64>) -> SliceMut<$p> {
                 crate::slice::alloc(n)
@@ -633,30 +597,7 @@ impl Real for Var<f64> {
 
 impl Int for Var<i64> {
     type Bool = Var<bool>;
-    #[track_caller]
-    fn lt(self, other: impl Into<Self>) -> Var<bool> {
-        icmp("lt", CmpPred::Lt, self, other.into())
-    }
-    #[track_caller]
-    fn le(self, other: impl Into<Self>) -> Var<bool> {
-        icmp("le", CmpPred::Le, self, other.into())
-    }
-    #[track_caller]
-    fn gt(self, other: impl Into<Self>) -> Var<bool> {
-        icmp("gt", CmpPred::Gt, self, other.into())
-    }
-    #[track_caller]
-    fn ge(self, other: impl Into<Self>) -> Var<bool> {
-        icmp("ge", CmpPred::Ge, self, other.into())
-    }
-    #[track_caller]
-    fn eq(self, other: impl Into<Self>) -> Var<bool> {
-        icmp("eq", CmpPred::Eq, self, other.into())
-    }
-    #[track_caller]
-    fn ne(self, other: impl Into<Self>) -> Var<bool> {
-        icmp("ne", CmpPred::Ne, self, other.into())
-    }
+    traced_compare!(icmp);
     #[track_caller]
     fn range_loop<C: Carry>(start: Self, end: Self, init: C, body: impl FnMut(Self, C) -> C) -> C {
         crate::flow::traced_for(start, end, init, body)
