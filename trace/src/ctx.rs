@@ -192,6 +192,20 @@ pub(crate) fn install(session: Session) -> Result<(), Box<Session>> {
     })
 }
 
+/// Takes the session off the thread when dropped, if it is still there: a tracer
+/// whose user code panicked leaves no state behind.
+pub(crate) struct InstallGuard;
+
+impl Drop for InstallGuard {
+    fn drop(&mut self) {
+        let _ = SESSION.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                s.take();
+            }
+        });
+    }
+}
+
 /// Takes this thread's session back.
 pub(crate) fn uninstall() -> Option<Session> {
     SESSION.with(|s| s.borrow_mut().take())

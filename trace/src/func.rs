@@ -851,8 +851,14 @@ impl Tracer {
             self.session = Some(*session);
             return Err(TraceError::Nested);
         }
+        // If user code panics while tracing, the guard takes the session off the
+        // thread, so later traces start clean (this tracer is then spent).
+        let guard = ctx::InstallGuard;
         let id = define::<A, F, _>(f.name, &f.f, &f.deriv);
-        let session = ctx::uninstall().expect("the session installed above");
+        let Some(session) = ctx::uninstall() else {
+            return Err(TraceError::Nested);
+        };
+        drop(guard);
         let err = session.error.clone();
         self.session = Some(session);
         match (err, id) {

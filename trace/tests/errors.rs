@@ -333,3 +333,16 @@ fn one_function_with_two_custom_derivatives() {
     .unwrap_err();
     assert!(matches!(err, TraceError::NameClash { .. }), "{err:?}");
 }
+
+#[test]
+fn a_panic_in_traced_code_leaves_the_thread_clean() {
+    let caught = std::panic::catch_unwind(|| {
+        let _ = trace("boom", |x: Var| -> Var {
+            panic!("user code failed at {x:?}")
+        });
+    });
+    assert!(caught.is_err());
+    // The next trace on this thread works.
+    let traced = trace("after", |x: Var| x * 2.0).unwrap();
+    assert!(traced.module.to_string().contains("func @after"));
+}
