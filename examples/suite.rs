@@ -56,12 +56,25 @@ struct Row {
     program: &'static str,
     n: usize,
     primal: f64,
-    gradient: f64,
+    /// gradlift's gradient, `None` when it was not run (see [`TAPE_CAP`]).
+    gradient: Option<Gradlift>,
     hand_primal: f64,
     hand_gradient: f64,
+}
+
+/// gradlift's gradient in a [`Row`].
+struct Gradlift {
+    /// Median ms.
+    time: f64,
+    /// `autodiff(..)` and the first gradient.
     compile: Duration,
     tape_bytes: usize,
 }
+
+/// The most tape a gradient may be predicted to need before it is not run: the
+/// naive `normalize`'s tape is O(n^2), gigabytes at the suite's sizes, and twice
+/// that while the tape grows (as a vector).
+const TAPE_CAP: usize = 4 << 30;
 
 /// `a` and `b` agree to relative `rel`; an entry of a vector whose largest entry is
 /// `scale` may also be off by `rel * 1e-3 * scale` (cancellation makes a tiny
@@ -102,17 +115,17 @@ fn scalar(out: &[Val]) -> f64 {
 /// `args`.
 struct Jit {
     primal: f64,
-    gradient: f64,
-    tape_bytes: usize,
     primal_value: f64,
-    gradient_value: f64,
+    /// The median ms of the gradient, its value and tape, when it ran.
+    gradient: Option<(f64, f64, usize)>,
 }
 
 /// Compiles the primal ([`CompiledFunction`]) and the gradient with the activities
 /// `params` ([`CompiledGradient`], prepared as a [`gradlift::GradientCache`]) of the
 /// function of `ad`, and times them at `args` with every buffer allocated before
 /// the timed calls.
-fn jit<A, R>(ad: &Autodiff<A, R>, params: &[Activity], args: Vec<Val>) -> Result<Jit, Error> {
+/// With `params` `None`, the primal only.
+fn jit<A, R>(ad: &Autodiff<A, R>, params: Option<&[Activity]>, args: Vec<Val>) -> Result<Jit, Error> {
     let (module, name) = (ad.module(), ad.name());
     let func = CompiledFunction::with_hosts(module, name, ad.hosts())?;
     let (mut ws, mut primal_args, mut out) = (Workspace::new(), args.clone(), Vec::new());
@@ -124,6 +137,13 @@ fn jit<A, R>(ad: &Autodiff<A, R>, params: &[Activity], args: Vec<Val>) -> Result
         black_box(&out);
     });
 
+    let Some(params) = params else {
+        return Ok(Jit {
+            primal,
+            primal_value,
+            gradient: None,
+        });
+    };
     let id = module.func_by_name(name).ok_or_else(|| Error::NoSuchFunction(name.to_string()))?;
     let config = RuleConfig::default_for(module.sig(id)).with_params(params);
     let grad = CompiledGradient::with_config(module, name, &config, ad.hosts())?;
@@ -137,15 +157,13 @@ fn jit<A, R>(ad: &Autodiff<A, R>, params: &[Activity], args: Vec<Val>) -> Result
     });
     Ok(Jit {
         primal,
-        gradient,
-        tape_bytes,
         primal_value,
-        gradient_value,
+        gradient: Some((gradient, gradient_value, tape_bytes)),
     })
 }
 
 /// Checks the compiled primal's and the timed gradient's values against `hand_value`
-/// and makes the row.
+/// and makes the row (`compile` `None` when the gradient was not run).
 #[allow(clippy::too_many_arguments)]
 fn row(
     program: &'static str,
@@ -154,19 +172,24 @@ fn row(
     hand_value: f64,
     hand_primal: f64,
     hand_gradient: f64,
-    compile: Duration,
+    compile: Option<Duration>,
 ) -> Row {
     check(program, jit.primal_value, hand_value, &[]);
-    check(program, jit.gradient_value, hand_value, &[]);
+    let gradient = jit.gradient.zip(compile).map(|((time, value, tape_bytes), compile)| {
+        check(program, value, hand_value, &[]);
+        Gradlift {
+            time,
+            compile,
+            tape_bytes,
+        }
+    });
     Row {
         program,
         n,
         primal: jit.primal,
-        gradient: jit.gradient,
+        gradient,
         hand_primal,
         hand_gradient,
-        compile,
-        tape_bytes: jit.tape_bytes,
     }
 }
 
@@ -189,31 +212,38 @@ fn of_x<F: Callable<(Slice<f64>,), Output = Var>>(
     let hand_value = hand_gradient(&x, &mut hand_dx);
     check(program, value, hand_value, &[(&dx, &hand_dx)]);
 
-    let jit = jit(&ad, &[Activity::Dup], vec![Val::F64s(x.clone())])?;
+    let jit = jit(&ad, Some(&[Activity::Dup]), vec![Val::F64s(x.clone())])?;
     let hp = measure(|| {
         black_box(hand_primal(black_box(&x)));
     });
     let hg = measure(|| {
         black_box(hand_gradient(black_box(&x), &mut hand_dx));
     });
-    Ok(row(program, n, jit, hand_value, hp, hg, compile))
+    Ok(row(program, n, jit, hand_value, hp, hg, Some(compile)))
 }
 
-/// `normalize` at size `n`: `x` duplicated, `w` constant.
-fn normalize(n: usize) -> Result<Row, Error> {
+/// `normalize` at size `n`: `x` duplicated, `w` constant. gradlift's gradient is
+/// not run when its tape is predicted (`tape`) to exceed [`TAPE_CAP`].
+fn normalize(n: usize, tape: Option<usize>) -> Result<Row, Error> {
     let (x, w) = suite::normalize_input(n);
-    let mut dx = vec![0.0; n];
-    let start = Instant::now();
-    let mut ad = autodiff("normalize", suite::normalize::<Var>)?;
-    let (value, _) = ad.gradient((Duplicated(&x[..], &mut dx[..]), Const(&w[..])))?;
-    let compile = start.elapsed();
-
     let mut hand_dx = vec![0.0; n];
     let hand_value = hand::normalize_gradient(&x, &w, &mut hand_dx);
-    check("normalize", value, hand_value, &[(&dx, &hand_dx)]);
-
+    let run_gradient = tape.is_none_or(|t| t <= TAPE_CAP);
+    let mut compile = None;
+    if run_gradient {
+        let mut dx = vec![0.0; n];
+        let start = Instant::now();
+        let mut ad = autodiff("normalize", suite::normalize::<Var>)?;
+        let (value, _) = ad.gradient((Duplicated(&x[..], &mut dx[..]), Const(&w[..])))?;
+        compile = Some(start.elapsed());
+        check("normalize", value, hand_value, &[(&dx, &hand_dx)]);
+        // The tape is O(n^2) here (gigabytes): this first gradient's workspace is
+        // freed before the timed one grows its own.
+    }
+    let ad = autodiff("normalize", suite::normalize::<Var>)?;
     let args = vec![Val::F64s(x.clone()), Val::F64s(w.clone())];
-    let jit = jit(&ad, &[Activity::Dup, Activity::Const], args)?;
+    let params = [Activity::Dup, Activity::Const];
+    let jit = jit(&ad, run_gradient.then_some(&params[..]), args)?;
     let hp = measure(|| {
         black_box(hand::normalize(black_box(&x), black_box(&w)));
     });
@@ -256,14 +286,14 @@ fn mlp() -> Result<Row, Error> {
 
     let args = [&p.x, &p.w1, &p.b1, &p.w2, &p.b2].map(|v| Val::F64s(v.clone())).to_vec();
     let params = [Activity::Const, Activity::Dup, Activity::Dup, Activity::Dup, Activity::Dup];
-    let jit = jit(&ad, &params, args)?;
+    let jit = jit(&ad, Some(&params), args)?;
     let hp = measure(|| {
         black_box(hand::mlp(black_box(&p.x), &p.w1, &p.b1, &p.w2, &p.b2));
     });
     let hg = measure(|| {
         black_box(hand_gradient(&mut h));
     });
-    Ok(row("mlp", MLP_BATCH, jit, hand_value, hp, hg, compile))
+    Ok(row("mlp", MLP_BATCH, jit, hand_value, hp, hg, Some(compile)))
 }
 
 /// `ode` at the suite's steps: the six parameters duplicated, the steps constant.
@@ -282,67 +312,99 @@ fn ode() -> Result<Row, Error> {
     check("ode", value, hand_value, &[(&dp, &hand_dp)]);
 
     let args = vec![Val::F64s(p.clone()), Val::I64(ODE_STEPS)];
-    let jit = jit(&ad, &[Activity::Dup, Activity::Const], args)?;
+    let jit = jit(&ad, Some(&[Activity::Dup, Activity::Const]), args)?;
     let hp = measure(|| {
         black_box(hand::ode(black_box(&p), black_box(steps)));
     });
     let hg = measure(|| {
         black_box(hand::ode_gradient(black_box(&p), steps, &mut hand_dp, &mut scratch));
     });
-    Ok(row("ode", steps, jit, hand_value, hp, hg, compile))
+    Ok(row("ode", steps, jit, hand_value, hp, hg, Some(compile)))
 }
 
 fn main() -> Result<(), Error> {
+    // An argument keeps only the programs whose name contains it.
+    let only = std::env::args().nth(1).unwrap_or_default();
     let start = Instant::now();
-    let rows = [
-        of_x("sumsq", suite::sumsq::<Var>, suite::sumsq_input(N), hand::sumsq, hand::sumsq_gradient)?,
-        of_x(
-            "rosenbrock",
-            suite::rosenbrock::<Var>,
-            suite::rosenbrock_input(N),
-            hand::rosenbrock,
-            hand::rosenbrock_gradient,
-        )?,
-        of_x(
-            "logsumexp",
-            suite::logsumexp::<Var>,
-            suite::logsumexp_input(N),
-            hand::logsumexp,
-            hand::logsumexp_gradient,
-        )?,
-        normalize(NORMALIZE_N)?,
-        normalize(2 * NORMALIZE_N)?,
-        mlp()?,
-        ode()?,
-        of_x(
-            "branchy",
-            suite::branchy::<Var>,
-            suite::branchy_input(N),
-            hand::branchy,
-            hand::branchy_gradient,
-        )?,
+    // Each program sees the rows so far (normalize at 20_000 predicts its tape from
+    // the one at 10_000).
+    type Program = fn(&[Row]) -> Result<Row, Error>;
+    let programs: [(&str, Program); 8] = [
+        ("sumsq", |_| {
+            of_x("sumsq", suite::sumsq::<Var>, suite::sumsq_input(N), hand::sumsq, hand::sumsq_gradient)
+        }),
+        ("rosenbrock", |_| {
+            of_x(
+                "rosenbrock",
+                suite::rosenbrock::<Var>,
+                suite::rosenbrock_input(N),
+                hand::rosenbrock,
+                hand::rosenbrock_gradient,
+            )
+        }),
+        ("logsumexp", |_| {
+            of_x(
+                "logsumexp",
+                suite::logsumexp::<Var>,
+                suite::logsumexp_input(N),
+                hand::logsumexp,
+                hand::logsumexp_gradient,
+            )
+        }),
+        ("normalize/10k", |_| normalize(NORMALIZE_N, None)),
+        ("normalize/20k", |rows| {
+            // O(n^2): four times the tape at 10_000.
+            let at_10k = rows.iter().find(|r| r.program == "normalize" && r.n == NORMALIZE_N);
+            let tape = at_10k.and_then(|r| r.gradient.as_ref()).map(|g| 4 * g.tape_bytes);
+            normalize(2 * NORMALIZE_N, tape)
+        }),
+        ("mlp", |_| mlp()),
+        ("ode", |_| ode()),
+        ("branchy", |_| {
+            of_x("branchy", suite::branchy::<Var>, suite::branchy_input(N), hand::branchy, hand::branchy_gradient)
+        }),
     ];
+    let mut rows = Vec::new();
+    for (name, run) in programs {
+        if name.contains(&only) {
+            eprintln!("{name}...");
+            let row = run(&rows)?;
+            rows.push(row);
+        }
+    }
     println!(
         "| program | n | primal ms | gradient ms | ratio | hand primal ms | hand gradient ms | vs hand | compile ms | tape bytes |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut skipped = false;
     for r in &rows {
+        let (gradient, ratio, vs_hand, compile, tape) = match &r.gradient {
+            Some(g) => (
+                format!("{:.4}", g.time),
+                format!("{:.2}", g.time / r.primal),
+                format!("{:.2}", g.time / r.hand_gradient),
+                format!("{:.1}", g.compile.as_secs_f64() * 1e3),
+                g.tape_bytes.to_string(),
+            ),
+            None => {
+                skipped = true;
+                let s = || "-".to_string();
+                (s(), s(), s(), s(), s())
+            }
+        };
         println!(
-            "| {} | {} | {:.4} | {:.4} | {:.2} | {:.4} | {:.4} | {:.2} | {:.1} | {} |",
-            r.program,
-            r.n,
-            r.primal,
-            r.gradient,
-            r.gradient / r.primal,
-            r.hand_primal,
-            r.hand_gradient,
-            r.gradient / r.hand_gradient,
-            r.compile.as_secs_f64() * 1e3,
-            r.tape_bytes,
+            "| {} | {} | {:.4} | {gradient} | {ratio} | {:.4} | {:.4} | {vs_hand} | {compile} | {tape} |",
+            r.program, r.n, r.primal, r.hand_primal, r.hand_gradient,
+        );
+    }
+    if skipped {
+        println!(
+            "\n`-`: gradlift's gradient not run, its tape predicted over {} GiB.",
+            TAPE_CAP >> 30
         );
     }
     println!(
-        "\nEvery gradient checked against the hand gradient to 1e-8 relative; {:.1} s in all.",
+        "\nEvery gradient run checked against the hand gradient to 1e-8 relative; {:.1} s in all.",
         start.elapsed().as_secs_f64()
     );
     Ok(())
