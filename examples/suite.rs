@@ -17,7 +17,9 @@ use gradlift::hand;
 use gradlift::ir::interp::Val;
 use gradlift::suite::{self, MLP_BATCH, N, NORMALIZE_N, ODE_STEPS};
 use gradlift::trace::{Callable, Slice, Var};
-use gradlift::{Autodiff, CompiledFunction, CompiledGradient, Const, Duplicated, Error, Workspace, autodiff};
+use gradlift::{
+    Autodiff, CompiledFunction, CompiledGradient, Const, Duplicated, Error, Workspace, autodiff,
+};
 
 /// Time per measurement: a call is repeated until about this much has run.
 const BUDGET: f64 = 0.3;
@@ -125,7 +127,11 @@ struct Jit {
 /// function of `ad`, and times them at `args` with every buffer allocated before
 /// the timed calls.
 /// With `params` `None`, the primal only.
-fn jit<A, R>(ad: &Autodiff<A, R>, params: Option<&[Activity]>, args: Vec<Val>) -> Result<Jit, Error> {
+fn jit<A, R>(
+    ad: &Autodiff<A, R>,
+    params: Option<&[Activity]>,
+    args: Vec<Val>,
+) -> Result<Jit, Error> {
     let (module, name) = (ad.module(), ad.name());
     let func = CompiledFunction::with_hosts(module, name, ad.hosts())?;
     let (mut ws, mut primal_args, mut out) = (Workspace::new(), args.clone(), Vec::new());
@@ -144,13 +150,17 @@ fn jit<A, R>(ad: &Autodiff<A, R>, params: Option<&[Activity]>, args: Vec<Val>) -
             gradient: None,
         });
     };
-    let id = module.func_by_name(name).ok_or_else(|| Error::NoSuchFunction(name.to_string()))?;
+    let id = module
+        .func_by_name(name)
+        .ok_or_else(|| Error::NoSuchFunction(name.to_string()))?;
     let config = RuleConfig::default_for(module.sig(id)).with_params(params);
     let grad = CompiledGradient::with_config(module, name, &config, ad.hosts())?;
     let mut cache = grad.prepare(&args)?;
     let (mut gradient_value, mut tape_bytes) = (f64::NAN, 0);
     let gradient = measure(|| {
-        let g = cache.value_and_gradient(black_box(&args)).expect("the gradient ran once");
+        let g = cache
+            .value_and_gradient(black_box(&args))
+            .expect("the gradient ran once");
         gradient_value = scalar(g.value);
         tape_bytes = g.tape_peak_bytes;
         black_box(g.gradient);
@@ -175,14 +185,17 @@ fn row(
     compile: Option<Duration>,
 ) -> Row {
     check(program, jit.primal_value, hand_value, &[]);
-    let gradient = jit.gradient.zip(compile).map(|((time, value, tape_bytes), compile)| {
-        check(program, value, hand_value, &[]);
-        Gradlift {
-            time,
-            compile,
-            tape_bytes,
-        }
-    });
+    let gradient = jit
+        .gradient
+        .zip(compile)
+        .map(|((time, value, tape_bytes), compile)| {
+            check(program, value, hand_value, &[]);
+            Gradlift {
+                time,
+                compile,
+                tape_bytes,
+            }
+        });
     Row {
         program,
         n,
@@ -248,7 +261,11 @@ fn normalize(n: usize, tape: Option<usize>) -> Result<Row, Error> {
         black_box(hand::normalize(black_box(&x), black_box(&w)));
     });
     let hg = measure(|| {
-        black_box(hand::normalize_gradient(black_box(&x), black_box(&w), &mut hand_dx));
+        black_box(hand::normalize_gradient(
+            black_box(&x),
+            black_box(&w),
+            &mut hand_dx,
+        ));
     });
     Ok(row("normalize", n, jit, hand_value, hp, hg, compile))
 }
@@ -284,8 +301,16 @@ fn mlp() -> Result<Row, Error> {
     let pairs: Vec<(&[f64], &[f64])> = d.iter().zip(&h).map(|(g, w)| (&g[..], &w[..])).collect();
     check("mlp", value, hand_value, &pairs);
 
-    let args = [&p.x, &p.w1, &p.b1, &p.w2, &p.b2].map(|v| Val::F64s(v.clone())).to_vec();
-    let params = [Activity::Const, Activity::Dup, Activity::Dup, Activity::Dup, Activity::Dup];
+    let args = [&p.x, &p.w1, &p.b1, &p.w2, &p.b2]
+        .map(|v| Val::F64s(v.clone()))
+        .to_vec();
+    let params = [
+        Activity::Const,
+        Activity::Dup,
+        Activity::Dup,
+        Activity::Dup,
+        Activity::Dup,
+    ];
     let jit = jit(&ad, Some(&params), args)?;
     let hp = measure(|| {
         black_box(hand::mlp(black_box(&p.x), &p.w1, &p.b1, &p.w2, &p.b2));
@@ -293,7 +318,15 @@ fn mlp() -> Result<Row, Error> {
     let hg = measure(|| {
         black_box(hand_gradient(&mut h));
     });
-    Ok(row("mlp", MLP_BATCH, jit, hand_value, hp, hg, Some(compile)))
+    Ok(row(
+        "mlp",
+        MLP_BATCH,
+        jit,
+        hand_value,
+        hp,
+        hg,
+        Some(compile),
+    ))
 }
 
 /// `ode` at the suite's steps: the six parameters duplicated, the steps constant.
@@ -317,7 +350,12 @@ fn ode() -> Result<Row, Error> {
         black_box(hand::ode(black_box(&p), black_box(steps)));
     });
     let hg = measure(|| {
-        black_box(hand::ode_gradient(black_box(&p), steps, &mut hand_dp, &mut scratch));
+        black_box(hand::ode_gradient(
+            black_box(&p),
+            steps,
+            &mut hand_dp,
+            &mut scratch,
+        ));
     });
     Ok(row("ode", steps, jit, hand_value, hp, hg, Some(compile)))
 }
@@ -331,7 +369,13 @@ fn main() -> Result<(), Error> {
     type Program = fn(&[Row]) -> Result<Row, Error>;
     let programs: [(&str, Program); 8] = [
         ("sumsq", |_| {
-            of_x("sumsq", suite::sumsq::<Var>, suite::sumsq_input(N), hand::sumsq, hand::sumsq_gradient)
+            of_x(
+                "sumsq",
+                suite::sumsq::<Var>,
+                suite::sumsq_input(N),
+                hand::sumsq,
+                hand::sumsq_gradient,
+            )
         }),
         ("rosenbrock", |_| {
             of_x(
@@ -354,14 +398,24 @@ fn main() -> Result<(), Error> {
         ("normalize/10k", |_| normalize(NORMALIZE_N, None)),
         ("normalize/20k", |rows| {
             // O(n^2): four times the tape at 10_000.
-            let at_10k = rows.iter().find(|r| r.program == "normalize" && r.n == NORMALIZE_N);
-            let tape = at_10k.and_then(|r| r.gradient.as_ref()).map(|g| 4 * g.tape_bytes);
+            let at_10k = rows
+                .iter()
+                .find(|r| r.program == "normalize" && r.n == NORMALIZE_N);
+            let tape = at_10k
+                .and_then(|r| r.gradient.as_ref())
+                .map(|g| 4 * g.tape_bytes);
             normalize(2 * NORMALIZE_N, tape)
         }),
         ("mlp", |_| mlp()),
         ("ode", |_| ode()),
         ("branchy", |_| {
-            of_x("branchy", suite::branchy::<Var>, suite::branchy_input(N), hand::branchy, hand::branchy_gradient)
+            of_x(
+                "branchy",
+                suite::branchy::<Var>,
+                suite::branchy_input(N),
+                hand::branchy,
+                hand::branchy_gradient,
+            )
         }),
     ];
     let mut rows = Vec::new();

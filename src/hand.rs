@@ -74,7 +74,11 @@ pub fn logsumexp(x: &[f64]) -> f64 {
 /// `dx`, of `x`'s length): the maximum, then the exponentials (kept in `dx`) and
 /// their sum, then one scaling.
 pub fn logsumexp_gradient(x: &[f64], dx: &mut [f64]) -> f64 {
-    assert_eq!(x.len(), dx.len(), "logsumexp_gradient: dx must have x's length");
+    assert_eq!(
+        x.len(),
+        dx.len(),
+        "logsumexp_gradient: dx must have x's length"
+    );
     let m = x.iter().fold(f64::NEG_INFINITY, |m, &xi| m.max(xi));
     let mut s = 0.0;
     for (&xi, d) in x.iter().zip(dx.iter_mut()) {
@@ -104,8 +108,16 @@ pub fn normalize(x: &[f64], w: &[f64]) -> f64 {
 /// [`normalize`] and its gradient with respect to `x` (`w` constant), written into
 /// `dx` (of `x`'s length): `df/dx_k = w_k / r - S x_k / r^3`. Two passes, O(n).
 pub fn normalize_gradient(x: &[f64], w: &[f64], dx: &mut [f64]) -> f64 {
-    assert_eq!(x.len(), w.len(), "normalize_gradient: x and w must have one length");
-    assert_eq!(x.len(), dx.len(), "normalize_gradient: dx must have x's length");
+    assert_eq!(
+        x.len(),
+        w.len(),
+        "normalize_gradient: x and w must have one length"
+    );
+    assert_eq!(
+        x.len(),
+        dx.len(),
+        "normalize_gradient: dx must have x's length"
+    );
     let (mut s, mut q) = (0.0, 0.0);
     for (&xi, &wi) in x.iter().zip(w) {
         s += wi * xi;
@@ -122,7 +134,15 @@ pub fn normalize_gradient(x: &[f64], w: &[f64], dx: &mut [f64]) -> f64 {
 
 /// The hidden activations `h = tanh(X_b W1 + b1)` and the logits `z = h W2 + b2` of
 /// one row `xb` of [`mlp`], into `h` and `z`.
-fn mlp_row(xb: &[f64], w1: &[f64], b1: &[f64], w2: &[f64], b2: &[f64], h: &mut [f64; H], z: &mut [f64; C]) {
+fn mlp_row(
+    xb: &[f64],
+    w1: &[f64],
+    b1: &[f64],
+    w2: &[f64],
+    b2: &[f64],
+    h: &mut [f64; H],
+    z: &mut [f64; C],
+) {
     h.copy_from_slice(b1);
     for (k, &xk) in xb.iter().enumerate() {
         for (hj, &w) in h.iter_mut().zip(&w1[k * H..(k + 1) * H]) {
@@ -190,12 +210,35 @@ pub struct MlpGradient<'a> {
 /// parameters are shared, so nothing of a row is kept past it): `dz = (softmax(z) -
 /// onehot(y_b)) / B`, `db2 += dz`, `dW2 += h dz^T`, `da = (W2 dz) (1 - h^2)`,
 /// `db1 += da`, `dW1 += X_b da^T`. Stack scratch only.
-pub fn mlp_gradient(x: &[f64], w1: &[f64], b1: &[f64], w2: &[f64], b2: &[f64], d: MlpGradient<'_>) -> f64 {
+pub fn mlp_gradient(
+    x: &[f64],
+    w1: &[f64],
+    b1: &[f64],
+    w2: &[f64],
+    b2: &[f64],
+    d: MlpGradient<'_>,
+) -> f64 {
     let batch = check_mlp(x, w1, b1, w2, b2);
-    assert_eq!(d.w1.len(), w1.len(), "mlp_gradient: dw1 must have w1's length");
-    assert_eq!(d.b1.len(), b1.len(), "mlp_gradient: db1 must have b1's length");
-    assert_eq!(d.w2.len(), w2.len(), "mlp_gradient: dw2 must have w2's length");
-    assert_eq!(d.b2.len(), b2.len(), "mlp_gradient: db2 must have b2's length");
+    assert_eq!(
+        d.w1.len(),
+        w1.len(),
+        "mlp_gradient: dw1 must have w1's length"
+    );
+    assert_eq!(
+        d.b1.len(),
+        b1.len(),
+        "mlp_gradient: db1 must have b1's length"
+    );
+    assert_eq!(
+        d.w2.len(),
+        w2.len(),
+        "mlp_gradient: dw2 must have w2's length"
+    );
+    assert_eq!(
+        d.b2.len(),
+        b2.len(),
+        "mlp_gradient: db2 must have b2's length"
+    );
     for g in [&mut *d.w1, &mut *d.b1, &mut *d.w2, &mut *d.b2] {
         g.fill(0.0);
     }
@@ -253,8 +296,12 @@ pub fn ode(p: &[f64], steps: usize) -> f64 {
 }
 
 fn ode_params(p: &[f64]) -> [f64; 6] {
-    p.try_into()
-        .unwrap_or_else(|_| panic!("ode: p must be [a, b, c, d, u0, v0], got {} values", p.len()))
+    p.try_into().unwrap_or_else(|_| {
+        panic!(
+            "ode: p must be [a, b, c, d, u0, v0], got {} values",
+            p.len()
+        )
+    })
 }
 
 /// The scratch [`ode_gradient`] needs for `steps` steps: the trajectory, two
@@ -314,7 +361,11 @@ pub fn branchy(x: &[f64]) -> f64 {
 /// [`branchy`] and its gradient (written into `dx`, of `x`'s length): `cos(x_i) x_i
 /// + sin(x_i)` where `x_i > 0`, `3 x_i^2 - 2` elsewhere. One pass.
 pub fn branchy_gradient(x: &[f64], dx: &mut [f64]) -> f64 {
-    assert_eq!(x.len(), dx.len(), "branchy_gradient: dx must have x's length");
+    assert_eq!(
+        x.len(),
+        dx.len(),
+        "branchy_gradient: dx must have x's length"
+    );
     let mut acc = 0.0;
     for (&xi, d) in x.iter().zip(dx.iter_mut()) {
         if xi > 0.0 {
