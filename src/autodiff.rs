@@ -62,7 +62,7 @@ use std::time::Duration;
 use gradlift_adjoint::eval::EvalBuffers;
 use gradlift_adjoint::{Activity, RetActivity, RuleConfig, Seeds};
 use gradlift_ir::interp::Val;
-use gradlift_ir::{Module, Signature, Type};
+use gradlift_ir::{Module, Type};
 use gradlift_jit::{Hosts, Workspace};
 use gradlift_trace::{Args, Callable, Ret, Slice, SliceMut, Traced, Var};
 
@@ -115,19 +115,15 @@ impl From<Return> for RetActivity {
     }
 }
 
-// Scalars and slice elements as `Val`s.
+// Scalars and slice elements as `Val`s (into a `Val`: `Val::from`).
 
 trait Scalar: Copy {
-    fn val(self) -> Val;
     fn of(v: &Val) -> Option<Self>;
 }
 
 macro_rules! scalar {
     ($($t:ty => $v:ident),*) => {$(
         impl Scalar for $t {
-            fn val(self) -> Val {
-                Val::$v(self)
-            }
             fn of(v: &Val) -> Option<$t> {
                 match *v {
                     Val::$v(x) => Some(x),
@@ -214,7 +210,7 @@ macro_rules! scalar_input {
     ($($t:ty),*) => {$(
         impl Input<Var<$t>> for $t {
             fn load(&self, slot: &mut Val) {
-                *slot = self.val();
+                *slot = Val::from(*self);
             }
             fn store(self, _: Option<&Val>) {}
         }
@@ -290,7 +286,7 @@ macro_rules! active {
             type Grad = $t;
             const ACTIVITY: Activity = Activity::Active;
             fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
-                *arg = self.0.val();
+                *arg = Val::from(self.0);
                 *shadow = None;
                 Ok(())
             }
@@ -642,7 +638,7 @@ impl<A: Args, R: Native> Autodiff<A, R> {
         if !fits(&sig.params, &want_params) || !fits(&sig.results, &want_results) {
             return Err(Error::BadArguments(format!(
                 "@{name} has signature {}, but Autodiff<{}, {}> expects {}",
-                show_sig(sig),
+                sig,
                 core::any::type_name::<A>(),
                 core::any::type_name::<R>(),
                 show_types(&want_params, &want_results),
@@ -814,15 +810,15 @@ impl<A, R> Autodiff<A, R> {
     }
 }
 
-fn show_sig(sig: &Signature) -> String {
-    let ps: Vec<String> = sig.params.iter().map(Type::to_string).collect();
-    let rs: Vec<String> = sig.results.iter().map(Type::to_string).collect();
-    format!("({}) -> ({})", ps.join(", "), rs.join(", "))
-}
-
+/// The types as a signature prints (`(f64, [f64]) -> f64`), a plain Rust value shown
+/// as `(not traced)`.
 fn show_types(params: &[Option<Type>], results: &[Option<Type>]) -> String {
     let show = |t: &Option<Type>| t.map_or("(not traced)".to_string(), |t| t.to_string());
     let ps: Vec<String> = params.iter().map(show).collect();
     let rs: Vec<String> = results.iter().map(show).collect();
-    format!("({}) -> ({})", ps.join(", "), rs.join(", "))
+    match rs.as_slice() {
+        [] => format!("({})", ps.join(", ")),
+        [r] => format!("({}) -> {r}", ps.join(", ")),
+        rs => format!("({}) -> ({})", ps.join(", "), rs.join(", ")),
+    }
 }

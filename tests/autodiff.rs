@@ -449,12 +449,12 @@ fn tracing_mistakes_and_signatures_that_do_not_fit() {
     assert!(matches!(e, Error::BadArguments(_)), "{e:?}");
     assert!(
         e.to_string()
-            .starts_with("@sq has signature (f64) -> (f64), but "),
+            .starts_with("@sq has signature (f64) -> f64, but "),
         "{e}"
     );
     let traced = gradlift::trace::trace("sq", sq::<Var>).unwrap();
     let e = Autodiff::<(Slice<f64>,), Var>::from_traced(traced, "sq").unwrap_err();
-    assert!(e.to_string().ends_with("expects ([f64]) -> (f64)"), "{e}");
+    assert!(e.to_string().ends_with("expects ([f64]) -> f64"), "{e}");
 }
 
 #[test]

@@ -357,9 +357,7 @@ impl<G: Callable<A>, A: Args> Deriv for Overlay<G, A> {
                     func: name.to_string(),
                     detail: format!(
                         "the overlay @{} has signature {}, not the function's {}",
-                        self.name,
-                        show_sig(&gsig),
-                        show_sig(sig)
+                        self.name, gsig, sig
                     ),
                 });
             } else {
@@ -422,9 +420,7 @@ impl<G: Callable<A>, A: Args> Deriv for Vjp<G, A> {
                     detail: format!(
                         "the vjp @{} has signature {}, but must have {} (the parameters, one \
                          cotangent per float result, returning one cotangent per float parameter)",
-                        self.name,
-                        show_sig(&gsig),
-                        show_sig(&want)
+                        self.name, gsig, want
                     ),
                 });
             } else {
@@ -491,12 +487,6 @@ where
             Err(e) => s.fail(e.into()),
         });
     }
-}
-
-fn show_sig(sig: &Signature) -> String {
-    let ps: Vec<String> = sig.params.iter().map(|t| t.to_string()).collect();
-    let rs: Vec<String> = sig.results.iter().map(|t| t.to_string()).collect();
-    format!("({}) -> ({})", ps.join(", "), rs.join(", "))
 }
 
 /// A Rust function to be called as an IR function named `name`, with optional custom
