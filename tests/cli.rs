@@ -1284,8 +1284,9 @@ fn grad_on_the_jit_with_time_adds_compile_ms() {
         time["compile_ms"].as_f64().is_some_and(|ms| ms > 0.0),
         "{run:?}"
     );
-    // The forward pass saves at least one value per element.
-    assert!(time["tape_bytes"].as_u64() >= Some(8 * 99), "{run:?}");
+    // The minimal tape policy reverses the loop by its counter and loads `x`
+    // again: the tape holds the loop's last index, not a value per element.
+    assert_eq!(time["tape_bytes"].as_u64(), Some(8), "{run:?}");
     assert!(time["gradient_ns"].as_u64() > Some(0), "{run:?}");
 }
 
@@ -1718,7 +1719,9 @@ fn dump_clif_and_asm_list_the_primal_and_its_callees() {
     // @mlp and the three functions it calls, then the forward passes and pullbacks
     // of all four, each followed by its trampoline.
     assert_eq!(headers.len(), 24, "{headers:?}");
-    for derived in ["mlp.fwd", "mlp.rvs", "xent.fwd", "xent.rvs"] {
+    // (`xent` reads the caller's local buffer of logits, which is not frozen: its
+    // rule's name says so with a lower-case `d`.)
+    for derived in ["mlp.fwd", "mlp.rvs", "xent.fwd.dC_A", "xent.rvs.dC_A"] {
         assert!(
             headers.contains(&format!("; @{derived}").as_str()),
             "{headers:?}"

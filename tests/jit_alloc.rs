@@ -4,9 +4,10 @@
 //! its memory), on normalize (a call in a loop) and on a function with a local
 //! buffer (a tape buffer in its rule).
 
+use gradlift::adjoint::{RuleConfig, TapePolicy};
 use gradlift::ir::interp::Val;
 use gradlift::ir::{parse, verify};
-use gradlift::{CompiledFunction, CompiledGradient, Workspace};
+use gradlift::{CompiledFunction, CompiledGradient, Hosts, Workspace};
 
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
@@ -31,40 +32,54 @@ fn the_allocator_counts() {
 #[test]
 fn rosenbrock_gradients_allocate_nothing_after_the_first() {
     let m = example("rosenbrock.ir");
-    let grad = CompiledGradient::new(&m, "rosenbrock").unwrap();
     let n = 10_000;
     let x: Vec<f64> = (0..n)
         .map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin())
         .collect();
     let args = [Val::F64s(x.clone())];
-    let mut cache = grad.prepare(&args).unwrap();
-    let mut args2 = [Val::F64s(x.iter().map(|v| v * 0.9).collect())];
-    let mut sum = 0.0;
-    for round in 0..5 {
-        let arg = if round % 2 == 0 { &args } else { &args2 };
-        let count = allocations(|| {
-            let g = cache.value_and_gradient(arg).unwrap();
-            let Some(Val::F64s(dx)) = &g.gradient[0] else {
-                panic!()
-            };
-            sum += dx[0];
-        });
-        assert_eq!(count, 0, "round {round}");
+    // Both tape policies: saving everything fills the tape with a value per
+    // element, which the workspace keeps; the minimal tape holds one index.
+    for tape in [TapePolicy::SaveAll, TapePolicy::Minimal] {
+        let id = m.func_by_name("rosenbrock").unwrap();
+        let config = RuleConfig::default_for(m.sig(id)).with_tape(tape);
+        let grad = CompiledGradient::with_config(&m, "rosenbrock", &config, &Hosts::new()).unwrap();
+        let mut cache = grad.prepare(&args).unwrap();
+        let mut args2 = [Val::F64s(x.iter().map(|v| v * 0.9).collect())];
+        let mut sum = 0.0;
+        let mut peak = 0;
+        for round in 0..5 {
+            let arg = if round % 2 == 0 { &args } else { &args2 };
+            let count = allocations(|| {
+                let g = cache.value_and_gradient(arg).unwrap();
+                let Some(Val::F64s(dx)) = &g.gradient[0] else {
+                    panic!()
+                };
+                sum += dx[0];
+                peak = g.tape_peak_bytes;
+            });
+            assert_eq!(count, 0, "{tape}: round {round}");
+        }
+        assert!(sum.is_finite());
+        assert_eq!(cache.workspace().tape().scalars, 0);
+        match tape {
+            // The tape held what the forward pass saved, and keeps its memory.
+            TapePolicy::SaveAll => {
+                assert!(cache.workspace().tape().capacity_bytes >= 8 * n);
+                assert!(peak >= 8 * n, "{peak}");
+            }
+            TapePolicy::Minimal => assert!(peak <= 64, "{peak}"),
+        }
+        // New contents of the same size: still nothing.
+        if let Val::F64s(v) = &mut args2[0] {
+            v[3] = 2.0;
+        }
+        assert_eq!(
+            allocations(|| {
+                cache.value_and_gradient(&args2).unwrap();
+            }),
+            0
+        );
     }
-    assert!(sum.is_finite());
-    // The tape held what the forward pass saved, and keeps its memory.
-    assert!(cache.workspace().tape().capacity_bytes >= 8 * n);
-    assert_eq!(cache.workspace().tape().scalars, 0);
-    // New contents of the same size: still nothing.
-    if let Val::F64s(v) = &mut args2[0] {
-        v[3] = 2.0;
-    }
-    assert_eq!(
-        allocations(|| {
-            cache.value_and_gradient(&args2).unwrap();
-        }),
-        0
-    );
 
     // The primal alone, with `call_into`.
     let f = CompiledFunction::new(&m, "rosenbrock").unwrap();

@@ -560,9 +560,7 @@ fn check_layout(rule: &Rule, fname: &str, sig: &Signature) -> Result<(), CheckEr
         (
             "slice_params",
             &layout.slice_params,
-            (0..n)
-                .filter(|&i| matches!(config.params[i], Activity::Dup | Activity::DupNoNeed))
-                .collect(),
+            crate::rrule::slice_params(sig, config),
         ),
         (
             "shadow_params",

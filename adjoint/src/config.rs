@@ -96,9 +96,61 @@ impl fmt::Display for RetActivity {
     }
 }
 
+/// What the forward pass saves on the tape for the pullback.
+///
+/// Both policies give the same gradients (tests check it on every corpus); they
+/// differ in tape size and speed. The policy applies to the whole derivation: a
+/// rule's callees are derived with the same one.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug, Default)]
+pub enum TapePolicy {
+    /// Every value a block's reverse reads is pushed at the end of that block, and
+    /// every block with several predecessors pushes which one control came from
+    /// (Mooncake's scheme, as first implemented): simple, and the tape grows with
+    /// every iteration of every loop.
+    SaveAll,
+    /// Save only what cannot be had otherwise (see `docs/reverse-mode.md`, "Tape
+    /// policy"): a counted loop is reversed by its induction variable (no block-stack
+    /// entry per iteration); values loaded from read-only slices are loaded again by
+    /// the pullback; cheap pure values are recomputed; values defined once per call
+    /// are pushed once; a two-way branch is replayed from its condition when the
+    /// pullback can recompute it.
+    #[default]
+    Minimal,
+}
+
+impl TapePolicy {
+    /// The policy's name on the command line (`save-all`, `minimal`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TapePolicy::SaveAll => "save-all",
+            TapePolicy::Minimal => "minimal",
+        }
+    }
+}
+
+impl fmt::Display for TapePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl core::str::FromStr for TapePolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<TapePolicy, String> {
+        match s {
+            "save-all" => Ok(TapePolicy::SaveAll),
+            "minimal" => Ok(TapePolicy::Minimal),
+            _ => Err(format!(
+                "unknown tape policy `{s}` (expected `save-all` or `minimal`)"
+            )),
+        }
+    }
+}
+
 /// What [`build_rrule`](crate::build_rrule()) derives: the activity of every
 /// parameter and of the return, whether the forward pass returns the primal results,
-/// and debug mode.
+/// the tape policy, and debug mode.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct RuleConfig {
     /// One activity per parameter, in order.
@@ -115,6 +167,23 @@ pub struct RuleConfig {
     /// With [`RuleConfig::debug`], also check that no reverse statement creates a
     /// NaN (a NaN contribution from a cotangent that was not NaN).
     pub check_nan: bool,
+    /// What the forward pass saves for the pullback.
+    pub tape: TapePolicy,
+    /// Per parameter: whether it is a read-only slice (`[T]`) whose contents are the
+    /// same when the pullback runs as during the forward pass, so the pullback may
+    /// load from it again instead of having its values saved. True by default for
+    /// every `[T]` parameter: the engine runs the forward pass and the pullback on the
+    /// same arguments, and nothing writes into a `[T]`. A callee's `[T]` parameter
+    /// is frozen when the caller passes it a frozen parameter of its own (a buffer
+    /// the caller may write into later is not). Entries for other types are ignored;
+    /// a missing entry is false.
+    pub frozen: Vec<bool>,
+}
+
+/// Whether a parameter of type `ty` may be [frozen](RuleConfig::frozen): a
+/// read-only slice (`[T]`).
+pub fn freezable(ty: Type) -> bool {
+    ty.is_slice() && !ty.is_mut_slice()
 }
 
 impl RuleConfig {
@@ -132,7 +201,24 @@ impl RuleConfig {
             needs_primal: true,
             debug: false,
             check_nan: false,
+            tape: TapePolicy::default(),
+            frozen: sig
+                .params
+                .iter()
+                .map(|t| t.is_slice() && !t.is_mut_slice())
+                .collect(),
         }
+    }
+
+    /// The same configuration with another tape policy.
+    pub fn with_tape(mut self, tape: TapePolicy) -> RuleConfig {
+        self.tape = tape;
+        self
+    }
+
+    /// Whether parameter `i` is frozen (see [`RuleConfig::frozen`]).
+    pub fn is_frozen(&self, i: usize) -> bool {
+        self.frozen.get(i).copied().unwrap_or(false)
     }
 
     /// The same configuration with debug mode on or off; `check_nan` also checks
@@ -159,6 +245,31 @@ impl RuleConfig {
     pub fn with_primal(mut self, needs_primal: bool) -> RuleConfig {
         self.needs_primal = needs_primal;
         self
+    }
+
+    /// The activity pattern as derived names spell it: one letter per parameter, `_`,
+    /// the return's letter (`ADC_A`). A slice parameter that is not
+    /// [frozen](RuleConfig::frozen) while its type would allow it is spelled in
+    /// lower case (`dC_A`), when `sig` is given.
+    pub fn pattern_for(&self, sig: Option<&Signature>) -> String {
+        let mut s: String = self
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let thawed = sig.is_some_and(|sig| {
+                    sig.params.get(i).is_some_and(|&t| freezable(t)) && !self.is_frozen(i)
+                });
+                if thawed {
+                    a.letter().to_ascii_lowercase()
+                } else {
+                    a.letter()
+                }
+            })
+            .collect();
+        s.push('_');
+        s.push(self.ret.letter());
+        s
     }
 
     /// The activity pattern as derived names spell it: one letter per parameter, `_`,

@@ -100,7 +100,7 @@ pub fn forward_ir(
             fwd.values[v].name = primal.values[phi.value].name.clone();
             vmap.map[phi.value] = Some(v);
         }
-        if tape && plan.live.contains(b) && plan.stack.records_pred(b) {
+        if tape && plan.live.contains(b) && plan.stack.records_pred(b) && !plan.tape.replays(b) {
             let incoming: SmallVec<[(Block, Value); 2]> = plan
                 .stack
                 .preds(b)
@@ -186,16 +186,24 @@ pub fn forward_ir(
     for &b in cfg.reverse_postorder() {
         let nb = block(b);
         let data = &primal.blocks[b];
-        if tape && plan.live.contains(b) {
-            for &item in plan.saved.of(b) {
+        let saves = |fwd: &mut Function, items: &[SaveItem]| -> Result<(), String> {
+            for &item in items {
                 let nv = match item {
-                    SaveItem::Value(v) => Some(vmap.get(primal, &mut fwd, v)),
+                    SaveItem::Value(v) => Some(vmap.get(primal, fwd, v)),
                     SaveItem::Buf(a) => buf_handle[a],
                     SaveItem::Shadow(a) => shadow_handle[a],
                 };
                 let nv = nv.ok_or_else(|| format!("the plan saves {item:?}, never made"))?;
-                push(&mut fwd, nb, nv);
+                push(fwd, nb, nv);
             }
+            Ok(())
+        };
+        let live = tape && plan.live.contains(b);
+        if live {
+            saves(&mut fwd, plan.tape.pushed(b))?;
+        }
+        if live && matches!(data.term, Some(Terminator::Ret(_))) {
+            saves(&mut fwd, plan.tape.once())?;
         }
         let term = match data
             .term

@@ -71,10 +71,11 @@ pub mod pullback;
 pub mod rrule;
 pub mod rules;
 pub mod stmt;
+pub mod tape;
 
 pub use check::Coord;
 pub use check::{CheckError, CheckOptions, CheckReport, check_derived, check_rule};
-pub use config::{Activity, RetActivity, RuleConfig};
+pub use config::{Activity, RetActivity, RuleConfig, TapePolicy};
 pub use error::AdError;
 pub use eval::{Engine, EvalBuffers, EvalError, Gradient, Seeds, run_rule, value_and_gradient};
 pub use rrule::{Rule, RuleLayout, build_rrule};

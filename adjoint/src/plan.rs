@@ -21,10 +21,11 @@ use smallvec::SmallVec;
 
 use crate::activity::ActivityInfo;
 use crate::callee::Callee;
-use crate::config::{Activity, RetActivity, RuleConfig};
+use crate::config::{Activity, RetActivity, RuleConfig, freezable};
 use crate::error::AdError;
 use crate::liveness::{CotangentLiveness, Inputs};
 use crate::stmt::{CallRule, InstInfo, RevPhi, RevStmt, SaveItem, inst_stmt, phi_stmt, ret_stmt};
+use crate::tape::{TapeInputs, TapePlan};
 
 /// Where control came from, recorded by the forward pass and replayed backwards by
 /// the pullback (Mooncake's block stack, `__push_blk_stack!` and
@@ -131,18 +132,22 @@ pub struct Plan {
     pub trivial: bool,
     /// Where each block's reverse may reset cotangents to zero on entry.
     pub liveness: CotangentLiveness,
+    /// What is pushed, and how the pullback has the rest (the tape policy).
+    pub tape: TapePlan,
 }
 
 impl Plan {
     /// Plans the rule of `func` (named `fname` in `module`) under `config`, already
-    /// checked against the signature, whose result types are `results`. Callees'
-    /// rules come from `request`.
+    /// checked against the signature, whose result types are `results`; the
+    /// pullback takes the parameters `slice_params` as slices. Callees' rules come
+    /// from `request`.
     pub fn new(
         module: &Module,
         fname: &str,
         func: &Function,
         results: &[Type],
         config: &RuleConfig,
+        slice_params: &[usize],
         request: &mut Requester<'_>,
     ) -> Result<Plan, AdError> {
         let cfg = ControlFlowGraph::new(func);
@@ -257,6 +262,16 @@ impl Plan {
             seeds: &seeds,
             params: &params,
         });
+        let tape = TapePlan::new(&TapeInputs {
+            func,
+            cfg: &cfg,
+            reachable: &reachable,
+            live: &live,
+            preds: &|b| stack.preds(b),
+            saved: &|b| saved.of(b),
+            config,
+            slice_params,
+        });
         Ok(Plan {
             reachable,
             live,
@@ -272,6 +287,7 @@ impl Plan {
             shadow_bufs,
             trivial,
             liveness,
+            tape,
         })
     }
 }
@@ -391,12 +407,27 @@ fn call_stmt(
                     ),
                 });
             }
+            // A read-only slice argument stays frozen for the callee when it is a
+            // frozen parameter of this function: nothing writes into it before the
+            // pullback runs. Any other buffer may be written after the call.
+            let gsig = module.sig(g);
+            let frozen = d
+                .args
+                .iter()
+                .zip(&gsig.params)
+                .map(|(&a, t)| {
+                    freezable(*t)
+                        && matches!(func.value_def(a), ValueDef::Param(i) if config.is_frozen(i as usize))
+                })
+                .collect();
             let callee_config = RuleConfig {
                 params: params.clone(),
                 ret,
                 needs_primal: true,
                 debug: config.debug,
                 check_nan: config.check_nan,
+                tape: config.tape,
+                frozen,
             };
             let (fwd, rvs) = request(target, callee_config.clone())?;
             for (&a, &p) in d.args.iter().zip(&params) {

@@ -37,6 +37,7 @@ use crate::config::{Activity, RetActivity};
 use crate::plan::Plan;
 use crate::rules::{ArgVal, RevCtx};
 use crate::stmt::{CallRule, RevInst, RevStmt, SaveItem};
+use crate::tape::{How, MAX_DEPTH, TapePlan};
 
 /// The cotangent of every active value, as a builder variable.
 ///
@@ -109,7 +110,10 @@ impl Sealer {
 pub struct ParamSets<'a> {
     /// The `active` ones (the pullback returns their cotangents).
     pub active: &'a [usize],
-    /// The `dup` and `dupnoneed` ones (it takes them and their shadows).
+    /// The slices it takes: the `dup` and `dupnoneed` ones, and the frozen `const`
+    /// ones.
+    pub slices: &'a [usize],
+    /// The `dup` and `dupnoneed` ones (it takes their shadows).
     pub dup: &'a [usize],
 }
 
@@ -186,19 +190,22 @@ pub fn pullback_ir(
     params_of: &ParamSets<'_>,
     debug: &Debug<'_>,
 ) -> Result<Function, String> {
-    let (active, dup) = (params_of.active, params_of.dup);
+    let (active, slices, dup) = (params_of.active, params_of.slices, params_of.dup);
     let mut b = FunctionBuilder::new(module, id);
     let mut params = SliceParams {
         slice: HashMap::new(),
         shadow: HashMap::new(),
     };
-    for (k, &i) in dup.iter().enumerate() {
+    for (k, &i) in slices.iter().enumerate() {
         let p = primal.params[i];
         let s = b.param(k);
         let s = b.named(names.value(p), s);
-        let ds = b.param(dup.len() + k);
-        let ds = b.named(&format!("d{}", names.value(p)), ds);
         params.slice.insert(p, s);
+    }
+    for (k, &i) in dup.iter().enumerate() {
+        let p = primal.params[i];
+        let ds = b.param(slices.len() + k);
+        let ds = b.named(&format!("d{}", names.value(p)), ds);
         params.shadow.insert(p, ds);
     }
     if debug.marker.is_some() {
@@ -219,7 +226,7 @@ pub fn pullback_ir(
             );
         }
     }
-    let seed_base = 2 * dup.len();
+    let seed_base = slices.len() + dup.len();
     let n_seeds = module.sig(id).params.len() - seed_base;
     for j in 0..n_seeds {
         let p = b.param(seed_base + j);
@@ -305,11 +312,34 @@ pub fn pullback_ir(
     let entry = b.current_block();
     let mut entry_aux = Vec::new();
 
-    // Entry: dispatch on the returning block.
-    let targets: Vec<Block> = plan.stack.rets().iter().map(|&r| rev_of(r)).collect();
-    if plan.stack.records_ret() {
+    // Entry: the returning block's number, the values saved once (pushed after the
+    // returning block's own, before its number), the counters of counted loops;
+    // then dispatch on the returning block.
+    let ret_n = plan.stack.records_ret().then(|| {
         let n = b.pop(Type::I64);
-        let n = b.named("ret_block", n);
+        b.named("ret_block", n)
+    });
+    let mut once: HashMap<SaveItem, Value> = HashMap::new();
+    for &item in plan.tape.once().iter().rev() {
+        let p = pop_item(&mut b, primal, names, item);
+        once.insert(item, p);
+    }
+    let counters: Vec<(Variable, Variable)> = plan
+        .tape
+        .loops
+        .iter()
+        .map(|l| {
+            let name = names.value(l.iv);
+            let zero = b.iconst(0);
+            let i = b.declare_named_var(&format!("{name}.rev"), Type::I64);
+            b.def_var(i, zero);
+            let init = b.declare_named_var(&format!("{name}.init"), Type::I64);
+            b.def_var(init, zero);
+            (i, init)
+        })
+        .collect();
+    let targets: Vec<Block> = plan.stack.rets().iter().map(|&r| rev_of(r)).collect();
+    if let Some(n) = ret_n {
         dispatch(&mut b, &mut sealer, n, &targets, "rev_ret", &mut entry_aux);
     } else {
         b.jump(targets[0]);
@@ -331,14 +361,8 @@ pub fn pullback_ir(
             cts.add(&mut b, primal, v, dy);
         }
         let mut saved: HashMap<SaveItem, Value> = HashMap::new();
-        for &item in plan.saved.of(c).iter().rev() {
-            let (ty, name) = match item {
-                SaveItem::Value(v) => (primal.value_type(v), names.value(v).to_string()),
-                SaveItem::Buf(a) => (Type::I64, format!("{}.buf", names.value(a))),
-                SaveItem::Shadow(a) => (Type::I64, format!("d{}.buf", names.value(a))),
-            };
-            let p = b.pop(ty);
-            let p = b.named(&name, p);
+        for &item in plan.tape.pushed(c).iter().rev() {
+            let p = pop_item(&mut b, primal, names, item);
             saved.insert(item, p);
         }
         let mut rev = RevBlock {
@@ -350,7 +374,37 @@ pub fn pullback_ir(
             params: &params,
             saved,
             views: HashMap::new(),
+            tape: &plan.tape,
+            once: &once,
+            counters: &counters,
+            block: c,
         };
+        // What is not pushed: made once, the counter, recomputed, reloaded.
+        for &item in plan.tape.needed(c) {
+            if rev.saved.contains_key(&item) {
+                continue;
+            }
+            match item {
+                SaveItem::Value(v) => {
+                    rev.materialize(&mut b, v, MAX_DEPTH)?;
+                }
+                SaveItem::Buf(_) | SaveItem::Shadow(_) => {
+                    let h = *once.get(&item).ok_or_else(|| {
+                        format!("the handle {item:?} was neither pushed nor saved once")
+                    })?;
+                    rev.saved.insert(item, h);
+                }
+            }
+        }
+        // Leaving a counted loop backwards: its counter starts at the induction
+        // variable's last value.
+        for &k in plan.tape.exit_loops(c) {
+            let l = &plan.tape.loops[k];
+            let iv = rev.materialize(&mut b, l.iv, MAX_DEPTH)?;
+            let init = rev.materialize(&mut b, l.init, MAX_DEPTH)?;
+            b.def_var(counters[k].0, iv);
+            b.def_var(counters[k].1, init);
+        }
         for r in plan.insts[c].iter().rev() {
             match r {
                 RevStmt::Float(r) => rev.float(&mut b, r)?,
@@ -408,9 +462,30 @@ pub fn pullback_ir(
                         targets.push(rev_of(p));
                     }
                 }
-                let from = b.pop(Type::I64);
-                let from = b.named("from", from);
-                dispatch(&mut b, &mut sealer, from, &targets, &name, aux);
+                if let Some(k) = plan.tape.header_loop_index(c) {
+                    // A counted loop's header: back to the preheader when the counter
+                    // is at its initial value, else one iteration back.
+                    let l = &plan.tape.loops[k];
+                    let (iv, init) = (b.use_var(counters[k].0), b.use_var(counters[k].1));
+                    let first = b.icmp(CmpPred::Eq, iv, init);
+                    let back = b.iconst(-l.step);
+                    let prev = b.ins(Opcode::Iadd, Imm::None, &[iv, back]);
+                    let prev = b.results(prev)[0];
+                    b.def_var(counters[k].0, prev);
+                    let (t, e) = (targets[l.pre_index], targets[l.latch_index]);
+                    b.br(first, t, e);
+                    sealer.check(&mut b, &[t, e]);
+                } else if let Some((cond, true_index)) = plan.tape.cond_merge(c) {
+                    // A replayed branch: the condition says which side it came from.
+                    let cv = rev.materialize(&mut b, cond, MAX_DEPTH)?;
+                    let (t, e) = (targets[true_index], targets[1 - true_index]);
+                    b.br(cv, t, e);
+                    sealer.check(&mut b, &[t, e]);
+                } else {
+                    let from = b.pop(Type::I64);
+                    let from = b.named("from", from);
+                    dispatch(&mut b, &mut sealer, from, &targets, &name, aux);
+                }
                 for (e, eb, p) in edges {
                     b.switch_to(eb);
                     edge_adds(&mut b, e);
@@ -449,9 +524,65 @@ struct RevBlock<'a> {
     params: &'a SliceParams,
     saved: HashMap<SaveItem, Value>,
     views: HashMap<SaveItem, Value>,
+    /// The tape plan: how values not pushed are had.
+    tape: &'a TapePlan,
+    /// The values saved once, popped in the entry.
+    once: &'a HashMap<SaveItem, Value>,
+    /// Per counted loop, the variables of its counter and initial value.
+    counters: &'a [(Variable, Variable)],
+    /// The primal block reversed.
+    block: Block,
 }
 
 impl RevBlock<'_> {
+    /// The latest instance of the primal `v` as the tape plan has it (popped,
+    /// saved once, the counter, recomputed or reloaded), made once per block.
+    fn materialize(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        v: Value,
+        depth: u32,
+    ) -> Result<Value, String> {
+        if let Some(&x) = self.saved.get(&SaveItem::Value(v)) {
+            return Ok(x);
+        }
+        let primal = self.primal;
+        let missing = || format!("%{} is read but was not saved", self.names.value(v));
+        let how = self
+            .tape
+            .how(primal, v, self.block, depth)
+            .ok_or_else(missing)?;
+        let x = match how {
+            How::Const(k) => return Ok(constant(b, k)),
+            How::Once => *self.once.get(&SaveItem::Value(v)).ok_or_else(missing)?,
+            How::Counter(k) => b.use_var(self.counters[k].0),
+            How::Recompute(inst) => {
+                let d = &primal.insts[inst];
+                let x = if d.opcode == Opcode::Len {
+                    let s = *self.params.slice.get(&d.args[0]).ok_or_else(missing)?;
+                    b.len(s)
+                } else {
+                    let mut args: SmallVec<[Value; 3]> = SmallVec::new();
+                    for &a in &d.args {
+                        args.push(self.materialize(b, a, depth - 1)?);
+                    }
+                    let ni = b.ins(d.opcode, d.imm, &args);
+                    b.results(ni).first().copied().ok_or_else(missing)?
+                };
+                b.named(self.names.value(v), x)
+            }
+            How::Reload(inst) => {
+                let d = &primal.insts[inst];
+                let s = *self.params.slice.get(&d.args[0]).ok_or_else(missing)?;
+                let i = self.materialize(b, d.args[1], depth - 1)?;
+                let x = b.load(s, i);
+                b.named(self.names.value(v), x)
+            }
+        };
+        self.saved.insert(SaveItem::Value(v), x);
+        Ok(x)
+    }
+
     /// The primal `v` as the pullback has it: a constant, or a saved value.
     fn scalar(&self, b: &mut FunctionBuilder<'_>, v: Value) -> Result<Value, String> {
         match self.primal.value_def(v) {
@@ -639,8 +770,8 @@ impl RevBlock<'_> {
                     .filter(|&(_, &a)| matches!(a, Activity::Dup | Activity::DupNoNeed))
                     .map(|(&v, _)| v)
                     .collect();
-                for &s in &dups {
-                    args.push(self.slice(b, s)?);
+                for i in crate::rrule::slice_params(&gsig, config) {
+                    args.push(self.slice(b, d.args[i])?);
                 }
                 for &s in &dups {
                     args.push(self.shadow(b, s)?);
@@ -698,6 +829,22 @@ impl RevBlock<'_> {
         }
         Ok(())
     }
+}
+
+/// Pops a saved item, named after what it saves.
+fn pop_item(
+    b: &mut FunctionBuilder<'_>,
+    primal: &Function,
+    names: &Names,
+    item: SaveItem,
+) -> Value {
+    let (ty, name) = match item {
+        SaveItem::Value(v) => (primal.value_type(v), names.value(v).to_string()),
+        SaveItem::Buf(a) => (Type::I64, format!("{}.buf", names.value(a))),
+        SaveItem::Shadow(a) => (Type::I64, format!("d{}.buf", names.value(a))),
+    };
+    let p = b.pop(ty);
+    b.named(&name, p)
 }
 
 /// A constant as the pullback writes it: a literal for `f64` and `i64`, a `const`

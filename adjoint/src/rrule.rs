@@ -17,7 +17,7 @@ use gradlift_ir::{
 use hashbrown::HashMap;
 use smallvec::SmallVec;
 
-use crate::config::{Activity, RetActivity, RuleConfig};
+use crate::config::{Activity, RetActivity, RuleConfig, freezable};
 use crate::error::AdError;
 use crate::forward::forward_ir;
 use crate::plan::{Plan, describe_inst};
@@ -55,8 +55,9 @@ pub struct RuleLayout {
     /// Result `i` of the pullback is the cotangent of primal parameter
     /// `active_params[i]` (the `active` ones, in order).
     pub active_params: Vec<usize>,
-    /// The pullback's first parameters are the primal's `dup` and `dupnoneed` slices
-    /// `slice_params` (as the forward pass left them)...
+    /// The pullback's first parameters are the primal's slices `slice_params` (as the
+    /// forward pass left them): the `dup` and `dupnoneed` ones and the frozen `const`
+    /// ones ([`RuleConfig::frozen`]), in parameter order...
     pub slice_params: Vec<usize>,
     /// ... then one shadow (`mut [T]`) per parameter of `shadow_params` (the `dup`
     /// and `dupnoneed` ones, in order) ...
@@ -123,7 +124,7 @@ pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result
         active_params: (0..sig.params.len())
             .filter(|&i| config.params[i] == Activity::Active)
             .collect(),
-        slice_params: dup_params(config),
+        slice_params: slice_params(sig, config),
         shadow_params: dup_params(config),
         seeded_results: seeded_results(sig, config),
     };
@@ -133,6 +134,20 @@ pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result
         pullback,
         layout,
     })
+}
+
+/// The slice parameters the pullback takes: the `dup` and `dupnoneed` ones, and the
+/// frozen `const` ones (which it may load from again), in order.
+pub(crate) fn slice_params(sig: &Signature, config: &RuleConfig) -> Vec<usize> {
+    (0..config.params.len())
+        .filter(|&i| match config.params[i] {
+            Activity::Dup | Activity::DupNoNeed => true,
+            Activity::Const => {
+                config.is_frozen(i) && sig.params.get(i).is_some_and(|&t| freezable(t))
+            }
+            Activity::Active => false,
+        })
+        .collect()
 }
 
 /// The `dup` and `dupnoneed` parameters.
@@ -212,7 +227,7 @@ impl Deriver<'_> {
             },
         );
         let dups = dup_params(&config);
-        let rvs_params: Vec<Type> = dups
+        let rvs_params: Vec<Type> = slice_params(sig, &config)
             .iter()
             .map(|&i| sig.params[i])
             .chain(
@@ -274,6 +289,7 @@ impl Deriver<'_> {
             primal,
             &decl.sig.results,
             &job.config,
+            &slice_params(&decl.sig, &job.config),
             &mut |g, k| self.request(g, k),
         )?;
         let fwd_sig = self.out.sig(job.fwd).clone();
@@ -291,6 +307,7 @@ impl Deriver<'_> {
             &plan,
             &ParamSets {
                 active: &active,
+                slices: &slice_params(&decl.sig, &job.config),
                 dup: &dup_params(&job.config),
             },
             &Debug {
@@ -440,11 +457,14 @@ fn derived_names(
     config: &RuleConfig,
 ) -> (String, String) {
     let default = RuleConfig::default_for(sig);
-    let mut suffix = if config.params == default.params && config.ret == RetActivity::Active {
-        String::new()
-    } else {
-        format!(".{}", config.pattern())
-    };
+    let frozen_default = (0..sig.params.len())
+        .all(|i| !freezable(sig.params[i]) || config.is_frozen(i) == default.is_frozen(i));
+    let mut suffix =
+        if config.params == default.params && config.ret == RetActivity::Active && frozen_default {
+            String::new()
+        } else {
+            format!(".{}", config.pattern_for(Some(sig)))
+        };
     if !config.needs_primal {
         suffix.push_str(".noprimal");
     }

@@ -42,9 +42,13 @@ fn hand_rule(text: &str, name: &str, config: RuleConfig) -> Rule {
     }
 }
 
+/// The default configuration, with no slice frozen: the rules written here take
+/// only their `dup` slices, not the read-only `const` ones.
 fn default_config(text: &str, name: &str) -> RuleConfig {
     let m = parse(text).unwrap();
-    RuleConfig::default_for(m.sig(m.func_by_name(name).unwrap()))
+    let mut config = RuleConfig::default_for(m.sig(m.func_by_name(name).unwrap()));
+    config.frozen.fill(false);
+    config
 }
 
 /// Checks `rule` (its module holds the primal too) with `opts`.

@@ -139,10 +139,11 @@ fn training_loss_with_const_images() {
     let f = m.func_by_name("training_loss").unwrap();
     let config = RuleConfig::default_for(m.sig(f)).with_params([Activity::Const, Activity::Dup]);
     let rule = build_rrule(&m, f, &config).unwrap();
-    // The pullback takes the weights and their shadow, and the seed: nothing of the
-    // images.
+    // The pullback takes the images (frozen: it loads from them again instead of
+    // having their values saved), the weights and their shadow, and the seed: no
+    // shadow of the images.
     let rvs = rule.module.sig(rule.pullback);
-    assert_eq!(rvs.params.len(), 3, "{rvs}");
+    assert_eq!(rvs.params.len(), 4, "{rvs}");
     let text = rule.module.to_string();
     assert!(!text.contains("dimages"), "{text}");
 
