@@ -141,6 +141,10 @@ pub fn ctx_header() -> String {
         "/* The entry of every compiled function: gradlift_entry{{FuncId index}}. */\n\
          typedef uint32_t (*gradlift_entry)(gradlift_ctx *ctx, const uint64_t *args, uint64_t *results);\n"
     );
+    h.push_str(
+        "/* Cold helpers use the Windows x64 convention on x86-64 (it preserves xmm6-xmm15). */\n\
+         #if defined(__x86_64__)\n#define GRADLIFT_COLD __attribute__((ms_abi))\n#else\n#define GRADLIFT_COLD\n#endif\n",
+    );
     for helper in Helper::all() {
         let _ = writeln!(h, "{};", helper_prototype(helper));
     }
@@ -166,7 +170,12 @@ fn helper_prototype(helper: Helper) -> String {
     } else {
         params.join(", ")
     };
-    format!("{ret} {}({params})", helper.name())
+    let attr = if helper.is_cold() {
+        "GRADLIFT_COLD "
+    } else {
+        ""
+    };
+    format!("{attr}{ret} {}({params})", helper.name())
 }
 
 #[cfg(test)]

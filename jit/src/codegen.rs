@@ -3,6 +3,7 @@
 //! `cranelift_module::Module` ([`define`]): the JIT's (`JITModule`, for the host) or an
 //! object file's (`ObjectModule`, for another target).
 
+use cranelift_codegen::isa::CallConv;
 use std::collections::{HashMap, VecDeque};
 
 use cranelift_codegen::Context;
@@ -70,9 +71,20 @@ pub(crate) fn define<M: ClModule>(
             .map_err(|e| codegen(Some(module.name(f)), e))?;
         ids.insert(f, id);
     }
+    // x86-64's System V convention preserves no float register across a call, and a
+    // float value live across a call is kept in memory for its whole live range,
+    // loops included: the tape's slow path, a cold call after a `push`, would keep
+    // every loop's float accumulators in memory. The Windows x64 convention
+    // preserves xmm6-xmm15, so values live across the cold call stay in those.
+    // (AArch64's convention already preserves d8-d15.)
+    let cold_call_conv = match jm.isa().triple().architecture {
+        target_lexicon::Architecture::X86_64 => CallConv::WindowsFastcall,
+        _ => call_conv,
+    };
     let decls = Decls {
         funcs: &ids,
         call_conv,
+        cold_call_conv,
         frontend,
     };
     let mut ctx: Context = jm.make_context();

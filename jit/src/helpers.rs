@@ -131,8 +131,20 @@ unsafe extern "C" fn memzero(ptr: *mut u8, bytes: usize) {
     unsafe { core::ptr::write_bytes(ptr, 0, bytes) };
 }
 
+/// A cold helper ([`Helper::is_cold`]): the Windows x64 convention on x86-64.
+///
 /// # Safety
 /// As [`arena_grow`].
+#[cfg(target_arch = "x86_64")]
+unsafe extern "win64" fn tape_grow(ctx: *mut Ctx) -> usize {
+    // SAFETY: as in `arena_grow`.
+    let ctx = unsafe { &mut *ctx };
+    usize::from(ctx.tape_grow())
+}
+
+/// # Safety
+/// As [`arena_grow`].
+#[cfg(not(target_arch = "x86_64"))]
 unsafe extern "C" fn tape_grow(ctx: *mut Ctx) -> usize {
     // SAFETY: as in `arena_grow`.
     let ctx = unsafe { &mut *ctx };
@@ -260,6 +272,13 @@ impl Helper {
             Helper::TapeAlloc => tape_alloc as *const u8,
             Helper::CallHost => call_host as *const u8,
         }
+    }
+
+    /// Whether generated code calls it with the cold calling convention: on
+    /// x86-64, the Windows x64 one, which preserves xmm6-xmm15 (see
+    /// `codegen::define`); elsewhere the target's own. The tape's slow path.
+    pub(crate) fn is_cold(self) -> bool {
+        matches!(self, Helper::TapeGrow)
     }
 
     /// The Cranelift signature, for a target with pointers of type `ptr`.

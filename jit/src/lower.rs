@@ -119,6 +119,8 @@ pub(crate) struct Decls<'a> {
     pub(crate) funcs: &'a HashMap<FuncId, ClFuncId>,
     /// The calling convention of every function.
     pub(crate) call_conv: CallConv,
+    /// The calling convention of the cold helpers ([`Helper::is_cold`]).
+    pub(crate) cold_call_conv: CallConv,
     /// The target's pointer type and the like, for the builder.
     pub(crate) frontend: TargetFrontendConfig,
 }
@@ -390,7 +392,12 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         if let Some(&r) = self.helpers.get(&h) {
             return Ok(r);
         }
-        let sig = h.signature(types::I64, self.decls.call_conv);
+        let call_conv = if h.is_cold() {
+            self.decls.cold_call_conv
+        } else {
+            self.decls.call_conv
+        };
+        let sig = h.signature(types::I64, call_conv);
         let id = self
             .jm
             .declare_function(h.name(), Linkage::Import, &sig)
