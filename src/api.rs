@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 use gradlift_adjoint::eval::{Engine, EvalBuffers, EvalError, run_rule};
 use gradlift_adjoint::{AdError, Gradient, Rule, RuleConfig, Seeds, build_rrule};
 use gradlift_ir::interp::Val;
-use gradlift_ir::{FuncId, Module};
-use gradlift_jit::{CompileError, Compiled, Hosts, JitError, Workspace, compile_with};
+use gradlift_ir::{FuncId, Module, Type};
+use gradlift_jit::{Arg, CompileError, Compiled, Hosts, JitError, Workspace, compile_with};
 use gradlift_trace::TraceError;
+use smallvec::SmallVec;
 
 /// Why compiling or calling failed.
 #[derive(Clone, Debug)]
@@ -375,6 +376,139 @@ impl CompiledGradient {
         bufs: &mut EvalBuffers,
     ) -> Result<(), Error> {
         self.run(ws, args, seeds, bufs)
+    }
+
+    /// The value and the gradient with borrowed arguments: nothing is copied, so a
+    /// call costs what the forward pass and the pullback cost. The fastest form.
+    ///
+    /// `args` are the primal's arguments ([`Arg`]; `mut` slices are written in
+    /// place, as the primal writes them). `shadows` holds one writable slice
+    /// (`Arg::F64sMut`, or `F32sMut`) per `dup`/`dupnoneed` parameter, in order, of
+    /// its parameter's length: the gradients are added into them (`+=`, as
+    /// Enzyme's shadows; zero them for a fresh gradient). `seeds` has one cotangent
+    /// per float result of an active return, or is empty for all ones. The primal's
+    /// results go into `value` (empty when the rule does not return them), the
+    /// cotangents of the `active` parameters into `grads`, in order. Once `value`,
+    /// `grads` and the workspace's tape have grown, a call allocates nothing.
+    /// Returns the tape's peak bytes during the call.
+    ///
+    /// ```
+    /// use gradlift::{CompiledGradient, Workspace, ir::{parse, interp::Val}, jit::Arg};
+    ///
+    /// let module = parse("
+    ///     func @f(%x: [f64], %a: f64) -> f64 {
+    ///     entry:
+    ///         %x0 = load %x[0]
+    ///         %x1 = load %x[1]
+    ///         %p = fmul %x0, %x1
+    ///         %y = fmul %a, %p
+    ///         ret %y
+    ///     }
+    /// ")?;
+    /// let f = CompiledGradient::new(&module, "f")?;
+    /// let (x, mut dx) = ([2.0, 3.0], [0.0; 2]);
+    /// let (mut value, mut grads) = (Vec::new(), Vec::new());
+    /// f.gradient_args(
+    ///     &mut Workspace::new(),
+    ///     &mut [Arg::F64s(&x), Arg::F64(0.5)],
+    ///     &mut [Arg::F64sMut(&mut dx)],
+    ///     &[],
+    ///     &mut value,
+    ///     &mut grads,
+    /// )?;
+    /// assert_eq!(value, [Val::F64(3.0)]);
+    /// assert_eq!(dx, [1.5, 1.0]); // a x1, a x0
+    /// assert_eq!(grads, [Val::F64(6.0)]); // x0 x1
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn gradient_args(
+        &self,
+        ws: &mut Workspace,
+        args: &mut [Arg<'_>],
+        shadows: &mut [Arg<'_>],
+        seeds: &[f64],
+        value: &mut Vec<Val>,
+        grads: &mut Vec<Val>,
+    ) -> Result<usize, Error> {
+        let (rule, layout) = (&self.rule, &self.rule.layout);
+        let sig = rule.module.sig(layout.primal);
+        let fname = rule.module.name(layout.primal);
+        let bad = |m: String| Error::BadArguments(m);
+        if args.len() != sig.params.len() {
+            return Err(bad(format!(
+                "@{fname} takes {} arguments, given {}",
+                sig.params.len(),
+                args.len()
+            )));
+        }
+        for (k, (a, &t)) in args.iter().zip(&sig.params).enumerate() {
+            if !a.fits(t) {
+                return Err(bad(format!(
+                    "argument {} of @{fname} must be {t}, given {}",
+                    k + 1,
+                    a.ty()
+                )));
+            }
+        }
+        if shadows.len() != layout.shadow_params.len() {
+            return Err(bad(format!(
+                "the rule of @{fname} takes {} shadows, given {}",
+                layout.shadow_params.len(),
+                shadows.len()
+            )));
+        }
+        for (s, &i) in shadows.iter().zip(&layout.shadow_params) {
+            let want = sig.params[i].elem().map(Type::slice_mut);
+            let len = args.get(i).and_then(Arg::slice_len);
+            if want != Some(s.ty()) || len != s.slice_len() {
+                return Err(bad(format!(
+                    "the shadow of parameter {} of @{fname} must be a {} as long as the parameter ({}), given a {} of length {}",
+                    i + 1,
+                    want.unwrap_or(sig.params[i]),
+                    len.unwrap_or(0),
+                    s.ty(),
+                    s.slice_len().unwrap_or(0)
+                )));
+            }
+        }
+        let seeded = &layout.seeded_results;
+        if !seeds.is_empty() && seeds.len() != seeded.len() {
+            return Err(bad(format!(
+                "the rule of @{fname} takes {} seeds, given {}",
+                seeded.len(),
+                seeds.len()
+            )));
+        }
+        let before = ws.tape().scalars;
+        self.compiled
+            .call_args(ws, rule.forward, args, value)
+            .map_err(Error::Run)?;
+        let mut rvs: SmallVec<[Arg<'_>; 8]> = SmallVec::new();
+        rvs.extend(
+            args.iter_mut()
+                .enumerate()
+                .filter(|(i, _)| layout.slice_params.contains(i))
+                .map(|(_, a)| a.reborrow()),
+        );
+        rvs.extend(shadows.iter_mut().map(Arg::reborrow));
+        for (k, &j) in seeded.iter().enumerate() {
+            let s = seeds.get(k).copied().unwrap_or(1.0);
+            rvs.push(match sig.results[j] {
+                Type::F32 => Arg::F32(s as f32),
+                _ => Arg::F64(s),
+            });
+        }
+        self.compiled
+            .call_args(ws, rule.pullback, &mut rvs, grads)
+            .map_err(Error::Run)?;
+        let (after, peak) = (ws.tape().scalars, ws.tape().peak_bytes);
+        if after != before {
+            return Err(Error::Tape { before, after });
+        }
+        if before == 0 {
+            ws.reset_tape();
+        }
+        Ok(peak)
     }
 
     /// The prepared form for repeated calls: a [`GradientCache`] with its own

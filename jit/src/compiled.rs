@@ -17,6 +17,175 @@ use crate::hosts::Hosts;
 use crate::isa;
 use crate::runtime::{Ctx, HostSlot, OK, Workspace, code, code_elem, stack_limit};
 
+/// An argument borrowed from the caller, for [`Compiled::call_args`]: a scalar, or a
+/// slice passed without a copy (read-only, or `mut` for a parameter the function
+/// may write into).
+#[derive(Debug)]
+pub enum Arg<'a> {
+    /// An `f64`.
+    F64(f64),
+    /// An `f32`.
+    F32(f32),
+    /// An `i64`.
+    I64(i64),
+    /// A `bool`.
+    Bool(bool),
+    /// A read-only `[f64]`.
+    F64s(&'a [f64]),
+    /// A read-only `[f32]`.
+    F32s(&'a [f32]),
+    /// A read-only `[i64]`.
+    I64s(&'a [i64]),
+    /// A `mut [f64]` (also fits `[f64]`).
+    F64sMut(&'a mut [f64]),
+    /// A `mut [f32]` (also fits `[f32]`).
+    F32sMut(&'a mut [f32]),
+    /// A `mut [i64]` (also fits `[i64]`).
+    I64sMut(&'a mut [i64]),
+}
+
+impl Arg<'_> {
+    /// The same argument borrowed again, a `mut` slice read-only: what a function
+    /// called after another one sees of it.
+    pub fn shared(&self) -> Arg<'_> {
+        match self {
+            Arg::F64(x) => Arg::F64(*x),
+            Arg::F32(x) => Arg::F32(*x),
+            Arg::I64(x) => Arg::I64(*x),
+            Arg::Bool(x) => Arg::Bool(*x),
+            Arg::F64s(v) => Arg::F64s(v),
+            Arg::F32s(v) => Arg::F32s(v),
+            Arg::I64s(v) => Arg::I64s(v),
+            Arg::F64sMut(v) => Arg::F64s(v),
+            Arg::F32sMut(v) => Arg::F32s(v),
+            Arg::I64sMut(v) => Arg::I64s(v),
+        }
+    }
+
+    /// The same argument borrowed again, writable if it is.
+    pub fn reborrow(&mut self) -> Arg<'_> {
+        match self {
+            Arg::F64sMut(v) => Arg::F64sMut(v),
+            Arg::F32sMut(v) => Arg::F32sMut(v),
+            Arg::I64sMut(v) => Arg::I64sMut(v),
+            other => other.shared(),
+        }
+    }
+
+    /// The length of a slice argument.
+    pub fn slice_len(&self) -> Option<usize> {
+        match self {
+            Arg::F64s(v) => Some(v.len()),
+            Arg::F32s(v) => Some(v.len()),
+            Arg::I64s(v) => Some(v.len()),
+            Arg::F64sMut(v) => Some(v.len()),
+            Arg::F32sMut(v) => Some(v.len()),
+            Arg::I64sMut(v) => Some(v.len()),
+            _ => None,
+        }
+    }
+
+    /// Whether the argument may be passed for a parameter of type `ty`: a scalar of
+    /// that type, a slice of its element type (writable for a `mut [T]`).
+    pub fn fits(&self, ty: Type) -> bool {
+        match (self.ty(), ty) {
+            (
+                Type::Slice {
+                    elem: a,
+                    mutable: m,
+                },
+                Type::Slice {
+                    elem: b,
+                    mutable: n,
+                },
+            ) => a == b && (m || !n),
+            (t, ty) => t == ty,
+        }
+    }
+
+    /// The IR type the argument is: a `mut` slice type for the `*Mut` variants.
+    pub fn ty(&self) -> Type {
+        match self {
+            Arg::F64(_) => Type::F64,
+            Arg::F32(_) => Type::F32,
+            Arg::I64(_) => Type::I64,
+            Arg::Bool(_) => Type::Bool,
+            Arg::F64s(_) => Type::slice(Elem::F64),
+            Arg::F32s(_) => Type::slice(Elem::F32),
+            Arg::I64s(_) => Type::slice(Elem::I64),
+            Arg::F64sMut(_) => Type::slice_mut(Elem::F64),
+            Arg::F32sMut(_) => Type::slice_mut(Elem::F32),
+            Arg::I64sMut(_) => Type::slice_mut(Elem::I64),
+        }
+    }
+}
+
+/// What a call needs of an argument: whether it fits a parameter type, how to
+/// describe it in an error, its slots.
+trait Slots {
+    fn fits(&self, ty: Type) -> bool;
+    fn describe(&self) -> String;
+    fn push_slots(&mut self, out: &mut Vec<u64>);
+}
+
+impl Slots for Val {
+    fn fits(&self, ty: Type) -> bool {
+        Val::fits(self, ty)
+    }
+
+    fn describe(&self) -> String {
+        self.ty().to_string()
+    }
+
+    fn push_slots(&mut self, out: &mut Vec<u64>) {
+        match self {
+            Val::F64(x) => out.push(x.to_bits()),
+            Val::F32(x) => out.push(u64::from(x.to_bits())),
+            Val::I64(x) => out.push(*x as u64),
+            Val::Bool(x) => out.push(u64::from(*x)),
+            Val::F64s(v) => out.extend([v.as_mut_ptr() as u64, v.len() as u64]),
+            Val::F32s(v) => out.extend([v.as_mut_ptr() as u64, v.len() as u64]),
+            Val::I64s(v) => out.extend([v.as_mut_ptr() as u64, v.len() as u64]),
+        }
+    }
+}
+
+impl Slots for Arg<'_> {
+    fn fits(&self, ty: Type) -> bool {
+        Arg::fits(self, ty)
+    }
+
+    fn describe(&self) -> String {
+        self.ty().to_string()
+    }
+
+    fn push_slots(&mut self, out: &mut Vec<u64>) {
+        match self {
+            Arg::F64(x) => out.push(x.to_bits()),
+            Arg::F32(x) => out.push(u64::from(x.to_bits())),
+            Arg::I64(x) => out.push(*x as u64),
+            Arg::Bool(x) => out.push(u64::from(*x)),
+            Arg::F64s(v) => out.extend([v.as_ptr() as u64, v.len() as u64]),
+            Arg::F32s(v) => out.extend([v.as_ptr() as u64, v.len() as u64]),
+            Arg::I64s(v) => out.extend([v.as_ptr() as u64, v.len() as u64]),
+            Arg::F64sMut(v) => out.extend([v.as_mut_ptr() as u64, v.len() as u64]),
+            Arg::F32sMut(v) => out.extend([v.as_mut_ptr() as u64, v.len() as u64]),
+            Arg::I64sMut(v) => out.extend([v.as_mut_ptr() as u64, v.len() as u64]),
+        }
+    }
+}
+
+/// A scalar result of type `ty` from its slot; `None` for a slice.
+fn scalar_result(ty: Type, bits: u64) -> Option<Val> {
+    Some(match ty {
+        Type::F64 => Val::F64(f64::from_bits(bits)),
+        Type::F32 => Val::F32(f32::from_bits(bits as u32)),
+        Type::I64 => Val::I64(bits as i64),
+        Type::Bool => Val::Bool(bits != 0),
+        Type::Slice { .. } => return None,
+    })
+}
+
 /// A trampoline: `(ctx, args, results) -> status`.
 type Trampoline = unsafe extern "C" fn(*mut Ctx, *const u64, *mut u64) -> u32;
 
@@ -304,6 +473,91 @@ impl Compiled {
         out: &mut Vec<Val>,
     ) -> Result<(), JitError> {
         out.clear();
+        let (name, sig) = self.invoke(ws, func, args)?;
+        let mut k = 0;
+        for &ty in &sig.results {
+            let bits = ws.results[k];
+            let val = match scalar_result(ty, bits) {
+                Some(v) => v,
+                None => {
+                    let elem = ty.elem().unwrap_or(Elem::F64);
+                    let (ptr, len) = (bits as usize, ws.results[k + 1] as usize);
+                    k += 1;
+                    read_slice(&ws.ctx, args, elem, ptr, len).ok_or_else(|| {
+                        refuse(
+                            name,
+                            JitErrorKind::Internal(format!(
+                                "@{name} returned a slice outside its arguments"
+                            )),
+                        )
+                    })?
+                }
+            };
+            k += 1;
+            out.push(val);
+        }
+        Ok(())
+    }
+
+    /// [`Compiled::call_into`] with borrowed arguments ([`Arg`]): slices are passed
+    /// as they are, never copied, so a call costs what the generated code costs.
+    /// A read-only slice ([`Arg::F64s`]) fits a `[T]` parameter; a `mut` one
+    /// ([`Arg::F64sMut`]) fits `[T]` and `mut [T]`. Functions that return slices
+    /// are refused ([`JitErrorKind::BadArguments`]): use [`Compiled::call_into`].
+    ///
+    /// ```
+    /// use gradlift_ir::{interp::Val, parse};
+    /// use gradlift_jit::Arg;
+    /// let module = parse("
+    ///     func @scale(%x: [f64], %y: mut [f64], %a: f64) -> f64 {
+    ///     entry:
+    ///         %x0 = load %x[0]
+    ///         %y0 = fmul %a, %x0
+    ///         store %y[0], %y0
+    ///         ret %y0
+    ///     }
+    /// ").unwrap();
+    /// let compiled = gradlift_jit::compile(&module).unwrap();
+    /// let f = module.func_by_name("scale").unwrap();
+    /// let (x, mut y) = ([3.0], [0.0]);
+    /// let mut out = Vec::new();
+    /// let mut args = [Arg::F64s(&x), Arg::F64sMut(&mut y), Arg::F64(2.0)];
+    /// compiled.call_args(&mut gradlift_jit::Workspace::new(), f, &mut args, &mut out).unwrap();
+    /// assert_eq!((out, y), (vec![Val::F64(6.0)], [6.0]));
+    /// ```
+    pub fn call_args(
+        &self,
+        ws: &mut Workspace,
+        func: FuncId,
+        args: &mut [Arg<'_>],
+        out: &mut Vec<Val>,
+    ) -> Result<(), JitError> {
+        out.clear();
+        if let Some(decl) = self.module.funcs.get(func)
+            && decl.sig.results.iter().any(|t| t.is_slice())
+        {
+            let name = decl.name.as_str();
+            let kind = JitErrorKind::BadArguments(format!(
+                "@{name} returns a slice: call it with `call_into`"
+            ));
+            return Err(refuse(name, kind));
+        }
+        let (_, sig) = self.invoke(ws, func, args)?;
+        // Scalars only (one slot each): slice results were refused above.
+        for (&ty, &bits) in sig.results.iter().zip(&ws.results) {
+            out.extend(scalar_result(ty, bits));
+        }
+        Ok(())
+    }
+
+    /// Checks `args` against `func`'s signature and calls it; the results are in
+    /// the workspace's result slots. Returns the function's name and signature.
+    fn invoke<A: Slots>(
+        &self,
+        ws: &mut Workspace,
+        func: FuncId,
+        args: &mut [A],
+    ) -> Result<(&str, &gradlift_ir::Signature), JitError> {
         let Some(decl) = self.module.funcs.get(func) else {
             return Err(refuse(
                 &func.to_string(),
@@ -329,7 +583,7 @@ impl Compiled {
                 let kind = JitErrorKind::BadArguments(format!(
                     "argument {} of @{name} must be {ty}, found {}",
                     k + 1,
-                    arg.ty()
+                    arg.describe()
                 ));
                 return Err(refuse(name, kind));
             }
@@ -340,15 +594,7 @@ impl Compiled {
 
         ws.args.clear();
         for arg in args.iter_mut() {
-            match arg {
-                Val::F64(x) => ws.args.push(x.to_bits()),
-                Val::F32(x) => ws.args.push(u64::from(x.to_bits())),
-                Val::I64(x) => ws.args.push(*x as u64),
-                Val::Bool(x) => ws.args.push(u64::from(*x)),
-                Val::F64s(v) => ws.args.extend([v.as_mut_ptr() as u64, v.len() as u64]),
-                Val::F32s(v) => ws.args.extend([v.as_mut_ptr() as u64, v.len() as u64]),
-                Val::I64s(v) => ws.args.extend([v.as_mut_ptr() as u64, v.len() as u64]),
-            }
+            arg.push_slots(&mut ws.args);
         }
         ws.results.clear();
         ws.results.resize(slots(&sig.results), 0);
@@ -366,14 +612,15 @@ impl Compiled {
         let ctx: *mut Ctx = &mut *ws.ctx;
         // SAFETY: the trampoline was generated for `func`'s signature: it reads
         // `slots(params)` slots from `args`, exactly what was pushed above (the count
-        // and types were checked), and writes `slots(results)` slots, the length of
-        // `results`. The slices it passes on are the argument `Vec`s, exclusively
-        // borrowed through `args` for the whole call and not touched by Rust until it
-        // returns; generated code checks every index against their lengths before
-        // any access and stores only through `mut` parameters (the IR verifier's
-        // rule, checked at compile time). `ctx` is the workspace's boxed context,
-        // exclusively borrowed through `ws` and not used by Rust during the call;
-        // the native stack has room for `max_depth` frames or the calls check it
+        // and types were checked, `Slots::fits`), and writes `slots(results)` slots,
+        // the length of `results`. The slices it passes on are borrowed through
+        // `args` for the whole call and not touched by Rust until it returns;
+        // generated code checks every index against their lengths before any access
+        // and stores only through `mut` parameters (the IR verifier's rule, checked
+        // at compile time), which only exclusively borrowed slices fit (`Val`s' own
+        // vectors, `Arg::*Mut`). `ctx` is the workspace's boxed context, exclusively
+        // borrowed through `ws` and not used by Rust during the call; the native
+        // stack has room for `max_depth` frames or the calls check it
         // (`stack_limit`). The code memory lives as long as `self`.
         let status = unsafe { (entry.trampoline)(ctx, ws.args.as_ptr(), ws.results.as_mut_ptr()) };
         ws.ctx.hosts_ptr = 0;
@@ -382,31 +629,7 @@ impl Compiled {
         if status != OK {
             return Err(self.runtime_error(&mut ws.ctx));
         }
-        let mut k = 0;
-        for &ty in &sig.results {
-            let bits = ws.results[k];
-            let val = match ty {
-                Type::F64 => Val::F64(f64::from_bits(bits)),
-                Type::F32 => Val::F32(f32::from_bits(bits as u32)),
-                Type::I64 => Val::I64(bits as i64),
-                Type::Bool => Val::Bool(bits != 0),
-                Type::Slice { elem, .. } => {
-                    let (ptr, len) = (bits as usize, ws.results[k + 1] as usize);
-                    k += 1;
-                    read_slice(&ws.ctx, args, elem, ptr, len).ok_or_else(|| {
-                        refuse(
-                            name,
-                            JitErrorKind::Internal(format!(
-                                "@{name} returned a slice outside its arguments"
-                            )),
-                        )
-                    })?
-                }
-            };
-            k += 1;
-            out.push(val);
-        }
-        Ok(())
+        Ok((name, sig))
     }
 
     /// The error the context holds after a call that failed.

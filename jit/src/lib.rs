@@ -207,7 +207,7 @@ mod runtime;
 
 pub use codegen::Listing;
 pub use compiled::{
-    Compiled, ErrorSite, compile, compile_funcs, compile_with, decode_error, listing,
+    Arg, Compiled, ErrorSite, compile, compile_funcs, compile_with, decode_error, listing,
 };
 pub use error::{CompileError, JitError, JitErrorKind};
 pub use hosts::{HostFn, Hosts};
