@@ -5,9 +5,10 @@
 //!
 //! - **Constants** are written by the pullback.
 //! - **Once**: a value defined in a block that runs at most once per call (in no
-//!   cycle of the control-flow graph) and that dominates every returning block is
-//!   pushed once, just before `ret`, and popped in the pullback's entry, where it is
-//!   available to every reverse block. Parameters, and values computed before the
+//!   cycle of the control-flow graph) and that dominates every returning block, and
+//!   read by the reverse of a block in a loop, is pushed once, just before `ret`,
+//!   and popped in the pullback's entry, where it is available to every reverse
+//!   block. Parameters, and values computed before the
 //!   first loop or between loops (the hoisted norm of `normalize`), are such values;
 //!   so are the handles of local buffers allocated outside loops.
 //! - **Counted loops** ([`CountedLoop`]): a loop whose header has one entry edge and
@@ -102,6 +103,10 @@ pub struct TapePlan {
     exit_loops: SecondaryMap<Block, SmallVec<[usize; 1]>>,
     /// Blocks whose values may be pushed once.
     once_ok: EntitySet<Block>,
+    /// Blocks on a cycle: only their reverses read values pushed once (elsewhere,
+    /// pushing a value in the block that needs it costs no more, and only on the
+    /// paths that run it).
+    in_cycle: EntitySet<Block>,
     /// The block of each placed instruction.
     inst_block: SecondaryMap<Inst, Option<Block>>,
     /// Parameters (as primal values) the pullback takes as slices.
@@ -324,9 +329,10 @@ impl TapePlan {
         if func.value_type(v).is_slice() {
             return None;
         }
-        if self
-            .def_block(func, v)
-            .is_some_and(|d| self.once_ok.contains(d))
+        if self.in_cycle.contains(c)
+            && self
+                .def_block(func, v)
+                .is_some_and(|d| self.once_ok.contains(d))
         {
             return Some(How::Once);
         }
@@ -394,9 +400,9 @@ impl TapePlan {
                 inp.live.contains(b) && matches!(func.blocks[b].term, Some(Terminator::Ret(_)))
             })
             .collect();
-        let in_cycle = cyclic_blocks(inp.cfg, blocks, inp.reachable);
+        self.in_cycle = cyclic_blocks(inp.cfg, blocks, inp.reachable);
         for &b in blocks {
-            if !in_cycle.contains(b) && rets.iter().all(|&r| dom.dominates(b, r)) {
+            if !self.in_cycle.contains(b) && rets.iter().all(|&r| dom.dominates(b, r)) {
                 self.once_ok.insert(b);
             }
         }
