@@ -180,6 +180,19 @@ impl CompiledFunction {
             .map_err(Error::from)
     }
 
+    /// [`CompiledFunction::call_into`] with borrowed arguments ([`Arg`]): slices
+    /// are passed as they are, never copied (`mut` ones written in place).
+    pub fn call_args(
+        &self,
+        ws: &mut Workspace,
+        args: &mut [Arg<'_>],
+        out: &mut Vec<Val>,
+    ) -> Result<(), Error> {
+        self.compiled
+            .call_args(ws, self.func, args, out)
+            .map_err(Error::from)
+    }
+
     /// How long compiling took.
     pub fn compile_time(&self) -> Duration {
         self.compile_time

@@ -59,12 +59,12 @@ use core::fmt;
 use core::marker::PhantomData;
 use std::time::Duration;
 
-use gradlift_adjoint::eval::EvalBuffers;
-use gradlift_adjoint::{Activity, RetActivity, RuleConfig, Seeds};
+use gradlift_adjoint::{Activity, RetActivity, RuleConfig};
 use gradlift_ir::interp::Val;
 use gradlift_ir::{Module, Type};
-use gradlift_jit::{Hosts, Workspace};
+use gradlift_jit::{Arg, Hosts, Workspace};
 use gradlift_trace::{Args, Callable, Ret, Slice, SliceMut, Traced, Var};
+use smallvec::SmallVec;
 
 use crate::api::{CompiledFunction, CompiledGradient, Error};
 
@@ -138,7 +138,6 @@ scalar!(f64 => F64, f32 => F32, i64 => I64, bool => Bool);
 trait Elem: Copy {
     /// The vector of `v`, which becomes an empty one of this type if it is not one.
     fn buf(v: &mut Val) -> &mut Vec<Self>;
-    fn slice(v: &Val) -> Option<&[Self]>;
 }
 
 macro_rules! elem {
@@ -153,90 +152,68 @@ macro_rules! elem {
                     _ => unreachable!("made a {} just above", stringify!($v)),
                 }
             }
-            fn slice(v: &Val) -> Option<&[$t]> {
-                match v {
-                    Val::$v(b) => Some(b),
-                    _ => None,
-                }
-            }
         }
     )*};
 }
-elem!(f64 => F64s, f32 => F32s, i64 => I64s);
+elem!(f64 => F64s, f32 => F32s);
 
-/// `slot = src`, in `slot`'s buffer (no allocation when it has the capacity).
-fn load_slice<E: Elem>(slot: &mut Val, src: &[E]) {
-    let b = E::buf(slot);
+/// A copy of `src` in `scratch`'s buffer (no allocation when it has the capacity):
+/// a read-only primal passed for a writable parameter ([`DuplicatedNoNeed`]).
+fn scratch_copy<'s, E: Elem>(scratch: &'s mut Val, src: &[E]) -> &'s mut [E] {
+    let b = E::buf(scratch);
     b.clear();
     b.extend_from_slice(src);
+    b
 }
 
-/// `dst = after`, when `after` is a slice of `dst`'s type and length.
-fn store_slice<E: Elem>(dst: &mut [E], after: Option<&Val>) {
-    if let Some(s) = after.and_then(E::slice)
-        && s.len() == dst.len()
-    {
-        dst.copy_from_slice(s);
+/// Checks that the shadow is as long as its slice.
+fn check_shadow(x: usize, dx: usize) -> Result<(), String> {
+    if x == dx {
+        Ok(())
+    } else {
+        Err(format!(
+            "the shadow has length {dx}, but the slice has length {x}"
+        ))
     }
-}
-
-/// The shadow `dx` of a primal `x` into `slot`, after checking their lengths.
-fn load_shadow<E: Elem>(slot: &mut Option<Val>, x: &[E], dx: &[E]) -> Result<(), String> {
-    if x.len() != dx.len() {
-        return Err(format!(
-            "the shadow has length {}, but the slice has length {}",
-            dx.len(),
-            x.len()
-        ));
-    }
-    load_slice(slot.get_or_insert(Val::Bool(false)), dx);
-    Ok(())
 }
 
 /// A plain Rust value that can be the argument of a traced parameter `P`: a number
 /// for a [`Var`], `&[E]` (or anything `AsRef<[E]>`, by reference) for a [`Slice<E>`],
 /// `&mut [E]` for a [`SliceMut<E>`]. The arguments of [`Autodiff::call`], and what
-/// [`Const`] wraps.
+/// [`Const`] wraps. Slices are passed to the compiled code as they are, never
+/// copied.
 pub trait Input<P> {
-    /// Writes the value into `slot`, reusing its buffer.
+    /// The value as a borrowed argument.
     #[doc(hidden)]
-    fn load(&self, slot: &mut Val);
-    /// After the call: a writable slice takes the contents the function left in it.
-    #[doc(hidden)]
-    fn store(self, after: Option<&Val>);
+    fn arg(&mut self) -> Arg<'_>;
 }
 
 macro_rules! scalar_input {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $v:ident),*) => {$(
         impl Input<Var<$t>> for $t {
-            fn load(&self, slot: &mut Val) {
-                *slot = Val::from(*self);
+            fn arg(&mut self) -> Arg<'_> {
+                Arg::$v(*self)
             }
-            fn store(self, _: Option<&Val>) {}
         }
     )*};
 }
-scalar_input!(f64, f32, i64, bool);
+scalar_input!(f64 => F64, f32 => F32, i64 => I64, bool => Bool);
 
 macro_rules! slice_input {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $v:ident $m:ident),*) => {$(
         impl<S: AsRef<[$t]> + ?Sized> Input<Slice<$t>> for &S {
-            fn load(&self, slot: &mut Val) {
-                load_slice(slot, (**self).as_ref());
+            fn arg(&mut self) -> Arg<'_> {
+                Arg::$v((**self).as_ref())
             }
-            fn store(self, _: Option<&Val>) {}
         }
         impl<S: AsRef<[$t]> + AsMut<[$t]> + ?Sized> Input<SliceMut<$t>> for &mut S {
-            fn load(&self, slot: &mut Val) {
-                load_slice(slot, (**self).as_ref());
-            }
-            fn store(self, after: Option<&Val>) {
-                store_slice(self.as_mut(), after);
+            fn arg(&mut self) -> Arg<'_> {
+                Arg::$m((**self).as_mut())
             }
         }
     )*};
 }
-slice_input!(f64, f32, i64);
+slice_input!(f64 => F64s F64sMut, f32 => F32s F32sMut, i64 => I64s I64sMut);
 
 /// An activity that fits a traced parameter `P` (see the [module docs](self)), with
 /// what it contributes to the gradient.
@@ -269,132 +246,141 @@ pub trait ArgActivity<P> {
     /// The activity of the parameter in the derived rule.
     #[doc(hidden)]
     const ACTIVITY: Activity;
-    /// Writes the primal into `arg` and the shadow (if any) into `shadow`, reusing
-    /// their buffers, or says why they do not fit.
+    /// The primal and the shadow (if any) as borrowed arguments, or why they do
+    /// not fit. `scratch` holds a copy of a read-only primal passed for a writable
+    /// parameter.
     #[doc(hidden)]
-    fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String>;
-    /// After the call: writes back what the caller sees (a writable slice's
-    /// contents, the final shadow) and returns the derivative. `after` is the
-    /// argument after the forward pass, `grad` the rule's gradient entry.
+    fn args<'s>(&'s mut self, scratch: &'s mut Val) -> Result<(Arg<'s>, Option<Arg<'s>>), String>;
+    /// The derivative, from the pullback's cotangent for an [`Active`] parameter.
     #[doc(hidden)]
-    fn store(self, after: Option<&Val>, grad: Option<&Val>) -> Self::Grad;
+    fn grad(ct: Option<&Val>) -> Self::Grad;
 }
 
 macro_rules! active {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $v:ident),*) => {$(
         impl ArgActivity<Var<$t>> for Active<$t> {
             type Grad = $t;
             const ACTIVITY: Activity = Activity::Active;
-            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
-                *arg = Val::from(self.0);
-                *shadow = None;
-                Ok(())
+            fn args<'s>(&'s mut self, _: &'s mut Val)
+                -> Result<(Arg<'s>, Option<Arg<'s>>), String>
+            {
+                Ok((Arg::$v(self.0), None))
             }
-            fn store(self, _: Option<&Val>, grad: Option<&Val>) -> $t {
-                grad.and_then(<$t>::of).unwrap_or(0.0)
+            fn grad(ct: Option<&Val>) -> $t {
+                ct.and_then(<$t>::of).unwrap_or(0.0)
             }
         }
     )*};
 }
-active!(f64, f32);
+active!(f64 => F64, f32 => F32);
 
 impl<P, T: Input<P>> ArgActivity<P> for Const<T> {
     type Grad = ();
     const ACTIVITY: Activity = Activity::Const;
-    fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
-        self.0.load(arg);
-        *shadow = None;
-        Ok(())
+    fn args<'s>(&'s mut self, _: &'s mut Val) -> Result<(Arg<'s>, Option<Arg<'s>>), String> {
+        Ok((self.0.arg(), None))
     }
-    fn store(self, after: Option<&Val>, _: Option<&Val>) {
-        self.0.store(after);
-    }
+    fn grad(_: Option<&Val>) {}
 }
 
+/// The four ways a [`Duplicated`] or [`DuplicatedNoNeed`] primal meets its
+/// parameter: read-only for `Slice`, writable for `SliceMut`, or a read-only
+/// primal copied into the scratch buffer for a writable parameter.
 macro_rules! duplicated {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $v:ident $m:ident),*) => {$(
         impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
             ArgActivity<Slice<$t>> for Duplicated<&S, &mut D>
         {
             type Grad = ();
             const ACTIVITY: Activity = Activity::Dup;
-            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
-                load_slice(arg, self.0.as_ref());
-                load_shadow(shadow, self.0.as_ref(), (*self.1).as_ref())
+            fn args<'s>(&'s mut self, _: &'s mut Val)
+                -> Result<(Arg<'s>, Option<Arg<'s>>), String>
+            {
+                let (x, dx) = (self.0.as_ref(), (*self.1).as_mut());
+                check_shadow(x.len(), dx.len())?;
+                Ok((Arg::$v(x), Some(Arg::$m(dx))))
             }
-            fn store(self, _: Option<&Val>, grad: Option<&Val>) {
-                store_slice(self.1.as_mut(), grad);
-            }
+            fn grad(_: Option<&Val>) {}
         }
         impl<S: AsRef<[$t]> + AsMut<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
             ArgActivity<SliceMut<$t>> for Duplicated<&mut S, &mut D>
         {
             type Grad = ();
             const ACTIVITY: Activity = Activity::Dup;
-            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
-                load_slice(arg, (*self.0).as_ref());
-                load_shadow(shadow, (*self.0).as_ref(), (*self.1).as_ref())
+            fn args<'s>(&'s mut self, _: &'s mut Val)
+                -> Result<(Arg<'s>, Option<Arg<'s>>), String>
+            {
+                let (x, dx) = ((*self.0).as_mut(), (*self.1).as_mut());
+                check_shadow(x.len(), dx.len())?;
+                Ok((Arg::$m(x), Some(Arg::$m(dx))))
             }
-            fn store(self, after: Option<&Val>, grad: Option<&Val>) {
-                store_slice(self.0.as_mut(), after);
-                store_slice(self.1.as_mut(), grad);
-            }
+            fn grad(_: Option<&Val>) {}
         }
         impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
             ArgActivity<Slice<$t>> for DuplicatedNoNeed<&S, &mut D>
         {
             type Grad = ();
             const ACTIVITY: Activity = Activity::DupNoNeed;
-            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
-                load_slice(arg, self.0.as_ref());
-                load_shadow(shadow, self.0.as_ref(), (*self.1).as_ref())
+            fn args<'s>(&'s mut self, _: &'s mut Val)
+                -> Result<(Arg<'s>, Option<Arg<'s>>), String>
+            {
+                let (x, dx) = (self.0.as_ref(), (*self.1).as_mut());
+                check_shadow(x.len(), dx.len())?;
+                Ok((Arg::$v(x), Some(Arg::$m(dx))))
             }
-            fn store(self, _: Option<&Val>, grad: Option<&Val>) {
-                store_slice(self.1.as_mut(), grad);
-            }
+            fn grad(_: Option<&Val>) {}
         }
         impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
             ArgActivity<Slice<$t>> for DuplicatedNoNeed<&mut S, &mut D>
         {
             type Grad = ();
             const ACTIVITY: Activity = Activity::DupNoNeed;
-            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
-                load_slice(arg, (*self.0).as_ref());
-                load_shadow(shadow, (*self.0).as_ref(), (*self.1).as_ref())
+            fn args<'s>(&'s mut self, _: &'s mut Val)
+                -> Result<(Arg<'s>, Option<Arg<'s>>), String>
+            {
+                let (x, dx) = ((*self.0).as_ref(), (*self.1).as_mut());
+                check_shadow(x.len(), dx.len())?;
+                Ok((Arg::$v(x), Some(Arg::$m(dx))))
             }
-            fn store(self, _: Option<&Val>, grad: Option<&Val>) {
-                store_slice(self.1.as_mut(), grad);
-            }
+            fn grad(_: Option<&Val>) {}
         }
         impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
             ArgActivity<SliceMut<$t>> for DuplicatedNoNeed<&S, &mut D>
         {
             type Grad = ();
             const ACTIVITY: Activity = Activity::DupNoNeed;
-            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
-                load_slice(arg, self.0.as_ref());
-                load_shadow(shadow, self.0.as_ref(), (*self.1).as_ref())
+            fn args<'s>(&'s mut self, scratch: &'s mut Val)
+                -> Result<(Arg<'s>, Option<Arg<'s>>), String>
+            {
+                // The function writes into its parameter, and the caller lent a
+                // read-only slice it need not see again: a copy takes the writes.
+                let (x, dx) = (self.0.as_ref(), (*self.1).as_mut());
+                check_shadow(x.len(), dx.len())?;
+                Ok((Arg::$m(scratch_copy(scratch, x)), Some(Arg::$m(dx))))
             }
-            fn store(self, _: Option<&Val>, grad: Option<&Val>) {
-                store_slice(self.1.as_mut(), grad);
-            }
+            fn grad(_: Option<&Val>) {}
         }
-        impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
+        impl<S: AsRef<[$t]> + AsMut<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
             ArgActivity<SliceMut<$t>> for DuplicatedNoNeed<&mut S, &mut D>
         {
             type Grad = ();
             const ACTIVITY: Activity = Activity::DupNoNeed;
-            fn load(&self, arg: &mut Val, shadow: &mut Option<Val>) -> Result<(), String> {
-                load_slice(arg, (*self.0).as_ref());
-                load_shadow(shadow, (*self.0).as_ref(), (*self.1).as_ref())
+            fn args<'s>(&'s mut self, scratch: &'s mut Val)
+                -> Result<(Arg<'s>, Option<Arg<'s>>), String>
+            {
+                // The caller's primal keeps its contents: the writes go to a copy.
+                let (x, dx) = ((*self.0).as_ref(), (*self.1).as_mut());
+                check_shadow(x.len(), dx.len())?;
+                Ok((Arg::$m(scratch_copy(scratch, x)), Some(Arg::$m(dx))))
             }
-            fn store(self, _: Option<&Val>, grad: Option<&Val>) {
-                store_slice(self.1.as_mut(), grad);
-            }
+            fn grad(_: Option<&Val>) {}
         }
     )*};
 }
-duplicated!(f64, f32);
+duplicated!(f64 => F64s F64sMut, f32 => F32s F32sMut);
+
+/// Borrowed arguments, at most this many without a heap allocation.
+type ArgVec<'s> = SmallVec<[Arg<'s>; 8]>;
 
 /// A tuple of activities, one per parameter of the traced argument tuple `A`
 /// (implemented for tuples of up to 8 [`ArgActivity`]s).
@@ -404,23 +390,25 @@ pub trait Activities<A> {
     /// The activities, in order.
     #[doc(hidden)]
     const PATTERN: &'static [Activity];
-    /// Writes the arguments and shadows into the buffers, reusing them.
+    /// The arguments and shadows, borrowed (`scratch`: one buffer per parameter).
     #[doc(hidden)]
-    fn load(&self, args: &mut [Val], shadows: &mut [Option<Val>]) -> Result<(), Error>;
-    /// Writes back what the caller sees and returns the gradient.
+    fn args<'s>(
+        &'s mut self,
+        scratch: &'s mut [Val],
+        args: &mut ArgVec<'s>,
+        shadows: &mut ArgVec<'s>,
+    ) -> Result<(), Error>;
+    /// The gradient from the cotangents of the [`Active`] parameters, in order.
     #[doc(hidden)]
-    fn store(self, after: &[Val], grads: &[Option<Val>]) -> Self::Grad;
+    fn grads(cts: &[Val]) -> Self::Grad;
 }
 
 /// A tuple of plain arguments ([`Input`]s), one per parameter of the traced argument
 /// tuple `A` (up to 8): the arguments of [`Autodiff::call`].
 pub trait Inputs<A> {
-    /// Writes the arguments into the buffers, reusing them.
+    /// The arguments, borrowed.
     #[doc(hidden)]
-    fn load(&self, args: &mut [Val]);
-    /// Writes back writable slices' contents.
-    #[doc(hidden)]
-    fn store(self, after: &[Val]);
+    fn args<'s>(&'s mut self, args: &mut ArgVec<'s>);
 }
 
 fn bad_argument(k: usize, m: String) -> Error {
@@ -432,33 +420,34 @@ macro_rules! tuples {
         impl<$($p, $x: ArgActivity<$p>),*> Activities<($($p,)*)> for ($($x,)*) {
             type Grad = ($($x::Grad,)*);
             const PATTERN: &'static [Activity] = &[$($x::ACTIVITY),*];
-            #[allow(unused_variables)]
-            fn load(&self, args: &mut [Val], shadows: &mut [Option<Val>]) -> Result<(), Error> {
+            #[allow(unused_variables, unused_mut)]
+            fn args<'s>(
+                &'s mut self,
+                scratch: &'s mut [Val],
+                args: &mut ArgVec<'s>,
+                shadows: &mut ArgVec<'s>,
+            ) -> Result<(), Error> {
+                let mut scratch = scratch.iter_mut();
                 $(
-                    match (args.get_mut($n), shadows.get_mut($n)) {
-                        (Some(a), Some(s)) => self.$n.load(a, s).map_err(|m| bad_argument($n, m))?,
-                        _ => return Err(bad_argument($n, "no such parameter".to_string())),
-                    }
+                    let Some(buf) = scratch.next() else {
+                        return Err(bad_argument($n, "no such parameter".to_string()));
+                    };
+                    let (a, s) = self.$n.args(buf).map_err(|m| bad_argument($n, m))?;
+                    args.push(a);
+                    shadows.extend(s);
                 )*
                 Ok(())
             }
-            #[allow(unused_variables, clippy::unused_unit)]
-            fn store(self, after: &[Val], grads: &[Option<Val>]) -> Self::Grad {
-                ($(self.$n.store(after.get($n), grads.get($n).and_then(Option::as_ref)),)*)
+            #[allow(unused_variables, unused_mut, clippy::unused_unit)]
+            fn grads(cts: &[Val]) -> Self::Grad {
+                let mut cts = cts.iter();
+                ($($x::grad(if $x::ACTIVITY == Activity::Active { cts.next() } else { None }),)*)
             }
         }
         impl<$($p, $x: Input<$p>),*> Inputs<($($p,)*)> for ($($x,)*) {
             #[allow(unused_variables)]
-            fn load(&self, args: &mut [Val]) {
-                $(
-                    if let Some(a) = args.get_mut($n) {
-                        self.$n.load(a);
-                    }
-                )*
-            }
-            #[allow(unused_variables)]
-            fn store(self, after: &[Val]) {
-                $(self.$n.store(after.get($n));)*
+            fn args<'s>(&'s mut self, args: &mut ArgVec<'s>) {
+                $(args.push(self.$n.arg());)*
             }
         }
     };
@@ -538,16 +527,18 @@ struct Pattern {
     config: RuleConfig,
     grad: CompiledGradient,
     ws: Workspace,
-    bufs: EvalBuffers,
-    args: Vec<Val>,
-    seeds: Seeds,
+    /// One scratch buffer per parameter (see [`ArgActivity::args`]).
+    scratch: Vec<Val>,
+    /// The primal results of the last call.
+    value: Vec<Val>,
+    /// The cotangents of the active parameters of the last call.
+    cts: Vec<Val>,
 }
 
 /// The compiled primal, with its buffers.
 struct Primal {
     func: CompiledFunction,
     ws: Workspace,
-    args: Vec<Val>,
     out: Vec<Val>,
 }
 
@@ -689,23 +680,22 @@ impl<A: Args, R: Native> Autodiff<A, R> {
 
     /// The compiled primal at `args` (plain values: numbers, `&[E]`, `&mut [E]`,
     /// whose contents the call updates), compiled on first use.
-    pub fn call<I: Inputs<A>>(&mut self, args: I) -> Result<R::Value, Error> {
+    pub fn call<I: Inputs<A>>(&mut self, mut args: I) -> Result<R::Value, Error> {
         if self.primal.is_none() {
             let func = CompiledFunction::with_hosts(&self.module, &self.name, &self.hosts)?;
             self.compile_time += func.compile_time();
             self.primal = Some(Primal {
                 func,
                 ws: Workspace::new(),
-                args: vec![Val::Bool(false); self.n_params],
                 out: Vec::new(),
             });
         }
         let Some(p) = self.primal.as_mut() else {
             unreachable!("compiled just above")
         };
-        args.load(&mut p.args);
-        p.func.call_into(&mut p.ws, &mut p.args, &mut p.out)?;
-        args.store(&p.args);
+        let mut borrowed = ArgVec::new();
+        args.args(&mut borrowed);
+        p.func.call_args(&mut p.ws, &mut borrowed, &mut p.out)?;
         Ok(R::native(&mut p.out.iter()))
     }
 
@@ -717,19 +707,19 @@ impl<A: Args, R: Native> Autodiff<A, R> {
     ) -> Result<(R::Value, X::Grad), Error> {
         let k = self.pattern(X::PATTERN, ret)?;
         let p = &mut self.patterns[k];
-        args.load(&mut p.args, &mut p.seeds.shadows)?;
-        match seeds {
-            Some(s) => {
-                let r = p.seeds.results.get_or_insert_with(Vec::new);
-                r.clear();
-                r.extend_from_slice(s);
-            }
-            None => p.seeds.results = None,
-        }
-        p.grad
-            .value_and_pullback_into(&mut p.ws, &p.args, &p.seeds, &mut p.bufs)?;
-        let value = R::native(&mut p.bufs.value.iter());
-        Ok((value, args.store(&p.bufs.args, &p.bufs.gradient)))
+        let mut args = args;
+        let (mut borrowed, mut shadows) = (ArgVec::new(), ArgVec::new());
+        args.args(&mut p.scratch, &mut borrowed, &mut shadows)?;
+        p.grad.gradient_args(
+            &mut p.ws,
+            &mut borrowed,
+            &mut shadows,
+            seeds.unwrap_or(&[]),
+            &mut p.value,
+            &mut p.cts,
+        )?;
+        let value = R::native(&mut p.value.iter());
+        Ok((value, X::grads(&p.cts)))
     }
 
     /// The index of the compiled pattern, compiling it first if needed.
@@ -755,12 +745,9 @@ impl<A: Args, R: Native> Autodiff<A, R> {
             config,
             grad,
             ws: Workspace::new(),
-            bufs: EvalBuffers::default(),
-            args: vec![Val::Bool(false); self.n_params],
-            seeds: Seeds {
-                results: None,
-                shadows: vec![None; self.n_params],
-            },
+            scratch: vec![Val::Bool(false); self.n_params],
+            value: Vec::new(),
+            cts: Vec::new(),
         });
         Ok(self.patterns.len() - 1)
     }
