@@ -1,19 +1,20 @@
 //! The baseline measurement of the benchmark suite (`SUITE.md`): for each program at
 //! its suite size (and `normalize` also at twice its size), gradlift's JIT primal
-//! and gradient against the hand-written Rust of `gradlift::hand`, the time to a
+//! and gradient against the hand-written Rust of `benches/hand.rs`, the time to a
 //! callable gradient and the tape's peak, as a markdown table.
 //!
 //! Before anything is timed, gradlift's first gradient is checked against the hand
 //! gradient (value and every entry to 1e-8 relative), so the table never reports a
 //! wrong program.
 //!
-//! Run with `cargo run --release --example suite`.
+//! Run with `cargo run --release --example suite` (an argument keeps only the
+//! programs whose name contains it). `cargo bench --bench suite` measures the same
+//! programs with criterion's statistics (`benches/suite.rs`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use gradlift::adjoint::{Activity, RuleConfig};
-use gradlift::hand;
 use gradlift::ir::interp::Val;
 use gradlift::jit::Arg;
 use gradlift::suite::{self, MLP_BATCH, N, NORMALIZE_N, ODE_STEPS};
@@ -21,6 +22,12 @@ use gradlift::trace::{Callable, Slice, Var};
 use gradlift::{
     Autodiff, CompiledFunction, CompiledGradient, Const, Duplicated, Error, Workspace, autodiff,
 };
+
+/// The hand-written primals and gradients (`benches/hand.rs`), shared with the
+/// criterion benchmarks.
+#[path = "../benches/hand.rs"]
+mod hand;
+use hand::check;
 
 /// Time per measurement: a call is repeated until about this much has run.
 const BUDGET: f64 = 0.3;
@@ -79,46 +86,6 @@ struct Gradlift {
 /// that while the tape grows (as a vector).
 const TAPE_CAP: usize = 4 << 30;
 
-/// `a` and `b` agree to relative `rel`; an entry of a vector whose largest entry is
-/// `scale` may also be off by `rel * 1e-3 * scale` (cancellation makes a tiny
-/// entry's relative error meaningless).
-fn close(a: f64, b: f64, rel: f64, scale: f64) -> bool {
-    a == b || (a - b).abs() <= rel * a.abs().max(b.abs()).max(1e-3 * scale)
-}
-
-/// Panics unless the gradlift value and gradients agree with the hand ones to 1e-8.
-#[track_caller]
-fn check(program: &str, value: f64, hand_value: f64, grads: &[(&[f64], &[f64])]) {
-    const REL: f64 = 1e-8;
-    assert!(
-        close(value, hand_value, REL, 0.0),
-        "{program}: gradlift's value {value:e}, by hand {hand_value:e}"
-    );
-    for (k, &(got, want)) in grads.iter().enumerate() {
-        assert_eq!(got.len(), want.len(), "{program}: gradient {k}: lengths");
-        let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        for (i, (g, w)) in got.iter().zip(want).enumerate() {
-            assert!(
-                close(*g, *w, REL, scale),
-                "{program}: gradient {k}[{i}]: gradlift {g:e}, by hand {w:e}"
-            );
-        }
-    }
-}
-
-/// A borrowed argument for [`CompiledGradient::gradient_args`].
-fn arg(v: &Val) -> Arg<'_> {
-    match v {
-        Val::F64(x) => Arg::F64(*x),
-        Val::F32(x) => Arg::F32(*x),
-        Val::I64(x) => Arg::I64(*x),
-        Val::Bool(x) => Arg::Bool(*x),
-        Val::F64s(x) => Arg::F64s(x),
-        Val::F32s(x) => Arg::F32s(x),
-        Val::I64s(x) => Arg::I64s(x),
-    }
-}
-
 /// The one `f64` of a result.
 fn scalar(out: &[Val]) -> f64 {
     match out {
@@ -176,7 +143,7 @@ fn jit<A, R>(
         .filter(|&(_, &p)| matches!(p, Activity::Dup | Activity::DupNoNeed))
         .map(|(a, _)| vec![0.0; a.slice_len().unwrap_or(0)])
         .collect();
-    let mut borrowed: Vec<Arg<'_>> = args.iter().map(arg).collect();
+    let mut borrowed: Vec<Arg<'_>> = args.iter().map(Arg::from).collect();
     let mut shadow_args: Vec<Arg<'_>> = shadows.iter_mut().map(|s| Arg::F64sMut(s)).collect();
     let (mut value, mut grads) = (Vec::new(), Vec::new());
     let mut ws = Workspace::new();

@@ -73,8 +73,6 @@
 
 mod api;
 pub mod autodiff;
-#[doc(hidden)]
-pub mod hand;
 pub mod suite;
 
 pub use api::{CompiledFunction, CompiledGradient, Error, GradientCache, GradientRef};

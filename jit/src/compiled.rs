@@ -120,6 +120,21 @@ impl Arg<'_> {
     }
 }
 
+/// A `Val` lent as an argument: its slices read-only.
+impl<'a> From<&'a Val> for Arg<'a> {
+    fn from(v: &'a Val) -> Arg<'a> {
+        match v {
+            Val::F64(x) => Arg::F64(*x),
+            Val::F32(x) => Arg::F32(*x),
+            Val::I64(x) => Arg::I64(*x),
+            Val::Bool(x) => Arg::Bool(*x),
+            Val::F64s(x) => Arg::F64s(x),
+            Val::F32s(x) => Arg::F32s(x),
+            Val::I64s(x) => Arg::I64s(x),
+        }
+    }
+}
+
 /// What a call needs of an argument: whether it fits a parameter type, how to
 /// describe it in an error, its slots.
 trait Slots {

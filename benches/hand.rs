@@ -1,18 +1,25 @@
 //! Hand-written plain-Rust primals and reverse-mode gradients of the seven suite
-//! programs (`SUITE.md`, [`crate::suite`]): the baseline that `vs hand` divides by.
+//! programs (`SUITE.md`, [`gradlift::suite`]): the reference the benchmarks measure
+//! gradlift against (`vs hand` divides by their gradients' times), and [`check`],
+//! which compares a gradient with theirs.
 //!
-//! They use nothing of gradlift: each is what a careful person would write by hand
-//! for `rustc --release`. A gradient returns the value and writes (`=`, not `+=`)
+//! They use nothing of gradlift but the suite's size constants: each is what a
+//! careful person would write by hand for `rustc --release`. A gradient returns the
+//! value and writes (`=`, not `+=`)
 //! the gradient into a caller-provided buffer of the input's length, in one pass
 //! where the algorithm allows it, and allocates nothing; [`ode_gradient`] needs the
 //! trajectory and takes it in a caller-provided scratch buffer.
 //!
 //! The primals evaluate the same expressions in the same order as the generic
-//! programs of [`crate::suite`] on `f64`, except [`normalize`], which computes the
+//! programs of [`gradlift::suite`] on `f64`, except [`normalize`], which computes the
 //! norm once (the hoisting a person does by hand; the suite's program recomputes
 //! it for every `i`).
+//!
+//! This file is a module of the benchmarks, not of the library: `benches/suite.rs`
+//! (criterion) and `examples/suite.rs` (the markdown table) include it with
+//! `#[path = "../benches/hand.rs"] mod hand;`.
 
-use crate::suite::{MLP_HIDDEN as H, MLP_IN as K, MLP_OUT as C, ODE_DT};
+use gradlift::suite::{MLP_HIDDEN as H, MLP_IN as K, MLP_OUT as C, ODE_DT};
 
 /// `f(x) = sum_i x_i^2`.
 pub fn sumsq(x: &[f64]) -> f64 {
@@ -176,7 +183,7 @@ fn check_mlp(x: &[f64], w1: &[f64], b1: &[f64], w2: &[f64], b2: &[f64]) -> usize
     x.len() / K
 }
 
-/// The two-layer perceptron's mean softmax cross-entropy (as [`crate::suite::mlp`]):
+/// The two-layer perceptron's mean softmax cross-entropy (as [`gradlift::suite::mlp`]):
 /// `x` is `B x 32` row-major, `w1` `32 x 64`, `b1` 64, `w2` `64 x 10`, `b2` 10,
 /// labels `y_b = b mod 10`.
 pub fn mlp(x: &[f64], w1: &[f64], b1: &[f64], w2: &[f64], b2: &[f64]) -> f64 {
@@ -283,7 +290,7 @@ pub fn mlp_gradient(
     loss * inv_b
 }
 
-/// Lotka-Volterra by forward Euler (as [`crate::suite::ode`]): `p = [a, b, c, d,
+/// Lotka-Volterra by forward Euler (as [`gradlift::suite::ode`]): `p = [a, b, c, d,
 /// u0, v0]`, `steps` steps of `dt =` [`ODE_DT`]; `f = u_T^2 + v_T^2`.
 pub fn ode(p: &[f64], steps: usize) -> f64 {
     let [a, b, c, d, mut u, mut v] = ode_params(p);
@@ -378,4 +385,36 @@ pub fn branchy_gradient(x: &[f64], dx: &mut [f64]) -> f64 {
         }
     }
     acc
+}
+
+/// The tolerance of [`check`]: relative `1e-8`.
+const REL: f64 = 1e-8;
+
+/// `a` and `b` agree to relative `rel`; an entry of a vector whose largest entry is
+/// `scale` may also be off by `rel * 1e-3 * scale` (cancellation makes a tiny
+/// entry's relative error meaningless).
+fn close(a: f64, b: f64, rel: f64, scale: f64) -> bool {
+    a == b || (a - b).abs() <= rel * a.abs().max(b.abs()).max(1e-3 * scale)
+}
+
+/// Panics, naming `program` and the first entry that differs, unless gradlift's
+/// `value` agrees with the hand-written `hand_value` and each pair `(gradlift's,
+/// by hand)` of `grads` entry by entry, to [`REL`] relative. Benchmarks call it
+/// before timing anything, so they never time a wrong program.
+#[track_caller]
+pub fn check(program: &str, value: f64, hand_value: f64, grads: &[(&[f64], &[f64])]) {
+    assert!(
+        close(value, hand_value, REL, 0.0),
+        "{program}: gradlift's value {value:e}, by hand {hand_value:e}"
+    );
+    for (k, &(got, want)) in grads.iter().enumerate() {
+        assert_eq!(got.len(), want.len(), "{program}: gradient {k}: lengths");
+        let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                close(*g, *w, REL, scale),
+                "{program}: gradient {k}[{i}]: gradlift {g:e}, by hand {w:e}"
+            );
+        }
+    }
 }
