@@ -452,9 +452,17 @@ entry:
     ret
 }
 
-func @f(%x: f64, %y: f64, %n: i64, %s: mut [f64], %t: [f64]) -> (f64, f64, i64, bool) {
+func @leaf32(%a: f32, %b: f32) -> f32 {
 entry:
-    ret %x, %y, %n, false
+    %p = fmul %a, %b
+    %q = fadd %p, 1.5
+    ret %q
+}
+
+func @f(%x: f64, %y: f64, %n: i64, %s: mut [f64], %t: [f64]) -> (f64, f64, i64, bool, f32) {
+entry:
+    %z = const f32 0.0
+    ret %x, %y, %n, false, %z
 }
 ";
 
@@ -464,9 +472,10 @@ struct Gen<'a> {
     f: [gradlift_ir::Variable; 3],
     i: [gradlift_ir::Variable; 2],
     b: gradlift_ir::Variable,
+    h: gradlift_ir::Variable,
     /// Loop counters in scope.
     counters: Vec<Value>,
-    funcs: [FuncId; 6],
+    funcs: [FuncId; 7],
     pushed: usize,
 }
 
@@ -528,10 +537,10 @@ impl Gen<'_> {
     }
 
     fn stmt(&mut self, b: &mut FunctionBuilder<'_>, depth: usize) {
-        let [leaf, leaf_load, div, sum, bad, poke] = self.funcs;
+        let [leaf, leaf_load, div, sum, bad, poke, leaf32] = self.funcs;
         let kf = self.rng.below(3);
         let ki = self.rng.below(2);
-        match self.rng.below(20) {
+        match self.rng.below(24) {
             0 | 1 => {
                 let op = self.rng.pick(&[
                     Opcode::Fadd,
@@ -685,6 +694,37 @@ impl Gen<'_> {
                     vec![]
                 });
             }
+            20 => {
+                // f32: an op of the variable and a constant or a cast, or a call
+                // whose arguments may both be constants (inlined, they need a
+                // `const f32`).
+                let h = b.use_var(self.h);
+                let r = match self.rng.below(3) {
+                    0 => {
+                        let c = b.f32const(self.rng.pick(&[0.0, -0.0, 1.0, 2.5]));
+                        let op = self.rng.pick(&[Opcode::Fadd, Opcode::Fmul, Opcode::Fsub]);
+                        let inst = b.ins(op, Imm::None, &[h, c]);
+                        b.results(inst)[0]
+                    }
+                    1 => {
+                        let x = self.fexpr(b);
+                        b.cast(Type::F32, x)
+                    }
+                    _ => {
+                        let mut arg = |b: &mut FunctionBuilder<'_>, rng: &mut Rng| {
+                            if rng.chance(60) {
+                                b.f32const(rng.pick(&[1.0, -2.0, 0.25]))
+                            } else {
+                                h
+                            }
+                        };
+                        let (x, y) = (arg(b, self.rng), arg(b, self.rng));
+                        b.call(leaf32, &[x, y])[0]
+                    }
+                };
+                b.def_var(self.h, r);
+            }
+            21 if depth < 3 => self.entered_loop(b, depth),
             _ => {
                 let x = self.fexpr(b);
                 let y = self.fexpr(b);
@@ -693,12 +733,67 @@ impl Gen<'_> {
             }
         }
     }
+
+    /// A loop entered from both arms of a branch (its header has two predecessors
+    /// outside it, with different initial counters), whose test may be written
+    /// inverted (the body the `br`'s else target), with an early exit from its
+    /// body.
+    fn entered_loop(&mut self, b: &mut FunctionBuilder<'_>, depth: usize) {
+        let ctr = b.declare_var(I64);
+        let e = self.iexpr(b);
+        let three = b.iconst(3);
+        let lt = b.icmp(CmpPred::Lt, e, three);
+        let bound = b.select(lt, e, three);
+        let c = b.use_var(self.b);
+        let [pa, pb, head, body, latch, exit] =
+            ["pa", "pb", "head", "body", "latch", "exit"].map(|n| b.create_block(n));
+        b.br(c, pa, pb);
+        b.seal_block(pa);
+        b.seal_block(pb);
+        for (blk, start) in [(pa, 0), (pb, 1)] {
+            b.switch_to(blk);
+            let v = b.iconst(start);
+            b.def_var(ctr, v);
+            b.jump(head);
+        }
+        b.switch_to(head);
+        let i = b.use_var(ctr);
+        if self.rng.chance(50) {
+            let done = b.icmp(CmpPred::Ge, i, bound);
+            b.br(done, exit, body);
+        } else {
+            let more = b.icmp(CmpPred::Lt, i, bound);
+            b.br(more, body, exit);
+        }
+        b.seal_block(body);
+        b.switch_to(body);
+        self.counters.push(i);
+        self.block(b, depth + 1);
+        self.counters.pop();
+        if self.rng.chance(30) {
+            let x = self.fexpr(b);
+            let y = self.fexpr(b);
+            let brk = b.fcmp(CmpPred::Gt, x, y);
+            b.br(brk, exit, latch);
+        } else {
+            b.jump(latch);
+        }
+        b.seal_block(latch);
+        b.switch_to(latch);
+        let one = b.iconst(1);
+        let i1 = b.iadd(i, one);
+        b.def_var(ctr, i1);
+        b.jump(head);
+        b.seal_block(head);
+        b.seal_block(exit);
+        b.switch_to(exit);
+    }
 }
 
 /// A random module: the helpers and a random `@f`.
 fn random_module(seed: u64) -> Module {
     let mut m = parse(HELPERS).unwrap();
-    let names = ["leaf", "leaf_load", "div", "sum", "bad", "poke"];
+    let names = ["leaf", "leaf_load", "div", "sum", "bad", "poke", "leaf32"];
     let funcs = names.map(|n| m.func_by_name(n).unwrap());
     let f = m.func_by_name("f").unwrap();
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
@@ -707,6 +802,7 @@ fn random_module(seed: u64) -> Module {
         let fv = [0, 1, 2].map(|_| b.declare_var(F64));
         let iv = [0, 1].map(|_| b.declare_var(I64));
         let bv = b.declare_var(BOOL);
+        let hv = b.declare_var(Type::F32);
         let (x, y, n) = (b.param(0), b.param(1), b.param(2));
         let zero = b.fconst(0.0);
         b.def_var(fv[0], x);
@@ -717,11 +813,14 @@ fn random_module(seed: u64) -> Module {
         b.def_var(iv[1], izero);
         let c = b.fcmp(CmpPred::Lt, x, y);
         b.def_var(bv, c);
+        let h = b.cast(Type::F32, y);
+        b.def_var(hv, h);
         let mut g = Gen {
             rng: &mut rng,
             f: fv,
             i: iv,
             b: bv,
+            h: hv,
             counters: Vec::new(),
             funcs,
             pushed: 0,
@@ -734,6 +833,7 @@ fn random_module(seed: u64) -> Module {
             b.use_var(fv[2]),
             b.use_var(iv[0]),
             b.use_var(bv),
+            b.use_var(hv),
         ];
         b.ret(&out);
         b.finish().unwrap()
@@ -825,6 +925,33 @@ fn random_programs_inline() {
 fn random_programs_licm() {
     let r = random_under("licm");
     assert!(r.hoisted > 5 && r.calls_hoisted > 2, "{r}");
+}
+
+/// Many more random programs, for release fuzzing:
+/// `cargo test --release -p gradlift-ir --test opt -- --ignored` (seeds from
+/// `GRADLIFT_OPT_SEED`, default 10_000, 3_000 of them).
+#[test]
+#[ignore]
+fn random_programs_fuzz() {
+    let f = |m: &Module| m.func_by_name("f").unwrap();
+    let start: u64 = std::env::var("GRADLIFT_OPT_SEED").map_or(10_000, |s| s.parse().unwrap());
+    for seed in start..start + 3_000 {
+        let m = random_module(seed);
+        for (name, config) in configs() {
+            let what = format!("seed {seed} under {name}");
+            let (o, _) = optimised(&m, &config, &what);
+            for args in &arg_sets(m.sig(f(&m))) {
+                let Some(a) = run(&m, f(&m), args, FUEL) else {
+                    continue;
+                };
+                let b = run(&o, f(&o), args, 2 * FUEL + 10_000).expect("fuel");
+                assert!(
+                    same_outcome(&a, &b),
+                    "{what}, args {args:?}:\nbefore: {a:?}\nafter:  {b:?}\n--- before\n{m}\n--- after\n{o}"
+                );
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -1771,4 +1898,110 @@ fn an_optimised_module_has_nothing_left_for_a_second_run() {
             "seed {seed}: {again}\n{o}"
         );
     }
+}
+
+#[test]
+fn licm_makes_a_preheader_for_a_loop_entered_twice_and_hoists_under_an_inverted_test() {
+    let m = module(
+        "; Sums x[0] twice into a scratch buffer of its own: it writes only memory of
+        ; its own, so calls to it may be hoisted.
+        func @scratch(%x: [f64]) -> f64 {
+        entry:
+            %b = alloc f64, 1
+            %v = load %x[0]
+            store %b[0], %v
+            %w = load %b[0]
+            %r = fadd %v, %w
+            ret %r
+        }
+
+        ; Writes its `mut` parameter: never hoisted.
+        func @writer(%x: mut [f64]) -> f64 {
+        entry:
+            store %x[0], 1.0
+            ret 1.0
+        }
+
+        func @f(%x: [f64], %n: i64, %c: bool, %k: f64) -> f64 {
+        entry:
+            br %c, a, b
+        a:
+            jump head
+        b:
+            jump head
+        head:
+            %i = phi i64 [a: 0, b: 1, body: %i1]
+            %acc = phi f64 [a: 0.0, b: %k, body: %acc1]
+            %done = icmp ge %i, %n
+            br %done, exit, body
+        body:
+            %kk = fmul %k, 3.0
+            %s = call @scratch(%x)
+            %t = fmul %s, %kk
+            %acc1 = fadd %acc, %t
+            %i1 = iadd %i, 1
+            jump head
+        exit:
+            ret %acc
+        }
+
+        func @g(%x: mut [f64], %n: i64) -> f64 {
+        entry:
+            jump head
+        head:
+            %i = phi i64 [entry: 0, body: %i1]
+            %acc = phi f64 [entry: 0.0, body: %acc1]
+            %more = icmp lt %i, %n
+            br %more, body, exit
+        body:
+            %s = call @writer(%x)
+            %acc1 = fadd %acc, %s
+            %i1 = iadd %i, 1
+            jump head
+        exit:
+            ret %acc
+        }",
+    );
+    let (o, r) = optimised(&m, &config("licm"), "entered twice");
+    assert_eq!((r.calls_hoisted, r.hoisted), (1, 2), "{r}\n{o}");
+    let f = o.function(o.func_by_name("f").unwrap()).unwrap();
+    let b = block_of(&o, f, Opcode::Call, Some("scratch")).unwrap();
+    assert!(!loop_blocks(f).contains(&b), "{o}");
+    let g = o.function(o.func_by_name("g").unwrap()).unwrap();
+    let b = block_of(&o, g, Opcode::Call, Some("writer")).unwrap();
+    assert!(loop_blocks(g).contains(&b), "{o}");
+    for n in [-1, 0, 1, 2, 3] {
+        for c in [true, false] {
+            for x in [vec![], vec![2.5]] {
+                let args = [Val::F64s(x), Val::I64(n), Val::Bool(c), Val::F64(0.5)];
+                assert_eq!(call(&o, "f", &args), call(&m, "f", &args), "{n} {c}\n{o}");
+            }
+        }
+    }
+    compare(&m, &o, "entered twice");
+    let (o, _) = optimised(&m, &OptConfig::default(), "entered twice, all");
+    compare(&m, &o, "entered twice, all");
+}
+
+#[test]
+fn inline_refuses_a_select_of_parameters_whose_type_would_change() {
+    let m = module(
+        "func @pick(%c: bool, %a: [f64], %b: [f64]) -> f64 {
+        entry:
+            %s = select %c, %a, %b
+            %v = load %s[0]
+            ret %v
+        }
+
+        func @f(%c: bool, %a: mut [f64], %b: mut [f64], %r: [f64]) -> (f64, f64) {
+        entry:
+            %x = call @pick(%c, %a, %b)
+            %y = call @pick(%c, %r, %r)
+            ret %x, %y
+        }",
+    );
+    let (o, r) = optimised(&m, &OptConfig::default(), "select");
+    assert_eq!(r.inlined, 1, "{r}\n{o}");
+    assert_eq!(body_of(&o, "f").matches("call @pick").count(), 1, "{o}");
+    compare(&m, &o, "select");
 }
