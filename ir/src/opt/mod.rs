@@ -267,8 +267,23 @@ pub fn optimize_function(
     id: FuncId,
     config: &OptConfig,
 ) -> Result<OptReport, OptError> {
+    optimize_functions(module, &[id], config)
+}
+
+/// Optimises the functions `ids` of `module` (callees before callers), leaving the
+/// others as they are: the derived functions of a rule, say. Refuses a module that
+/// does not verify.
+pub fn optimize_functions(
+    module: &mut Module,
+    ids: &[FuncId],
+    config: &OptConfig,
+) -> Result<OptReport, OptError> {
     verify(module).map_err(OptError::Invalid)?;
-    Ok(run(module, config, &[id]))
+    let order: Vec<FuncId> = bottom_up(module)
+        .into_iter()
+        .filter(|f| ids.contains(f))
+        .collect();
+    Ok(run(module, config, &order))
 }
 
 /// Runs the rounds over the functions `order`, then the safety net.
