@@ -18,9 +18,12 @@ use gradlift_ir::{Elem, FuncId, Module, Type, parse, verify};
 #[path = "corpus/inputs.rs"]
 mod inputs;
 
+/// A function's name and the argument lists it is run at.
+type Points = Vec<(String, Vec<Vec<Val>>)>;
+
 /// Each module with its functions' points: the corpora's own inputs, generic ones
 /// for the examples.
-fn cases() -> Vec<(String, Module, Vec<(String, Vec<Vec<Val>>)>)> {
+fn cases() -> Vec<(String, Module, Points)> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
     let mut out = Vec::new();
     for (file, inputs) in [

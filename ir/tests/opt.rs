@@ -711,7 +711,7 @@ impl Gen<'_> {
                         b.cast(Type::F32, x)
                     }
                     _ => {
-                        let mut arg = |b: &mut FunctionBuilder<'_>, rng: &mut Rng| {
+                        let arg = |b: &mut FunctionBuilder<'_>, rng: &mut Rng| {
                             if rng.chance(60) {
                                 b.f32const(rng.pick(&[1.0, -2.0, 0.25]))
                             } else {
@@ -861,7 +861,7 @@ fn random_under(name: &str) -> OptReport {
     let count = if name == "all" { 120 } else { 60 };
     for (seed, m) in random_modules().iter().take(count).enumerate() {
         let what = format!("seed {seed} under {name}");
-        let (o, r) = optimised(&m, &config, &what);
+        let (o, r) = optimised(m, &config, &what);
         total.folded += r.folded;
         total.merged += r.merged;
         total.inlined += r.inlined;
@@ -869,8 +869,8 @@ fn random_under(name: &str) -> OptReport {
         total.calls_hoisted += r.calls_hoisted;
         total.removed += r.removed;
         total.blocks_merged += r.blocks_merged;
-        for args in &arg_sets(m.sig(f(&m))) {
-            let Some(a) = run(&m, f(&m), args, FUEL) else {
+        for args in &arg_sets(m.sig(f(m))) {
+            let Some(a) = run(m, f(m), args, FUEL) else {
                 continue;
             };
             let b = run(&o, f(&o), args, 2 * FUEL + 10_000).expect("fuel");
