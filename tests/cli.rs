@@ -1789,21 +1789,132 @@ fn dump_clif_of_a_call_to_an_extern_shows_the_host_call() {
 }
 
 #[test]
-fn dump_optimized_is_not_available_yet() {
+fn dump_of_an_unknown_function_is_a_user_error() {
     let file = shown(&example("sumsq.ir"));
-    user_error(
-        &cli(&["dump", &file, "--func", "sumsq", "--stage", "optimized"]),
-        "error: gradlift dump: stage optimized is not available yet: the optimiser \
-         arrives with a later version (stage primal prints the function as parsed)",
+    for stage in ["primal", "optimized", "dot"] {
+        user_error(
+            &cli(&["dump", &file, "--func", "nope", "--stage", stage]),
+            &format!("error: no function @nope in {file}"),
+        );
+    }
+}
+
+/// The blocks of `func` inside some natural loop (a back edge's target dominates
+/// its source; the loop is what reaches the source without passing the target).
+fn loop_blocks(func: &gradlift::ir::Function) -> Vec<gradlift::ir::Block> {
+    use gradlift::ir::dominators::DominatorTree;
+    use gradlift::ir::flowgraph::ControlFlowGraph;
+    let cfg = ControlFlowGraph::new(func);
+    let dt = DominatorTree::new(&cfg);
+    let mut inside = Vec::new();
+    for &h in cfg.reverse_postorder() {
+        for &latch in cfg.preds(h).iter().filter(|&&l| dt.dominates(h, l)) {
+            let mut body = vec![h];
+            let mut stack = vec![latch];
+            while let Some(b) = stack.pop() {
+                if !body.contains(&b) {
+                    body.push(b);
+                    stack.extend_from_slice(cfg.preds(b));
+                }
+            }
+            inside.extend(body);
+        }
+    }
+    inside
+}
+
+#[test]
+fn dump_optimized_calls_the_norm_once_outside_the_loop() {
+    use gradlift::ir::interp::{Interpreter, Val};
+    use gradlift::ir::{Imm, Opcode, parse, verify};
+    let file = example("normalize.ir");
+    let run = dump(&file, "normalize", "optimized", &[]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{run:?}");
+    assert!(run.stdout.starts_with("func @normalize("), "{run:?}");
+    assert!(run.stdout.ends_with("}\n") && !run.stdout.ends_with("\n\n"));
+    // The dump parses and verifies on its own: @normalize and the @norm it calls.
+    let module = parse(&run.stdout).expect("the dump parses");
+    verify(&module).expect("the dump verifies");
+    assert_eq!(module.defined().count(), 2, "{}", run.stdout);
+    let id = module.func_by_name("normalize").unwrap();
+    let func = module.function(id).unwrap();
+    let norm = module.func_by_name("norm").unwrap();
+    let calls: Vec<_> = func
+        .placed_insts()
+        .filter(|&(_, i)| {
+            func.insts[i].opcode == Opcode::Call && func.insts[i].imm == Imm::Func(norm)
+        })
+        .map(|(b, _)| b)
+        .collect();
+    assert_eq!(calls.len(), 1, "{}", run.stdout);
+    let loops = loop_blocks(func);
+    assert!(!loops.is_empty(), "{}", run.stdout);
+    assert!(
+        !loops.contains(&calls[0]),
+        "the call is in a loop:\n{}",
+        run.stdout
     );
-    user_error(
-        &cli(&["dump", &file, "--func", "nope", "--stage", "primal"]),
-        &format!("error: no function @nope in {file}"),
+    // It computes what the file's @normalize computes, in O(n) statements.
+    let original = parse(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let n = 100;
+    let x: Vec<f64> = (0..n)
+        .map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin() + 1.0)
+        .collect();
+    let w: Vec<f64> = (0..n).map(|i| (0.11 * i as f64 + 0.3).sin()).collect();
+    let run_on = |m: &gradlift::ir::Module| {
+        let mut engine = Interpreter::new(m);
+        let f = m.func_by_name("normalize").unwrap();
+        let out = engine
+            .call(f, &mut [Val::F64s(x.clone()), Val::F64s(w.clone())])
+            .unwrap();
+        (out, engine.steps())
+    };
+    let ((before, steps_before), (after, steps_after)) = (run_on(&original), run_on(&module));
+    assert_eq!(before, after);
+    let n = n as u64;
+    assert!(
+        steps_before > 5 * n * n && steps_after < 30 * n,
+        "{steps_before} {steps_after}"
     );
-    user_error(
-        &cli(&["dump", &file, "--func", "nope", "--stage", "dot"]),
-        &format!("error: no function @nope in {file}"),
+    // `gradlift check` takes it.
+    let path = temp_file("cli-dump-optimized.ir", &run.stdout);
+    let check = cli(&["check", &shown(&path)]);
+    assert_eq!(
+        (check.code, check.stdout.as_str()),
+        (0, "ok: 2 functions\n"),
+        "{check:?}"
     );
+}
+
+#[test]
+fn dump_optimized_of_every_example_function_parses_back_on_its_own() {
+    use gradlift::ir::{parse, verify};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ir");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ir"))
+        .collect();
+    files.sort();
+    let mut dumped = 0;
+    for file in files {
+        let original = parse(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        for (_, decl) in original
+            .funcs
+            .iter()
+            .filter(|(_, d)| d.function().is_some())
+        {
+            let what = format!("{} @{}", file.display(), decl.name);
+            let run = dump(&file, &decl.name, "optimized", &[]);
+            assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{what}: {run:?}");
+            let module = parse(&run.stdout).unwrap_or_else(|e| panic!("{what}: {e}\n{run:?}"));
+            verify(&module).unwrap_or_else(|e| panic!("{what}: {e}\n{run:?}"));
+            let first = module.funcs.values().next().unwrap();
+            assert_eq!((&first.name, &first.sig), (&decl.name, &decl.sig), "{what}");
+            dumped += 1;
+        }
+    }
+    assert!(dumped > 30, "{dumped}");
 }
 
 /// `--debug` and `--check-nan` (extensions): the pullback of `sqrt(x) * 0` at 0 is

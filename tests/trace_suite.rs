@@ -303,6 +303,74 @@ fn normalize_native_traced_and_gradient() {
     }
 }
 
+/// The optimiser hoists the traced `@norm` call out of the loop over `i` (under the
+/// loop's test): the primal becomes O(n), computes the same value bit for bit, and
+/// differentiates (and compiles) to the same gradient.
+#[test]
+fn normalize_optimised_calls_norm_once() {
+    let traced = trace("normalize", suite::normalize::<Var>).unwrap();
+    let mut module = traced.module.clone();
+    let report = gradlift::ir::opt::optimize(&mut module, &Default::default()).unwrap();
+    assert_eq!(report.calls_hoisted, 1, "{report}\n{module}");
+    assert!(report.restored.is_empty(), "{report}");
+    let f = module
+        .function(module.func_by_name("normalize").unwrap())
+        .unwrap();
+    let cfg = ControlFlowGraph::new(f);
+    let dom = DominatorTree::new(&cfg);
+    let (call_block, _) = f
+        .placed_insts()
+        .find(|&(_, i)| f.insts[i].opcode == gradlift::ir::Opcode::Call)
+        .unwrap();
+    // The call's block is in no loop: no loop head (the target of a back edge)
+    // dominates it.
+    for &b in &f.layout {
+        for h in f.successors(b) {
+            if dom.dominates(h, b) {
+                assert!(
+                    !dom.dominates(h, call_block),
+                    "the call is in a loop\n{module}"
+                );
+            }
+        }
+    }
+    let steps = |m: &Module, args: &[Val]| {
+        let mut engine = Interpreter::new(m);
+        let out = engine
+            .call_by_name("normalize", &mut args.to_vec())
+            .unwrap();
+        (out, engine.steps())
+    };
+    for n in [0, 1, 7, 200] {
+        let (x, w) = suite::normalize_input(n);
+        let args = [Val::F64s(x.clone()), Val::F64s(w.clone())];
+        let (before, steps_before) = steps(&traced.module, &args);
+        let (after, steps_after) = steps(&module, &args);
+        assert_eq!(before, after, "n = {n}");
+        if n == 200 {
+            assert!(steps_before > 5 * 200 * 200, "{steps_before}");
+            assert!(steps_after < 30 * 200, "{steps_after}");
+        }
+        // (At n = 1 the gradient is zero up to rounding, of either sign.)
+        if n > 1 {
+            let native = suite::normalize::<f64>(&x, &w);
+            let g = traced_checks(
+                &module,
+                "normalize",
+                Some(&[Activity::Dup, Activity::Const]),
+                args.to_vec(),
+                native,
+            );
+            assert_all_close(
+                "d normalize, optimised",
+                g[0].as_ref().unwrap(),
+                &normalize_grad(&x, &w),
+                1e-9,
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // mlp
 

@@ -138,6 +138,7 @@ use self::tape::Tape;
 use crate::entities::{Block, FuncId, Inst, Value};
 use crate::function::{Pos, SourceMap};
 use crate::module::{Body, Module};
+use crate::ops::{Imm, Opcode};
 use crate::types::{Elem, Scalar, Type};
 
 /// A run-time value passed to or returned from the interpreter.
@@ -1081,6 +1082,66 @@ pub fn check_host_results(name: &str, tys: &[Type], out: &[Val]) -> Result<(), E
         }
     }
     Ok(())
+}
+
+/// What the op `op` with immediate `imm` computes from the constant operands `args`,
+/// by the interpreter's own definition (the code its run loop executes, so the two
+/// cannot disagree): `Some(Ok(c))` is the result, `Some(Err(kind))` the runtime error
+/// the op raises (`idiv` by zero) or [`ErrorKind::Malformed`] for operands of the
+/// wrong types. `None` for an op whose result is not a function of its scalar
+/// operands alone (`len`, memory, calls, the tape, `trap_if`) and for a wrong number
+/// of operands. The optimiser folds constants with it.
+///
+/// ```
+/// use gradlift_ir::interp::{ErrorKind, eval_scalar_op};
+/// use gradlift_ir::{Imm, Opcode, Scalar};
+///
+/// let sum = eval_scalar_op(Opcode::Fadd, Imm::None, &[Scalar::F64(1.0), Scalar::F64(2.0)]);
+/// assert_eq!(sum, Some(Ok(Scalar::F64(3.0))));
+/// let div = eval_scalar_op(Opcode::Idiv, Imm::None, &[Scalar::I64(1), Scalar::I64(0)]);
+/// assert_eq!(div, Some(Err(ErrorKind::DivisionByZero)));
+/// assert_eq!(eval_scalar_op(Opcode::Load, Imm::None, &[]), None);
+/// ```
+pub fn eval_scalar_op(op: Opcode, imm: Imm, args: &[Scalar]) -> Option<Result<Scalar, ErrorKind>> {
+    use crate::ops::Shape;
+    let scalar = matches!(
+        op.shape(),
+        Shape::FloatBinary
+            | Shape::FloatUnary
+            | Shape::Powi
+            | Shape::IntBinary
+            | Shape::IntUnary
+            | Shape::FloatCmp
+            | Shape::IntCmp
+            | Shape::BoolBinary
+            | Shape::BoolUnary
+            | Shape::Select
+            | Shape::Cast
+            | Shape::Bitcast
+            | Shape::Const
+    );
+    if !scalar || op.arity() != Some(args.len()) {
+        return None;
+    }
+    // One instruction on a frame of its own: operands in registers 0..n, the result
+    // in register 3, no buffers.
+    let mut regs = [Slot::Undef; 4];
+    for (r, &c) in regs.iter_mut().zip(args) {
+        *r = Slot::from(c);
+    }
+    let mut tape = Tape::default();
+    if let Err(kind) = step::exec(op, imm, [0, 1, 2], 3, &mut regs, &mut Vec::new(), &mut tape) {
+        return Some(Err(kind));
+    }
+    Some(match regs[3] {
+        Slot::F64(x) => Ok(Scalar::F64(x)),
+        Slot::F32(x) => Ok(Scalar::F32(x)),
+        Slot::I64(x) => Ok(Scalar::I64(x)),
+        Slot::Bool(x) => Ok(Scalar::Bool(x)),
+        Slot::Undef | Slot::Buf(..) => Err(ErrorKind::Internal(format!(
+            "{op} of scalars made no scalar"
+        ))),
+    })
 }
 
 /// Calls the extern `callee` from inside a frame: arguments from `args` slots of

@@ -11,8 +11,9 @@
 //! - the text format: a [parser](parse()) and a printer (`Display` on [`Module`]),
 //!   with `print(parse(text))` a fixed point;
 //! - a [verifier](verify()) that reports every error it finds, never panicking;
-//! - a reference [interpreter](interp), the oracle for every other engine.
-//! - [Graphviz](dot) of control-flow graphs, for looking at functions.
+//! - a reference [interpreter](interp), the oracle for every other engine;
+//! - [Graphviz](dot) of control-flow graphs, for looking at functions;
+//! - an [optimiser](opt) (folding, DCE, CSE, CFG simplification, inlining, LICM).
 //!
 //! It knows nothing about derivatives or Cranelift.
 //!
@@ -43,6 +44,7 @@ pub mod function;
 pub mod interp;
 pub mod module;
 pub mod ops;
+pub mod opt;
 pub mod parser;
 pub mod ssa;
 pub mod types;
@@ -56,6 +58,7 @@ pub use function::{
 };
 pub use module::{Body, Decl, FuncDecl, Module, ModuleError, Signature};
 pub use ops::{CmpPred, Imm, Opcode};
+pub use opt::{OptConfig, OptError, OptReport, optimize};
 pub use parser::{ParseError, ParseErrors, parse};
 pub use ssa::Variable;
 pub use types::{Elem, Scalar, Type};

@@ -19,15 +19,18 @@
 //!   reverse mode refuses), the graph has the primal cluster alone, with a comment
 //!   saying why, and the reason is a warning on stderr (status 0); a request that is
 //!   wrong (activities that do not fit) is an error, as for `forward`.
-//! - `optimized`: the optimiser arrives with a later issue; until then a user error
-//!   that says so.
+//! - `optimized`: a copy of the module optimised with the default configuration
+//!   ([`gradlift_ir::opt`]), then `@F` and every function it still calls,
+//!   transitively (after inlining, fewer), in the module's order, each after a blank
+//!   line: IR text that parses back and verifies on its own.
 
 use std::path::Path;
 
 use gradlift_adjoint::{AdError, build_rrule};
 use gradlift_ir::dot::{Cluster, signature_title, write_dot};
+use gradlift_ir::opt::{OptConfig, optimize};
 use gradlift_ir::write::write_function;
-use gradlift_ir::{FuncId, Module};
+use gradlift_ir::{FuncId, Imm, Module};
 use gradlift_jit::Listing;
 
 use super::activity::ActivityList;
@@ -60,10 +63,7 @@ pub(crate) fn dump(
             native(file, &module, id, stage == Stage::Clif, activity, debug)
         }
         Stage::Dot => return dot(file, &module, id, activity, debug),
-        Stage::Optimized => Err(vec![Diagnostic::new(
-            "gradlift dump: stage optimized is not available yet: the optimiser arrives \
-             with a later version (stage primal prints the function as parsed)",
-        )]),
+        Stage::Optimized => optimized(&module, id).map_err(|e| vec![e]),
     };
     match printed {
         Ok(text) => Outcome::ok(text),
@@ -93,6 +93,36 @@ fn derived(
     });
     let ids: Vec<FuncId> = std::iter::once(main).chain(callees).collect();
     print(derived, &ids).map_err(|e| vec![e])
+}
+
+/// `@id` after the optimiser, and the functions it calls, transitively.
+fn optimized(module: &Module, id: FuncId) -> Result<String, Diagnostic> {
+    let mut module = module.clone();
+    // The module verified when it was loaded, so the optimiser takes it.
+    optimize(&mut module, &OptConfig::default())
+        .map_err(|e| Diagnostic::new(format!("gradlift dump: {e}")))?;
+    let mut reached = vec![id];
+    let mut k = 0;
+    while let Some(&f) = reached.get(k) {
+        k += 1;
+        let Some(func) = module.function(f) else {
+            continue;
+        };
+        for (_, inst) in func.placed_insts() {
+            if let Imm::Func(g) = func.insts[inst].imm
+                && !reached.contains(&g)
+            {
+                reached.push(g);
+            }
+        }
+    }
+    let callees: Vec<FuncId> = module
+        .funcs
+        .keys()
+        .filter(|&g| g != id && reached.contains(&g))
+        .collect();
+    let ids: Vec<FuncId> = std::iter::once(id).chain(callees).collect();
+    print(&module, &ids)
 }
 
 /// The functions `ids` of `module` in the text format, separated by blank lines and

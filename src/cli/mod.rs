@@ -58,9 +58,9 @@ enum Command {
     /// for `dup`/`dupnoneed`, null for `const`. For now it runs on the interpreter
     /// only (`--engine interp`).
     Grad(GradArgs),
-    /// Print one stage of a function: IR text (`primal`, `forward`, `pullback`), the
-    /// JIT's Cranelift IR or machine code of the primal (`clif`, `asm`), or Graphviz
-    /// of the control-flow graphs (`dot`). `optimized` is not available yet.
+    /// Print one stage of a function: IR text (`primal`, `optimized`, `forward`,
+    /// `pullback`), the JIT's Cranelift IR or machine code of the primal (`clif`,
+    /// `asm`), or Graphviz of the control-flow graphs (`dot`).
     Dump(DumpArgs),
 }
 
@@ -174,7 +174,7 @@ pub(crate) struct DebugArgs {
 enum Stage {
     /// The function as parsed.
     Primal,
-    /// After the optimiser (not available yet).
+    /// After the optimiser, with the functions it still calls.
     Optimized,
     /// The derived forward pass.
     Forward,
