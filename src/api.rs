@@ -14,11 +14,13 @@
 //! primal's length. Every failure is an [`Error`]; nothing here needs `unsafe`.
 
 use core::fmt;
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use gradlift_adjoint::eval::{Engine, EvalBuffers, EvalError, run_rule};
 use gradlift_adjoint::{AdError, Gradient, Rule, RuleConfig, Seeds, build_rrule};
 use gradlift_ir::interp::Val;
+use gradlift_ir::opt::{OptConfig, optimize};
 use gradlift_ir::{FuncId, Module, Type};
 use gradlift_jit::{Arg, CompileError, Compiled, Hosts, JitError, Workspace, compile_with};
 use gradlift_trace::TraceError;
@@ -144,15 +146,28 @@ impl CompiledFunction {
         CompiledFunction::with_hosts(module, name, &Hosts::new())
     }
 
-    /// Compiles `@name`, with host functions for the `extern`s it calls.
+    /// Compiles `@name`, with host functions for the `extern`s it calls, after the
+    /// optimiser's default passes ([`OptConfig::default`]).
     pub fn with_hosts(
         module: &Module,
         name: &str,
         hosts: &Hosts,
     ) -> Result<CompiledFunction, Error> {
+        CompiledFunction::with_options(module, name, hosts, &OptConfig::default())
+    }
+
+    /// Compiles `@name` after the optimiser passes `opt` select
+    /// ([`OptConfig::none`] compiles the module as it is).
+    pub fn with_options(
+        module: &Module,
+        name: &str,
+        hosts: &Hosts,
+        opt: &OptConfig,
+    ) -> Result<CompiledFunction, Error> {
         let start = Instant::now();
         let func = lookup(module, name)?;
-        let compiled = compile_with(module, &[func], hosts).map_err(Error::Compile)?;
+        let module = optimized(module, opt);
+        let compiled = compile_with(&module, &[func], hosts).map_err(Error::Compile)?;
         Ok(CompiledFunction {
             compiled,
             func,
@@ -289,9 +304,24 @@ impl CompiledGradient {
         config: &RuleConfig,
         hosts: &Hosts,
     ) -> Result<CompiledGradient, Error> {
+        CompiledGradient::with_options(module, name, config, hosts, &OptConfig::default())
+    }
+
+    /// [`CompiledGradient::with_config`], with the optimiser passes `opt` run
+    /// before the derivation instead of the default ones ([`OptConfig::none`]
+    /// derives the module as it is). The optimiser is what makes the naive
+    /// `normalize` O(n): it hoists the loop-invariant call out of the loop.
+    pub fn with_options(
+        module: &Module,
+        name: &str,
+        config: &RuleConfig,
+        hosts: &Hosts,
+        opt: &OptConfig,
+    ) -> Result<CompiledGradient, Error> {
         let start = Instant::now();
         let func = lookup(module, name)?;
-        let rule = build_rrule(module, func, config).map_err(Error::Derive)?;
+        let module = optimized(module, opt);
+        let rule = build_rrule(&module, func, config).map_err(Error::Derive)?;
         let mut grad = CompiledGradient::from_rule(rule, hosts)?;
         grad.compile_time = start.elapsed();
         Ok(grad)
@@ -587,6 +617,19 @@ impl CompiledGradient {
             ws,
         };
         run_rule(&mut engine, &self.rule, args, seeds, bufs).map_err(Error::from)
+    }
+}
+
+/// `module` optimised with `opt`, or as it is when it does not verify (the
+/// derivation or the JIT then reports why) or no pass is selected.
+fn optimized<'m>(module: &'m Module, opt: &OptConfig) -> Cow<'m, Module> {
+    if *opt == OptConfig::none() {
+        return Cow::Borrowed(module);
+    }
+    let mut m = module.clone();
+    match optimize(&mut m, opt) {
+        Ok(_) => Cow::Owned(m),
+        Err(_) => Cow::Borrowed(module),
     }
 }
 
