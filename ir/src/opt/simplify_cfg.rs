@@ -8,7 +8,8 @@
 //! - An empty forwarding block (no phis, no instructions, a `jump`) is skipped: its
 //!   predecessors branch to its successor directly, whose phis take the forwarded
 //!   values from each of them. Skipped only when no predecessor already branches to
-//!   the successor too (its phis would need two values from one block).
+//!   the successor too (its phis would need two values from one block), and when
+//!   that makes no critical edge (a branch to a block with other predecessors).
 //! - Unreachable blocks are removed.
 //!
 //! The entry block is never merged into anything nor skipped, and no block gains the
@@ -192,6 +193,15 @@ fn merge_and_skip(func: &mut Function) -> usize {
         }
         let t_preds = cfg.preds(t);
         if !func.blocks[t].phis.is_empty() && preds.iter().any(|p| t_preds.contains(p)) {
+            continue;
+        }
+        // No critical edge is made: a predecessor with several successors keeps
+        // its forwarding block when `t` has other predecessors. (A loop's exit
+        // block then keeps the header as its only predecessor, which the
+        // derivation's counted loops need; Cranelift splits such edges anyway.)
+        let critical =
+            t_preds.len() + preds.len() > 2 && preds.iter().any(|&p| cfg.succs(p).len() > 1);
+        if critical {
             continue;
         }
         for &p in preds {
