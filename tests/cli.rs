@@ -1260,6 +1260,53 @@ fn grad_on_the_jit_prints_what_the_interpreter_prints() {
 }
 
 #[test]
+fn grad_tape_policies_give_the_same_gradient_and_different_tapes() {
+    let file = example("rosenbrock.ir");
+    let x = format!("[{}]", wave(100, 0.37));
+    let run = |tape: &str, engine: &str| {
+        let run = cli(&[
+            "grad",
+            &shown(&file),
+            "--func",
+            "rosenbrock",
+            "--args",
+            &x,
+            "--time",
+            "2",
+            "--tape",
+            tape,
+            "--engine",
+            engine,
+        ]);
+        let out = json_out(&run);
+        (
+            out["gradient"].clone(),
+            out["time"]["tape_bytes"].as_u64().unwrap(),
+        )
+    };
+    for engine in ["jit", "interp"] {
+        let (g_min, t_min) = run("minimal", engine);
+        let (g_all, t_all) = run("save-all", engine);
+        assert_eq!(g_min, g_all, "{engine}");
+        // Saving everything keeps values per element; the minimal tape one index.
+        assert_eq!(t_min, 8, "{engine}");
+        assert!(t_all >= 8 * 99, "{engine}: {t_all}");
+    }
+    let bad = cli(&[
+        "grad",
+        &shown(&file),
+        "--func",
+        "rosenbrock",
+        "--args",
+        &x,
+        "--tape",
+        "some",
+    ]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("unknown tape policy `some`"), "{bad:?}");
+}
+
+#[test]
 fn grad_on_the_jit_with_time_adds_compile_ms() {
     let file = example("rosenbrock.ir");
     let run = cli(&[

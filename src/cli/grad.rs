@@ -146,6 +146,7 @@ pub(crate) fn config(
     ActivityList::config(activity, module.sig(id))
         .with_primal(needs_primal)
         .with_debug(debug.debug || debug.check_nan, debug.check_nan)
+        .with_tape(debug.tape)
 }
 
 /// `--seed` and `--shadows` as [`Seeds`], checked against `@id` and its rule.

@@ -167,6 +167,10 @@ pub(crate) struct DebugArgs {
     /// Debug mode, and also fail when a reverse statement creates a NaN.
     #[arg(long)]
     pub check_nan: bool,
+    /// What the forward pass saves for the pullback: `minimal` (counted loops,
+    /// reloads, recomputation) or `save-all` (every value a reverse reads).
+    #[arg(long, value_name = "POLICY", default_value = "minimal", value_parser = clap::value_parser!(gradlift_adjoint::TapePolicy))]
+    pub tape: gradlift_adjoint::TapePolicy,
 }
 
 /// A stage of the pipeline that `dump` can print.
