@@ -2004,3 +2004,70 @@ fn inline_refuses_a_select_of_parameters_whose_type_would_change() {
     assert_eq!(body_of(&o, "f").matches("call @pick").count(), 1, "{o}");
     compare(&m, &o, "select");
 }
+
+/// `n` diamonds in a row, each followed by a loop of three trips whose body calls
+/// `@sum` (hoisted) and computes `x * x` (hoisted, and the same in every loop);
+/// the diamond's left arm calls `@leaf` (inlined).
+fn many_loops(n: usize) -> Module {
+    let mut text = HELPERS.replace("func @f(", "func @unused_f(");
+    text.push_str("func @big(%x: f64, %s: [f64], %c: bool) -> f64 {\nentry:\n    jump b0\n");
+    for k in 0..n {
+        let prev = if k == 0 {
+            "entry: %x".to_string()
+        } else {
+            format!("exit{}: %acc{}", k - 1, k - 1)
+        };
+        text.push_str(&format!(
+            "b{k}:
+    %a{k} = phi f64 [{prev}]
+    br %c, l{k}, r{k}
+l{k}:
+    %p{k} = fmul %a{k}, 2.0
+    %q{k} = call @leaf(%p{k}, 1.0)
+    jump h{k}
+r{k}:
+    jump h{k}
+h{k}:
+    %i{k} = phi i64 [l{k}: 0, r{k}: 0, body{k}: %i1_{k}]
+    %acc{k} = phi f64 [l{k}: %q{k}, r{k}: %a{k}, body{k}: %acc1_{k}]
+    %more{k} = icmp lt %i{k}, 3
+    br %more{k}, body{k}, exit{k}
+body{k}:
+    %t{k} = call @sum(%s)
+    %u{k} = fmul %x, %x
+    %v{k} = fmul %t{k}, %u{k}
+    %acc1_{k} = fadd %acc{k}, %v{k}
+    %i1_{k} = iadd %i{k}, 1
+    jump h{k}
+exit{k}:
+    jump b{}
+",
+            k + 1
+        ));
+    }
+    text.push_str(&format!(
+        "b{n}:\n    %r = phi f64 [exit{}: %acc{}]\n    ret %r\n}}\n",
+        n - 1,
+        n - 1
+    ));
+    module(&text)
+}
+
+/// Many loops cost time linear in the function: every pass handles all loops (or
+/// all blocks) of one analysis at once. (Quadratic, this took minutes.)
+#[test]
+fn a_thousand_loops_optimise_quickly() {
+    let n = 1000;
+    let m = many_loops(n);
+    let t = std::time::Instant::now();
+    let (o, r) = optimised(&m, &OptConfig::default(), "many loops");
+    let elapsed = t.elapsed();
+    assert_eq!((r.inlined, r.calls_hoisted), (n, n), "{r}");
+    assert!(r.rounds <= 4, "{r}");
+    assert!(elapsed.as_secs() < 20, "{elapsed:?}");
+    for c in [true, false] {
+        let args = [Val::F64(0.75), Val::F64s(vec![0.5, -1.25]), Val::Bool(c)];
+        let (a, b) = (call(&m, "big", &args), call(&o, "big", &args));
+        assert!(same_vals(&a.unwrap(), &b.unwrap()), "{c}");
+    }
+}

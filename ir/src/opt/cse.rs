@@ -65,10 +65,30 @@ pub(crate) fn run(module: &Module, func: &mut Function) -> usize {
             .iter()
             .any(|&i| matches!(func.insts[i].opcode, Opcode::Store | Opcode::Call))
     });
-    let mut table: HashMap<Key, SmallVec<[(Block, Value); 1]>> = HashMap::new();
+    // A scoped table over a walk of the dominator tree: while a block is visited,
+    // the table holds the computations of the blocks that dominate it, and each
+    // block's entries are undone when its subtree is done.
+    let mut table: HashMap<Key, Value> = HashMap::new();
+    let mut undo: Vec<Key> = Vec::new();
     let mut subst = Subst::default();
     let mut merged = 0;
-    for &b in cfg.reverse_postorder() {
+    enum Visit {
+        Enter(Block),
+        Leave(usize),
+    }
+    let mut walk: Vec<Visit> = cfg.entry().map(Visit::Enter).into_iter().collect();
+    while let Some(visit) = walk.pop() {
+        let b = match visit {
+            Visit::Enter(b) => b,
+            Visit::Leave(mark) => {
+                for key in undo.drain(mark..) {
+                    table.remove(&key);
+                }
+                continue;
+            }
+        };
+        walk.push(Visit::Leave(undo.len()));
+        walk.extend(domtree.children(b).iter().rev().map(|&c| Visit::Enter(c)));
         let insts = func.blocks[b].insts.clone();
         let mut keep = Vec::with_capacity(insts.len());
         let mut epoch = 0u32;
@@ -97,14 +117,14 @@ pub(crate) fn run(module: &Module, func: &mut Function) -> usize {
                 ty: func.values[r].ty,
                 mem: (op == Opcode::Load && writes).then_some((b, epoch)),
             };
-            let entries = table.entry(key).or_default();
-            match entries.iter().find(|&&(db, _)| domtree.dominates(db, b)) {
-                Some(&(_, earlier)) => {
+            match table.get(&key) {
+                Some(&earlier) => {
                     subst.insert(r, earlier);
                     merged += 1;
                 }
                 None => {
-                    entries.push((b, r));
+                    table.insert(key.clone(), r);
+                    undo.push(key);
                     keep.push(inst);
                 }
             }

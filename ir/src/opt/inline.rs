@@ -30,9 +30,8 @@ use crate::ops::{Imm, Opcode};
 use super::ModuleFacts;
 use super::util;
 
-/// The most calls inlined into one function by one run of the pass, and the size
-/// past which a function gets no more: bounds on code growth.
-const MAX_INLINES_PER_RUN: usize = 256;
+/// The size past which a function gets nothing more inlined: a bound on code
+/// growth (each inlined call adds at most `inline_max_insts` instructions).
 const MAX_CALLER_INSTS: usize = 50_000;
 
 /// Whether a call from `caller` to `callee` may be inlined.
@@ -85,9 +84,12 @@ pub(crate) fn run(
     max_insts: usize,
 ) -> usize {
     let mut inlined = 0;
+    let mut size = util::inst_count(func);
+    // Whether each callee met so far may be inlined (it does not change meanwhile).
+    let mut verdicts: HashMap<FuncId, bool> = HashMap::new();
     let mut i = 0;
     while i < func.layout.len() {
-        if inlined >= MAX_INLINES_PER_RUN || util::inst_count(func) > MAX_CALLER_INSTS {
+        if size > MAX_CALLER_INSTS {
             break;
         }
         let b = func.layout[i];
@@ -95,7 +97,9 @@ pub(crate) fn run(
             let d = &func.insts[inst];
             match d.imm {
                 Imm::Func(g) if d.opcode == Opcode::Call => {
-                    inlinable(module, facts, caller, g, max_insts)
+                    *verdicts
+                        .entry(g)
+                        .or_insert_with(|| inlinable(module, facts, caller, g, max_insts))
                         && module
                             .function(g)
                             .is_some_and(|gf| !select_type_changes(gf, &d.args, func))
@@ -112,6 +116,7 @@ pub(crate) fn run(
                 if let Some(gf) = module.function(g) {
                     inline_call(module, func, b, idx, gf);
                     inlined += 1;
+                    size += util::inst_count(gf);
                 }
                 // The rest of `b` moved to a new block after the copies: scan on.
                 i += 1;

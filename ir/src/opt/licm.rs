@@ -34,7 +34,8 @@
 //! Nothing else moves: loads, stores, `alloc`s, tape ops and `trap_if` stay where
 //! they are, in their order.
 
-use hashbrown::HashMap;
+use cranelift_entity::SecondaryMap;
+use hashbrown::{HashMap, HashSet};
 use smallvec::SmallVec;
 
 use crate::dominators::DominatorTree;
@@ -46,7 +47,7 @@ use crate::ops::{Imm, Opcode};
 use crate::types::Scalar;
 
 use super::ModuleFacts;
-use super::util::{self, Loop, is_speculatable};
+use super::util::{self, LoopForest, is_speculatable};
 
 /// What LICM did.
 #[derive(Default)]
@@ -82,30 +83,109 @@ pub(crate) fn run(module: &Module, facts: &ModuleFacts, func: &mut Function) -> 
     stats
 }
 
-/// Whether `v` is defined inside `lp` (a phi or instruction of one of its blocks).
-fn defined_in(
-    func: &Function,
-    pos: &cranelift_entity::SecondaryMap<Inst, Option<(Block, u32)>>,
-    lp: &Loop,
-    v: Value,
-) -> bool {
-    util::def_block(func, pos, v).is_some_and(|d| lp.contains(d))
+type Positions = SecondaryMap<Inst, Option<(Block, u32)>>;
+
+/// What one analysis' worth of changes leaves for the end: where new blocks go in
+/// the layout, and the call results to replace by their join phis. Done once, so
+/// that many loops cost one pass over the function.
+#[derive(Default)]
+struct Edits {
+    /// Blocks to place just before a block of the layout.
+    before: HashMap<Block, Vec<Block>>,
+    /// Blocks to place just after a block (of the layout, or placed by these edits).
+    after: HashMap<Block, Vec<Block>>,
+    /// A hoisted call's result, the phi of the join block that replaces it, and the
+    /// two blocks where it stays (the call's block, the join).
+    repl: HashMap<Value, (Value, Block, Block)>,
 }
 
-/// Hoists the pure invariant instructions of one loop. Returns whether anything
-/// moved.
+impl Edits {
+    fn apply(mut self, func: &mut Function) {
+        if self.before.is_empty() && self.after.is_empty() && self.repl.is_empty() {
+            return;
+        }
+        let old = core::mem::take(&mut func.layout);
+        let mut layout = Vec::with_capacity(old.len() + self.after.len() * 2);
+        let mut stack = Vec::new();
+        for b in old {
+            let mut first: Vec<Block> = self.before.remove(&b).unwrap_or_default();
+            first.push(b);
+            stack.extend(first.into_iter().rev());
+            while let Some(x) = stack.pop() {
+                layout.push(x);
+                if let Some(next) = self.after.remove(&x) {
+                    stack.extend(next.into_iter().rev());
+                }
+            }
+        }
+        func.layout = layout;
+        if self.repl.is_empty() {
+            return;
+        }
+        let repl = &self.repl;
+        let get = |v: Value, b: Block| match repl.get(&v) {
+            Some(&(p, hb, join)) if b != hb && b != join => Some(p),
+            _ => None,
+        };
+        for &b in &func.layout {
+            let data = &mut func.blocks[b];
+            for phi in &mut data.phis {
+                for (_, v) in &mut phi.incoming {
+                    if let Some(p) = get(*v, b) {
+                        *v = p;
+                    }
+                }
+            }
+            match &mut data.term {
+                Some(Terminator::Br { cond, .. }) => {
+                    if let Some(p) = get(*cond, b) {
+                        *cond = p;
+                    }
+                }
+                Some(Terminator::Ret(vals)) => {
+                    for v in vals.iter_mut() {
+                        if let Some(p) = get(*v, b) {
+                            *v = p;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            for &inst in &data.insts {
+                for a in func.insts[inst].args.iter_mut() {
+                    if let Some(p) = get(*a, b) {
+                        *a = p;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether `v` is defined inside loop `l` (a phi or instruction of one of its
+/// blocks).
+fn defined_in(func: &Function, pos: &Positions, forest: &LoopForest, l: usize, v: Value) -> bool {
+    util::def_block(func, pos, v).is_some_and(|d| forest.contains(l, d))
+}
+
+/// Hoists the pure invariant instructions of every loop, innermost first, over one
+/// analysis. A loop that gets a new preheader changes the blocks of the loops
+/// around it, which wait for the next call. Returns whether anything moved.
 fn hoist_pure(func: &mut Function, stats: &mut LicmStats) -> bool {
     let cfg = ControlFlowGraph::new(func);
     let domtree = DominatorTree::new(&cfg);
-    let loops = util::natural_loops(&cfg, &domtree);
-    let pos = util::inst_positions(func);
-    for lp in &loops {
-        let mut hoisted_values: SmallVec<[Value; 8]> = SmallVec::new();
+    let forest = LoopForest::new(&cfg, &domtree);
+    let mut pos = util::inst_positions(func);
+    let mut stale = vec![false; forest.loops.len()];
+    let mut edits = Edits::default();
+    let mut changed = false;
+    for l in forest.innermost_first() {
+        if stale[l] {
+            continue;
+        }
+        let mut hoisted_values: HashSet<Value> = HashSet::new();
         let mut moves: Vec<(Block, Inst)> = Vec::new();
-        for &b in cfg.reverse_postorder() {
-            if !lp.contains(b) {
-                continue;
-            }
+        for &b in &forest.loops[l].blocks {
             for &inst in &func.blocks[b].insts {
                 if !is_speculatable(func, inst) {
                     continue;
@@ -113,7 +193,7 @@ fn hoist_pure(func: &mut Function, stats: &mut LicmStats) -> bool {
                 let invariant = func.insts[inst]
                     .args
                     .iter()
-                    .all(|&a| !defined_in(func, &pos, lp, a) || hoisted_values.contains(&a));
+                    .all(|a| !defined_in(func, &pos, &forest, l, *a) || hoisted_values.contains(a));
                 if invariant {
                     moves.push((b, inst));
                     hoisted_values.extend(func.insts[inst].results.iter().copied());
@@ -123,32 +203,46 @@ fn hoist_pure(func: &mut Function, stats: &mut LicmStats) -> bool {
         if moves.is_empty() {
             continue;
         }
-        let ph = ensure_preheader(func, &cfg, lp);
+        let (ph, created) = ensure_preheader(func, &cfg, &forest, l, &mut edits);
         for &(b, inst) in &moves {
             func.remove_inst(b, inst);
             func.append_inst(ph, inst);
+            pos[inst] = Some((ph, 0));
+        }
+        if created {
+            for a in forest.ancestors(l) {
+                stale[a] = true;
+            }
         }
         stats.hoisted += moves.len();
-        return true;
+        changed = true;
     }
-    false
+    edits.apply(func);
+    changed
 }
 
-/// The loop's dedicated preheader: the header's one outside predecessor if it jumps
-/// only to the header, else a new block between the outside predecessors and the
-/// header (taking over the header's phi edges from them).
-fn ensure_preheader(func: &mut Function, cfg: &ControlFlowGraph, lp: &Loop) -> Block {
-    let h = lp.header;
+/// The dedicated preheader of loop `l`: the header's one outside predecessor if it
+/// jumps only to the header, else a new block between the outside predecessors and
+/// the header (taking over the header's phi edges from them). Says whether the block
+/// is new.
+fn ensure_preheader(
+    func: &mut Function,
+    cfg: &ControlFlowGraph,
+    forest: &LoopForest,
+    l: usize,
+    edits: &mut Edits,
+) -> (Block, bool) {
+    let h = forest.loops[l].header;
     let outside: SmallVec<[Block; 2]> = cfg
         .preds(h)
         .iter()
         .copied()
-        .filter(|&p| !lp.contains(p))
+        .filter(|&p| !forest.contains(l, p))
         .collect();
     if let [p] = *outside
         && util::distinct_succs(func, p)[..] == [h]
     {
-        return p;
+        return (p, false);
     }
     let name = util::derived_name(func, h, "pre");
     let ph = func.make_block(name.as_deref());
@@ -178,17 +272,13 @@ fn ensure_preheader(func: &mut Function, cfg: &ControlFlowGraph, lp: &Loop) -> B
         phi.incoming.insert(0, (ph, v));
     }
     func.blocks[ph].term = Some(Terminator::Jump(h));
-    let at = func
-        .layout
-        .iter()
-        .position(|&b| b == h)
-        .unwrap_or(func.layout.len());
-    func.layout.insert(at, ph);
-    ph
+    edits.before.entry(h).or_default().push(ph);
+    (ph, true)
 }
 
-/// Hoists the eligible calls of one loop under a guard. Returns whether anything
-/// moved.
+/// Hoists the eligible calls of every loop under a guard, innermost first, over one
+/// analysis; the loops around one that changed wait for the next call. Returns
+/// whether anything moved.
 fn hoist_calls(
     module: &Module,
     facts: &ModuleFacts,
@@ -197,10 +287,16 @@ fn hoist_calls(
 ) -> bool {
     let cfg = ControlFlowGraph::new(func);
     let domtree = DominatorTree::new(&cfg);
-    let loops = util::natural_loops(&cfg, &domtree);
+    let forest = LoopForest::new(&cfg, &domtree);
     let pos = util::inst_positions(func);
-    for lp in &loops {
-        let h = lp.header;
+    let mut stale = vec![false; forest.loops.len()];
+    let mut edits = Edits::default();
+    let mut changed = false;
+    for l in forest.innermost_first() {
+        if stale[l] {
+            continue;
+        }
+        let h = forest.loops[l].header;
         let Some(Terminator::Br {
             cond,
             then_dest,
@@ -209,11 +305,12 @@ fn hoist_calls(
         else {
             continue;
         };
-        let (first, first_is_then) = match (lp.contains(then_dest), lp.contains(else_dest)) {
-            (true, false) => (then_dest, true),
-            (false, true) => (else_dest, false),
-            _ => continue,
-        };
+        let (first, first_is_then) =
+            match (forest.contains(l, then_dest), forest.contains(l, else_dest)) {
+                (true, false) => (then_dest, true),
+                (false, true) => (else_dest, false),
+                _ => continue,
+            };
         if first == h || cfg.preds(first) != [h] {
             continue;
         }
@@ -225,7 +322,7 @@ fn hoist_calls(
             continue;
         }
         // The loop writes no memory.
-        let writes = lp_blocks(func, lp).any(|b| {
+        let writes = forest.loops[l].blocks.iter().any(|&b| {
             func.blocks[b].insts.iter().any(|&i| {
                 let d = &func.insts[i];
                 match (d.opcode, d.imm) {
@@ -248,9 +345,9 @@ fn hoist_calls(
                     module.function(g).is_some()
                         && !facts.writes.get(g).copied().unwrap_or(true)
                         && d.results.iter().all(|&r| func.values[r].ty.is_scalar())
-                        && d.args
-                            .iter()
-                            .all(|&a| !defined_in(func, &pos, lp, a) || batch_results.contains(&a))
+                        && d.args.iter().all(|&a| {
+                            !defined_in(func, &pos, &forest, l, a) || batch_results.contains(&a)
+                        })
                 }
                 _ => false,
             };
@@ -264,33 +361,56 @@ fn hoist_calls(
         if batch.is_empty() {
             continue;
         }
-        hoist_batch(module, func, &cfg, lp, cond, first, first_is_then, &batch);
+        let lp = Site {
+            forest: &forest,
+            l,
+            cond,
+            first,
+            first_is_then,
+        };
+        hoist_batch(module, func, &cfg, &lp, &batch, &mut edits);
+        for a in forest.ancestors(l) {
+            stale[a] = true;
+        }
         stats.calls += batch.len();
-        return true;
+        changed = true;
     }
-    false
+    edits.apply(func);
+    changed
 }
 
-/// The blocks of `lp`, in layout order.
-fn lp_blocks<'a>(func: &'a Function, lp: &'a Loop) -> impl Iterator<Item = Block> + 'a {
-    func.layout.iter().copied().filter(|&b| lp.contains(b))
+/// Where the calls of a loop are hoisted from.
+struct Site<'a> {
+    forest: &'a LoopForest,
+    /// The loop.
+    l: usize,
+    /// The header's `br` condition.
+    cond: Value,
+    /// The block the header enters the loop by.
+    first: Block,
+    /// Whether `first` is the `br`'s then target.
+    first_is_then: bool,
 }
 
 /// Moves the calls `batch` of `first` (the block the header enters the loop by) to
 /// a guarded block before the loop.
-#[allow(clippy::too_many_arguments)]
 fn hoist_batch(
     module: &Module,
     func: &mut Function,
     cfg: &ControlFlowGraph,
-    lp: &Loop,
-    cond: Value,
-    first: Block,
-    first_is_then: bool,
+    site: &Site<'_>,
     batch: &[Inst],
+    edits: &mut Edits,
 ) {
-    let h = lp.header;
-    let ph = ensure_preheader(func, cfg, lp);
+    let Site {
+        forest,
+        l,
+        cond,
+        first,
+        first_is_then,
+    } = *site;
+    let h = forest.loops[l].header;
+    let (ph, _) = ensure_preheader(func, cfg, forest, l, edits);
 
     // The header's test on the initial values, in the preheader.
     let mut cmap: HashMap<Value, Value> = HashMap::new();
@@ -353,7 +473,6 @@ fn hoist_batch(
     util::rename_phi_pred(func, h, ph, join);
 
     // The results reach the loop through phis of the join block.
-    let mut repl: HashMap<Value, Value> = HashMap::new();
     for &call in batch {
         let results = func.insts[call].results.clone();
         for r in results {
@@ -367,48 +486,8 @@ fn hoist_batch(
             let name = func.values[r].name.take();
             func.values[r].name = name.as_deref().map(|n| format!("{n}.call").into());
             func.values[p].name = name;
-            repl.insert(r, p);
+            edits.repl.insert(r, (p, hb, join));
         }
     }
-    let layout = func.layout.clone();
-    for &b in &layout {
-        if b == hb {
-            continue;
-        }
-        let data = &mut func.blocks[b];
-        if b != join {
-            for phi in &mut data.phis {
-                for (_, v) in &mut phi.incoming {
-                    if let Some(&p) = repl.get(v) {
-                        *v = p;
-                    }
-                }
-            }
-        }
-        match &mut data.term {
-            Some(Terminator::Br { cond, .. }) => {
-                if let Some(&p) = repl.get(cond) {
-                    *cond = p;
-                }
-            }
-            Some(Terminator::Ret(vals)) => {
-                for v in vals.iter_mut() {
-                    if let Some(&p) = repl.get(v) {
-                        *v = p;
-                    }
-                }
-            }
-            _ => {}
-        }
-        for &inst in &data.insts {
-            for a in func.insts[inst].args.iter_mut() {
-                if let Some(&p) = repl.get(a) {
-                    *a = p;
-                }
-            }
-        }
-    }
-
-    util::insert_block_after(func, ph, hb);
-    util::insert_block_after(func, hb, join);
+    edits.after.entry(ph).or_default().extend([hb, join]);
 }

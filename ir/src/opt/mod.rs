@@ -22,11 +22,13 @@
 //! A function's results, the final contents of its `mut` slices, its runtime errors
 //! (the same kind: an out-of-bounds load stays and still fails) and its effects on
 //! the tape, in order, are those of the input, on every input. Where the input fails
-//! or loops forever, the output does too, possibly after fewer statements. Only the
-//! number of statements executed ([`Limits::fuel`](crate::interp::Limits::fuel)),
-//! the depth of calls (inlined calls take no frame), the positions and function
-//! names in error messages (inside inlined code they name the caller and the call)
-//! and the NaN payloads of float results may differ.
+//! or loops forever, the output does too. Only the number of statements executed
+//! ([`Limits::fuel`](crate::interp::Limits::fuel): usually fewer, a few more where a
+//! hoisting guard evaluates a loop's test that the loop then evaluates again), the
+//! depth of calls (inlined calls take no frame, so a program near
+//! [`Limits::max_depth`](crate::interp::Limits::max_depth) may hit it later), the
+//! positions and function names in error messages (inside inlined code they name
+//! the caller and the call) and the NaN payloads of float results may differ.
 //!
 //! Passes only remove, merge or move instructions that cannot fail and have no
 //! effect; loads, stores, `alloc`s, calls (except a guarded hoist, which runs the

@@ -2,7 +2,7 @@
 //! substitution that keeps literal operands printable; removal of unreachable blocks;
 //! natural loops.
 
-use cranelift_entity::{EntitySet, SecondaryMap};
+use cranelift_entity::SecondaryMap;
 use hashbrown::HashMap;
 use smallvec::SmallVec;
 
@@ -257,15 +257,6 @@ pub(crate) fn distinct_succs(func: &Function, block: Block) -> SmallVec<[Block; 
     s
 }
 
-/// Inserts `new` into the layout right after `after` (at the end if `after` is not
-/// in it).
-pub(crate) fn insert_block_after(func: &mut Function, after: Block, new: Block) {
-    match func.layout.iter().position(|&b| b == after) {
-        Some(i) => func.layout.insert(i + 1, new),
-        None => func.layout.push(new),
-    }
-}
-
 /// A name derived from `base`'s (for blocks a pass makes), if `base` has one.
 pub(crate) fn derived_name(func: &Function, base: Block, suffix: &str) -> Option<String> {
     func.blocks[base]
@@ -317,50 +308,90 @@ pub(crate) fn has_cycle(func: &Function) -> bool {
 /// and the blocks that reach a latch without passing the header.
 pub(crate) struct Loop {
     pub(crate) header: Block,
-    pub(crate) body: EntitySet<Block>,
-    pub(crate) size: usize,
+    /// Its blocks (the header first), in reverse postorder.
+    pub(crate) blocks: Vec<Block>,
+    /// The smallest loop that contains this one.
+    pub(crate) parent: Option<usize>,
 }
 
-impl Loop {
-    pub(crate) fn contains(&self, b: Block) -> bool {
-        self.body.contains(b)
-    }
+/// The natural loops of a function, one per header, and which contains which. Two
+/// natural loops with different headers are disjoint or one contains the other, so
+/// they form a forest; each block knows its innermost loop, and membership walks up
+/// the parents. Built in time linear in the total size of the loops.
+pub(crate) struct LoopForest {
+    /// Outermost (largest) first.
+    pub(crate) loops: Vec<Loop>,
+    /// Index plus one of each block's innermost loop; zero outside every loop.
+    innermost: SecondaryMap<Block, u32>,
 }
 
-/// The natural loops of `func` (one per header), innermost (smallest) first.
-pub(crate) fn natural_loops(cfg: &ControlFlowGraph, domtree: &DominatorTree) -> Vec<Loop> {
-    let mut loops = Vec::new();
-    for &h in cfg.reverse_postorder() {
-        let latches: Vec<Block> = cfg
-            .preds(h)
-            .iter()
-            .copied()
-            .filter(|&p| cfg.is_reachable(p) && domtree.dominates(h, p))
-            .collect();
-        if latches.is_empty() {
-            continue;
+impl LoopForest {
+    pub(crate) fn new(cfg: &ControlFlowGraph, domtree: &DominatorTree) -> LoopForest {
+        let mut loops = Vec::new();
+        let mut stamp: SecondaryMap<Block, u32> = SecondaryMap::new();
+        for &h in cfg.reverse_postorder() {
+            let latches: Vec<Block> = cfg
+                .preds(h)
+                .iter()
+                .copied()
+                .filter(|&p| cfg.is_reachable(p) && domtree.dominates(h, p))
+                .collect();
+            if latches.is_empty() {
+                continue;
+            }
+            let mark = loops.len() as u32 + 1;
+            stamp[h] = mark;
+            let mut blocks = vec![h];
+            let mut stack = latches;
+            while let Some(b) = stack.pop() {
+                if stamp[b] != mark {
+                    stamp[b] = mark;
+                    blocks.push(b);
+                    stack.extend(
+                        cfg.preds(b)
+                            .iter()
+                            .copied()
+                            .filter(|&p| cfg.is_reachable(p)),
+                    );
+                }
+            }
+            blocks.sort_by_key(|&b| cfg.rpo_index(b));
+            loops.push(Loop {
+                header: h,
+                blocks,
+                parent: None,
+            });
         }
-        let mut body = EntitySet::new();
-        body.insert(h);
-        let mut size = 1;
-        let mut stack = latches;
-        while let Some(b) = stack.pop() {
-            if body.insert(b) {
-                size += 1;
-                stack.extend(
-                    cfg.preds(b)
-                        .iter()
-                        .copied()
-                        .filter(|&p| cfg.is_reachable(p)),
-                );
+        loops.sort_by_key(|l| core::cmp::Reverse(l.blocks.len()));
+        let mut innermost: SecondaryMap<Block, u32> = SecondaryMap::new();
+        for (k, lp) in loops.iter_mut().enumerate() {
+            lp.parent = innermost[lp.header].checked_sub(1).map(|p| p as usize);
+            for &b in &lp.blocks {
+                innermost[b] = k as u32 + 1;
             }
         }
-        loops.push(Loop {
-            header: h,
-            body,
-            size,
-        });
+        LoopForest { loops, innermost }
     }
-    loops.sort_by_key(|l| l.size);
-    loops
+
+    /// The loops' indices, innermost (smallest) first.
+    pub(crate) fn innermost_first(&self) -> impl Iterator<Item = usize> {
+        (0..self.loops.len()).rev()
+    }
+
+    /// Whether loop `l` contains block `b`.
+    pub(crate) fn contains(&self, l: usize, b: Block) -> bool {
+        let mut cur = self.innermost[b].checked_sub(1).map(|c| c as usize);
+        while let Some(c) = cur {
+            if c == l {
+                return true;
+            }
+            cur = self.loops[c].parent;
+        }
+        false
+    }
+
+    /// The loops containing loop `l`, innermost first.
+    pub(crate) fn ancestors(&self, l: usize) -> impl Iterator<Item = usize> + '_ {
+        core::iter::successors(self.loops[l].parent, |&p| self.loops[p].parent)
+    }
 }
