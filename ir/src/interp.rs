@@ -1103,23 +1103,7 @@ pub fn check_host_results(name: &str, tys: &[Type], out: &[Val]) -> Result<(), E
 /// assert_eq!(eval_scalar_op(Opcode::Load, Imm::None, &[]), None);
 /// ```
 pub fn eval_scalar_op(op: Opcode, imm: Imm, args: &[Scalar]) -> Option<Result<Scalar, ErrorKind>> {
-    use crate::ops::Shape;
-    let scalar = matches!(
-        op.shape(),
-        Shape::FloatBinary
-            | Shape::FloatUnary
-            | Shape::Powi
-            | Shape::IntBinary
-            | Shape::IntUnary
-            | Shape::FloatCmp
-            | Shape::IntCmp
-            | Shape::BoolBinary
-            | Shape::BoolUnary
-            | Shape::Select
-            | Shape::Cast
-            | Shape::Bitcast
-            | Shape::Const
-    );
+    let scalar = op.shape().is_scalar();
     if !scalar || op.arity() != Some(args.len()) {
         return None;
     }

@@ -275,6 +275,30 @@ ops! {
     TrapIf = "trap_if", TrapIf, "A debug check: a runtime error carrying the message when the bool operand is true; nothing when it is false.";
 }
 
+impl Shape {
+    /// Whether ops of this shape compute a scalar from scalars alone, touching no
+    /// memory and no tape: arithmetic, comparisons, logic, `select`, casts,
+    /// constants.
+    pub fn is_scalar(self) -> bool {
+        matches!(
+            self,
+            Shape::FloatBinary
+                | Shape::FloatUnary
+                | Shape::Powi
+                | Shape::IntBinary
+                | Shape::IntUnary
+                | Shape::FloatCmp
+                | Shape::IntCmp
+                | Shape::BoolBinary
+                | Shape::BoolUnary
+                | Shape::Select
+                | Shape::Cast
+                | Shape::Bitcast
+                | Shape::Const
+        )
+    }
+}
+
 impl Opcode {
     /// The op's name in the text format.
     pub fn name(self) -> &'static str {

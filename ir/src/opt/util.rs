@@ -41,23 +41,7 @@ pub(crate) fn is_speculatable(func: &Function, inst: Inst) -> bool {
             .get(1)
             .and_then(|&v| const_of(func, v))
             .is_some_and(|c| !matches!(c, Scalar::I64(0))),
-        op => matches!(
-            op.shape(),
-            Shape::FloatBinary
-                | Shape::FloatUnary
-                | Shape::Powi
-                | Shape::IntBinary
-                | Shape::IntUnary
-                | Shape::FloatCmp
-                | Shape::IntCmp
-                | Shape::BoolBinary
-                | Shape::BoolUnary
-                | Shape::Select
-                | Shape::Cast
-                | Shape::Bitcast
-                | Shape::Const
-                | Shape::Len
-        ),
+        op => op.shape().is_scalar() || op.shape() == Shape::Len,
     }
 }
 
