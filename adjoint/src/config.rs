@@ -275,10 +275,7 @@ impl RuleConfig {
     /// The activity pattern as derived names spell it: one letter per parameter, `_`,
     /// the return's letter (`ADC_A`).
     pub fn pattern(&self) -> String {
-        let mut s: String = self.params.iter().map(|a| a.letter()).collect();
-        s.push('_');
-        s.push(self.ret.letter());
-        s
+        self.pattern_for(None)
     }
 }
 

@@ -135,11 +135,11 @@ impl<'a> From<&'a Val> for Arg<'a> {
     }
 }
 
-/// What a call needs of an argument: whether it fits a parameter type, how to
-/// describe it in an error, its slots.
+/// What a call needs of an argument: whether it fits a parameter type, its type
+/// (for errors), its slots.
 trait Slots {
     fn fits(&self, ty: Type) -> bool;
-    fn describe(&self) -> String;
+    fn ty(&self) -> Type;
     fn push_slots(&mut self, out: &mut Vec<u64>);
 }
 
@@ -148,8 +148,8 @@ impl Slots for Val {
         Val::fits(self, ty)
     }
 
-    fn describe(&self) -> String {
-        self.ty().to_string()
+    fn ty(&self) -> Type {
+        Val::ty(self)
     }
 
     fn push_slots(&mut self, out: &mut Vec<u64>) {
@@ -170,8 +170,8 @@ impl Slots for Arg<'_> {
         Arg::fits(self, ty)
     }
 
-    fn describe(&self) -> String {
-        self.ty().to_string()
+    fn ty(&self) -> Type {
+        Arg::ty(self)
     }
 
     fn push_slots(&mut self, out: &mut Vec<u64>) {
@@ -598,7 +598,7 @@ impl Compiled {
                 let kind = JitErrorKind::BadArguments(format!(
                     "argument {} of @{name} must be {ty}, found {}",
                     k + 1,
-                    arg.describe()
+                    Slots::ty(arg)
                 ));
                 return Err(refuse(name, kind));
             }
