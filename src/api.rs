@@ -14,33 +14,38 @@
 //! primal's length. Every failure is an [`Error`]; nothing here needs `unsafe`.
 
 use core::fmt;
-use std::borrow::Cow;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use gradlift_adjoint::eval::{Engine, EvalBuffers, EvalError, run_rule};
-use gradlift_adjoint::{AdError, Gradient, Rule, RuleConfig, Seeds, build_rrule};
-use gradlift_ir::interp::Val;
-use gradlift_ir::opt::{OptConfig, optimize};
-use gradlift_ir::{FuncId, Module, Type};
-use gradlift_jit::{Arg, CompileError, Compiled, Hosts, JitError, Workspace, compile_with};
+use gradlift_adjoint::{
+    AdError, EvalBuffers, EvalError, Gradient, Rule, RuleConfig, Seeds, run_rule, run_rule_vals,
+};
+use gradlift_ir::engine::{Arg, ErrorKind, RunError, Val};
+use gradlift_ir::opt::{OptConfig, OptError};
+use gradlift_ir::{FuncId, Module, VerifierErrors};
+use gradlift_jit::{CompileError, Compiled, Hosts, JitEngine, Workspace};
 use gradlift_trace::TraceError;
-use smallvec::SmallVec;
+
+use crate::pipeline::Pipeline;
 
 /// Why compiling or calling failed.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// The module has no function of that name (without `@`).
     NoSuchFunction(String),
+    /// The module does not verify.
+    Verify(VerifierErrors),
+    /// The optimiser refused the module (it runs only on verified modules).
+    Optimize(OptError),
     /// The rule could not be derived.
     Derive(AdError),
-    /// The JIT could not compile the code (it does not verify, calls an unbound
-    /// `extern`, ...).
+    /// The JIT could not compile the code (it calls an unbound `extern`, ...).
     Compile(CompileError),
     /// The arguments, seeds or shadows do not fit the function.
     BadArguments(String),
     /// Compiled code failed at run time (out of bounds, division by zero, a host
     /// function's error, ...). The workspace stays usable.
-    Run(JitError),
+    Run(RunError),
     /// Tracing a Rust function failed ([`autodiff`](crate::autodiff())).
     Trace(TraceError),
     /// The pullback did not take off the tape what the forward pass put on it (a
@@ -53,10 +58,14 @@ pub enum Error {
     },
 }
 
+/// The stage that failed, then the inner error's own message; `source` is the
+/// inner error's source, so a chain printer shows nothing twice.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::NoSuchFunction(name) => write!(f, "the module has no function @{name}"),
+            Error::Verify(e) => write!(f, "the module does not verify:\n{e}"),
+            Error::Optimize(e) => write!(f, "optimising: {e}"),
             Error::Derive(e) => write!(f, "deriving the rule: {e}"),
             Error::Compile(e) => write!(f, "compiling: {e}"),
             Error::BadArguments(m) => f.write_str(m),
@@ -73,10 +82,12 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Derive(e) => Some(e),
-            Error::Compile(e) => Some(e),
-            Error::Run(e) => Some(e),
-            Error::Trace(e) => Some(e),
+            Error::Verify(e) => e.source(),
+            Error::Optimize(e) => e.source(),
+            Error::Derive(e) => e.source(),
+            Error::Compile(e) => e.source(),
+            Error::Run(e) => e.source(),
+            Error::Trace(e) => e.source(),
             _ => None,
         }
     }
@@ -89,29 +100,24 @@ impl From<TraceError> for Error {
 }
 
 /// A refused call's arguments are [`Error::BadArguments`], the rest [`Error::Run`].
-impl From<JitError> for Error {
-    fn from(e: JitError) -> Error {
+impl From<RunError> for Error {
+    fn from(e: RunError) -> Error {
         match e.kind {
-            gradlift_jit::JitErrorKind::BadArguments(m) => Error::BadArguments(m),
+            ErrorKind::BadArguments(m) => Error::BadArguments(m),
             _ => Error::Run(e),
         }
     }
 }
 
-impl From<EvalError<JitError>> for Error {
-    fn from(e: EvalError<JitError>) -> Error {
+impl From<EvalError> for Error {
+    fn from(e: EvalError) -> Error {
         match e {
             EvalError::BadArguments(m) => Error::BadArguments(m),
             EvalError::Run { error, .. } => Error::from(*error),
             EvalError::Tape { before, after } => Error::Tape { before, after },
+            e => Error::BadArguments(e.to_string()),
         }
     }
-}
-
-fn lookup(module: &Module, name: &str) -> Result<FuncId, Error> {
-    module
-        .func_by_name(name)
-        .ok_or_else(|| Error::NoSuchFunction(name.to_string()))
 }
 
 /// A function compiled to native code (the primal, no derivative).
@@ -141,19 +147,21 @@ pub struct CompiledFunction {
 }
 
 impl CompiledFunction {
-    /// Compiles `@name` of `module` and what it calls.
+    /// Compiles `@name` of `module` and what it calls, through the default
+    /// [`Pipeline`] (verify, optimise, compile).
     pub fn new(module: &Module, name: &str) -> Result<CompiledFunction, Error> {
-        CompiledFunction::with_hosts(module, name, &Hosts::new())
+        Pipeline::new().compile_function(module, name)
     }
 
-    /// Compiles `@name`, with host functions for the `extern`s it calls, after the
-    /// optimiser's default passes ([`OptConfig::default`]).
+    /// Compiles `@name`, with host functions for the `extern`s it calls.
     pub fn with_hosts(
         module: &Module,
         name: &str,
         hosts: &Hosts,
     ) -> Result<CompiledFunction, Error> {
-        CompiledFunction::with_options(module, name, hosts, &OptConfig::default())
+        Pipeline::new()
+            .with_hosts(hosts.clone())
+            .compile_function(module, name)
     }
 
     /// Compiles `@name` after the optimiser passes `opt` select
@@ -164,15 +172,22 @@ impl CompiledFunction {
         hosts: &Hosts,
         opt: &OptConfig,
     ) -> Result<CompiledFunction, Error> {
-        let start = Instant::now();
-        let func = lookup(module, name)?;
-        let module = optimized(module, opt);
-        let compiled = compile_with(&module, &[func], hosts).map_err(Error::Compile)?;
-        Ok(CompiledFunction {
+        Pipeline::new()
+            .with_opt(opt.clone())
+            .with_hosts(hosts.clone())
+            .compile_function(module, name)
+    }
+
+    pub(crate) fn new_compiled(
+        compiled: Compiled,
+        func: FuncId,
+        compile_time: Duration,
+    ) -> CompiledFunction {
+        CompiledFunction {
             compiled,
             func,
-            compile_time: start.elapsed(),
-        })
+            compile_time,
+        }
     }
 
     /// Calls the function: `mut` slices are updated in place.
@@ -190,9 +205,7 @@ impl CompiledFunction {
         args: &mut [Val],
         out: &mut Vec<Val>,
     ) -> Result<(), Error> {
-        self.compiled
-            .call_into(ws, self.func, args, out)
-            .map_err(Error::from)
+        Ok(self.compiled.call_into(ws, self.func, args, out)?)
     }
 
     /// [`CompiledFunction::call_into`] with borrowed arguments ([`Arg`]): slices
@@ -203,9 +216,7 @@ impl CompiledFunction {
         args: &mut [Arg<'_>],
         out: &mut Vec<Val>,
     ) -> Result<(), Error> {
-        self.compiled
-            .call_args(ws, self.func, args, out)
-            .map_err(Error::from)
+        Ok(self.compiled.call_args(ws, self.func, args, out)?)
     }
 
     /// How long compiling took.
@@ -256,9 +267,7 @@ impl CompiledGradient {
     /// ([`RuleConfig::default_for`]: float scalars `active`, float slices `dup`, an
     /// `active` return) and compiles it.
     pub fn new(module: &Module, name: &str) -> Result<CompiledGradient, Error> {
-        let func = lookup(module, name)?;
-        let config = RuleConfig::default_for(module.sig(func));
-        CompiledGradient::with_config(module, name, &config, &Hosts::new())
+        Pipeline::new().compile_gradient(module, name, None)
     }
 
     /// Derives the rule of `@name` under `config` and compiles it, with host
@@ -304,7 +313,9 @@ impl CompiledGradient {
         config: &RuleConfig,
         hosts: &Hosts,
     ) -> Result<CompiledGradient, Error> {
-        CompiledGradient::with_options(module, name, config, hosts, &OptConfig::default())
+        Pipeline::new()
+            .with_hosts(hosts.clone())
+            .compile_gradient(module, name, Some(config))
     }
 
     /// [`CompiledGradient::with_config`], with the optimiser passes `opt` run
@@ -318,27 +329,34 @@ impl CompiledGradient {
         hosts: &Hosts,
         opt: &OptConfig,
     ) -> Result<CompiledGradient, Error> {
-        let start = Instant::now();
-        let func = lookup(module, name)?;
-        let module = optimized(module, opt);
-        let rule = build_rrule(&module, func, config).map_err(Error::Derive)?;
-        let mut grad = CompiledGradient::from_rule(rule, hosts)?;
-        grad.compile_time = start.elapsed();
-        Ok(grad)
+        Pipeline::new()
+            .with_opt(opt.clone())
+            .with_hosts(hosts.clone())
+            .compile_gradient(module, name, Some(config))
     }
 
-    /// Compiles a rule derived already ([`build_rrule`]), with host functions for
-    /// the `extern`s it calls. [`CompiledGradient::compile_time`] is then the
+    /// Compiles a rule derived already ([`Pipeline::derive`], or
+    /// [`build_rrule`](gradlift_adjoint::build_rrule)), with host functions for the
+    /// `extern`s it calls. [`CompiledGradient::compile_time`] is then the
     /// compilation alone.
     pub fn from_rule(rule: Rule, hosts: &Hosts) -> Result<CompiledGradient, Error> {
-        let start = Instant::now();
-        let compiled = compile_with(&rule.module, &[rule.forward, rule.pullback], hosts)
-            .map_err(Error::Compile)?;
-        Ok(CompiledGradient {
+        Pipeline::new().with_hosts(hosts.clone()).compile_rule(rule)
+    }
+
+    pub(crate) fn new_compiled(
+        rule: Rule,
+        compiled: Compiled,
+        compile_time: Duration,
+    ) -> CompiledGradient {
+        CompiledGradient {
             rule,
             compiled,
-            compile_time: start.elapsed(),
-        })
+            compile_time,
+        }
+    }
+
+    pub(crate) fn set_compile_time(&mut self, time: Duration) {
+        self.compile_time = time;
     }
 
     /// The value and the gradient at `args`: the float results seeded with 1,
@@ -473,85 +491,16 @@ impl CompiledGradient {
         value: &mut Vec<Val>,
         grads: &mut Vec<Val>,
     ) -> Result<usize, Error> {
-        let (rule, layout) = (&self.rule, &self.rule.layout);
-        let sig = rule.module.sig(layout.primal);
-        let fname = rule.module.name(layout.primal);
-        let bad = |m: String| Error::BadArguments(m);
-        if args.len() != sig.params.len() {
-            return Err(bad(format!(
-                "@{fname} takes {} arguments, given {}",
-                sig.params.len(),
-                args.len()
-            )));
-        }
-        for (k, (a, &t)) in args.iter().zip(&sig.params).enumerate() {
-            if !a.fits(t) {
-                return Err(bad(format!(
-                    "argument {} of @{fname} must be {t}, given {}",
-                    k + 1,
-                    a.ty()
-                )));
-            }
-        }
-        if shadows.len() != layout.shadow_params.len() {
-            return Err(bad(format!(
-                "the rule of @{fname} takes {} shadows, given {}",
-                layout.shadow_params.len(),
-                shadows.len()
-            )));
-        }
-        for (s, &i) in shadows.iter().zip(&layout.shadow_params) {
-            let want = sig.params[i].elem().map(Type::slice_mut);
-            let len = args.get(i).and_then(Arg::slice_len);
-            if want != Some(s.ty()) || len != s.slice_len() {
-                return Err(bad(format!(
-                    "the shadow of parameter {} of @{fname} must be a {} as long as the parameter ({}), given a {} of length {}",
-                    i + 1,
-                    want.unwrap_or(sig.params[i]),
-                    len.unwrap_or(0),
-                    s.ty(),
-                    s.slice_len().unwrap_or(0)
-                )));
-            }
-        }
-        let seeded = &layout.seeded_results;
-        if !seeds.is_empty() && seeds.len() != seeded.len() {
-            return Err(bad(format!(
-                "the rule of @{fname} takes {} seeds, given {}",
-                seeded.len(),
-                seeds.len()
-            )));
-        }
-        let before = ws.tape().scalars;
-        self.compiled
-            .call_args(ws, rule.forward, args, value)
-            .map_err(Error::Run)?;
-        let mut rvs: SmallVec<[Arg<'_>; 8]> = SmallVec::new();
-        rvs.extend(
-            args.iter_mut()
-                .enumerate()
-                .filter(|(i, _)| layout.slice_params.contains(i))
-                .map(|(_, a)| a.reborrow()),
-        );
-        rvs.extend(shadows.iter_mut().map(Arg::reborrow));
-        for (k, &j) in seeded.iter().enumerate() {
-            let s = seeds.get(k).copied().unwrap_or(1.0);
-            rvs.push(match sig.results[j] {
-                Type::F32 => Arg::F32(s as f32),
-                _ => Arg::F64(s),
-            });
-        }
-        self.compiled
-            .call_args(ws, rule.pullback, &mut rvs, grads)
-            .map_err(Error::Run)?;
-        let (after, peak) = (ws.tape().scalars, ws.tape().peak_bytes);
-        if after != before {
-            return Err(Error::Tape { before, after });
-        }
-        if before == 0 {
-            ws.reset_tape();
-        }
-        Ok(peak)
+        let mut engine = self.compiled.engine(ws);
+        Ok(run_rule(
+            &mut engine,
+            &self.rule,
+            args,
+            shadows,
+            seeds,
+            value,
+            grads,
+        )?)
     }
 
     /// The prepared form for repeated calls: a [`GradientCache`] with its own
@@ -594,6 +543,13 @@ impl CompiledGradient {
         Ok(cache)
     }
 
+    /// The compiled rule as an engine calling with `ws`, for code written once over
+    /// both engines (the interpreter and this), such as
+    /// [`run_rule`](gradlift_adjoint::run_rule).
+    pub fn engine<'a>(&'a self, ws: &'a mut Workspace) -> JitEngine<'a> {
+        self.compiled.engine(ws)
+    }
+
     /// The derived rule: the module with the forward pass and pullback, and how
     /// their parameters line up with the primal's.
     pub fn rule(&self) -> &Rule {
@@ -612,55 +568,8 @@ impl CompiledGradient {
         seeds: &Seeds,
         bufs: &mut EvalBuffers,
     ) -> Result<(), Error> {
-        let mut engine = Jit {
-            compiled: &self.compiled,
-            ws,
-        };
-        run_rule(&mut engine, &self.rule, args, seeds, bufs).map_err(Error::from)
-    }
-}
-
-/// `module` optimised with `opt`, or as it is when it does not verify (the
-/// derivation or the JIT then reports why) or no pass is selected.
-fn optimized<'m>(module: &'m Module, opt: &OptConfig) -> Cow<'m, Module> {
-    if *opt == OptConfig::none() {
-        return Cow::Borrowed(module);
-    }
-    let mut m = module.clone();
-    match optimize(&mut m, opt) {
-        Ok(_) => Cow::Owned(m),
-        Err(_) => Cow::Borrowed(module),
-    }
-}
-
-/// The JIT as an [`Engine`] for [`run_rule`].
-struct Jit<'a> {
-    compiled: &'a Compiled,
-    ws: &'a mut Workspace,
-}
-
-impl Engine for Jit<'_> {
-    type Error = JitError;
-
-    fn call_into(
-        &mut self,
-        func: FuncId,
-        args: &mut [Val],
-        out: &mut Vec<Val>,
-    ) -> Result<(), JitError> {
-        self.compiled.call_into(self.ws, func, args, out)
-    }
-
-    fn tape_scalars(&self) -> usize {
-        self.ws.tape().scalars
-    }
-
-    fn tape_peak_bytes(&self) -> usize {
-        self.ws.tape().peak_bytes
-    }
-
-    fn reset_tape(&mut self) {
-        self.ws.reset_tape();
+        let mut engine = self.compiled.engine(ws);
+        Ok(run_rule_vals(&mut engine, &self.rule, args, seeds, bufs)?)
     }
 }
 

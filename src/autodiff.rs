@@ -51,9 +51,11 @@
 //!
 //! Tracing happens once, in [`autodiff`]. Each pattern (the activities of the
 //! parameters and of the return) is derived and compiled on its first call and kept
-//! with its own workspace and buffers; later calls copy the arguments into those
-//! buffers and the shadows and `mut` slices back out, and allocate nothing when the
-//! slices keep their lengths.
+//! with its own workspace and buffers. Later calls lend the caller's slices and
+//! shadows to the compiled code as they are, copying nothing (but for the primal of
+//! a writable `DuplicatedNoNeed` slice, which goes to a scratch copy so that the
+//! caller's contents stay), and allocate nothing when the slices keep their
+//! lengths.
 
 use core::fmt;
 use core::marker::PhantomData;
@@ -635,14 +637,10 @@ impl<A: Args, R: Native> Autodiff<A, R> {
                 show_types(&want_params, &want_results),
             )));
         }
-        let mut bound = Hosts::new();
-        for (host, f) in hosts {
-            bound.insert(&host, move |a: &mut [Val]| f(a));
-        }
         Ok(Autodiff {
             name: name.to_string(),
             module,
-            hosts: bound,
+            hosts,
             n_params: want_params.len(),
             patterns: Vec::new(),
             primal: None,

@@ -1,9 +1,11 @@
 //! gradlift: reverse-mode automatic differentiation for Rust, by program transformation.
 //!
-//! Programs are built or parsed into gradlift's SSA IR ([`ir`]); [`adjoint`] derives
-//! forward passes and pullbacks from that IR (scalars and slices, any control flow,
-//! calls, custom rules); [`jit`] compiles them with Cranelift to native code. The
-//! compiled API puts the two together:
+//! Programs are built, parsed or traced into gradlift's SSA IR ([`ir`]);
+//! [`adjoint`] derives forward passes and pullbacks from that IR
+//! (scalars and slices, any control flow, calls, custom rules); [`jit`]
+//! compiles them with Cranelift to native code. Every entry point runs one
+//! [`Pipeline`]: verify, optimise, derive, compile. The compiled API puts the stages
+//! together:
 //!
 //! - [`CompiledGradient`]: a function's rule, derived and compiled once, `Send +
 //!   Sync`; [`CompiledGradient::value_and_gradient`] and
@@ -18,7 +20,8 @@
 //! ([`trace`]), to gradients with Enzyme's activities ([`Active`], [`Const`],
 //! [`Duplicated`]), compiled per activity pattern on first use.
 //!
-//! The `gradlift` binary (`check`, `run`, `grad`, `dump`) is the command-line face.
+//! The `gradlift` binary (`check`, `run`, `grad`, `dump`; the `gradlift-cli` package
+//! of this workspace) is the command-line face; it runs the same pipeline.
 //!
 //! ```
 //! use gradlift::{CompiledGradient, Workspace, ir::{parse, interp::Val}};
@@ -73,6 +76,7 @@
 
 mod api;
 pub mod autodiff;
+pub mod pipeline;
 pub mod suite;
 
 pub use api::{CompiledFunction, CompiledGradient, Error, GradientCache, GradientRef};
@@ -80,9 +84,11 @@ pub use autodiff::{Active, Autodiff, Const, Duplicated, DuplicatedNoNeed, Return
 pub use gradlift_adjoint as adjoint;
 pub use gradlift_adjoint::{Gradient, Seeds};
 pub use gradlift_ir as ir;
+pub use gradlift_ir::engine::{Arg, Engine, Hosts, RunError, TapeStats, Val};
 pub use gradlift_jit as jit;
-pub use gradlift_jit::{Hosts, TapeStats, Workspace};
+pub use gradlift_jit::Workspace;
 pub use gradlift_trace as trace;
+pub use pipeline::{Pipeline, Prepared};
 
 /// The tracing guide's Rust examples, compiled and run as doctests.
 #[doc = include_str!("../docs/tracing.md")]

@@ -58,7 +58,7 @@
 
 use core::fmt;
 
-use gradlift_ir::interp::{InterpError, Interpreter, Val};
+use gradlift_ir::interp::{Interpreter, RunError, Val};
 use gradlift_ir::{Elem, FuncId, Module, Signature, Type};
 
 use crate::config::{Activity, RetActivity, RuleConfig};
@@ -199,7 +199,7 @@ pub enum CheckError {
         /// Which call.
         what: String,
         /// The interpreter's error.
-        error: Box<InterpError>,
+        error: Box<RunError>,
     },
     /// The forward pass returned other primal results than the plain function.
     Primal {
@@ -361,7 +361,7 @@ pub fn check_derived(
 
     // The plain function at `args`.
     let mut plain = Interpreter::new(module);
-    let mut run_plain = |args: &[Val]| -> Result<(Vec<Val>, Vec<Val>), InterpError> {
+    let mut run_plain = |args: &[Val]| -> Result<(Vec<Val>, Vec<Val>), RunError> {
         let mut a = args.to_vec();
         let results = plain.call(func, &mut a)?;
         Ok((results, a))
@@ -730,7 +730,7 @@ impl<'a> Io<'a> {
     /// the function fails at either point.
     fn directional(
         &self,
-        run: &mut impl FnMut(&[Val]) -> Result<(Vec<Val>, Vec<Val>), InterpError>,
+        run: &mut impl FnMut(&[Val]) -> Result<(Vec<Val>, Vec<Val>), RunError>,
         args: &[Val],
         v: &[f64],
         h: f64,

@@ -1,5 +1,6 @@
-//! Running a rule on the interpreter: the value and the gradient in one call
-//! ([`value_and_gradient`]), following the rule's calling convention.
+//! Running a rule on any engine (the interpreter, or the JIT): the rule's calling
+//! convention, written once ([`run_rule`] on borrowed arguments, [`run_rule_vals`]
+//! and [`value_and_gradient`] on owned values).
 //!
 //! For `func @f(params) -> results` and its [`Rule`]:
 //!
@@ -18,8 +19,7 @@
 //! holding the cotangent of its initial contents.
 //!
 //! ```
-//! use gradlift_adjoint::eval::{Seeds, value_and_gradient};
-//! use gradlift_adjoint::{RuleConfig, build_rrule};
+//! use gradlift_adjoint::{RuleConfig, Seeds, build_rrule, value_and_gradient};
 //! use gradlift_ir::interp::{Interpreter, Val};
 //!
 //! let module = gradlift_ir::parse("
@@ -42,8 +42,9 @@
 
 use core::fmt;
 
-use gradlift_ir::interp::{InterpError, Interpreter, Val};
-use gradlift_ir::{Elem, FuncId, Type};
+use gradlift_ir::engine::{Arg, Engine, RunError, Val, check_args};
+use gradlift_ir::{FuncId, Type};
+use smallvec::SmallVec;
 
 use crate::rrule::Rule;
 
@@ -86,23 +87,23 @@ pub struct Gradient {
     /// The arguments after the forward pass (`mut` slices as the function left
     /// them).
     pub args: Vec<Val>,
-    /// The most bytes the interpreter's tape held during the call (since its last
+    /// The most bytes the engine's tape held during the call (since its last
     /// reset: the whole gradient, when the tape was empty before).
     pub tape_peak_bytes: usize,
 }
 
-/// Why [`value_and_gradient`] (or [`run_rule`] on any [`Engine`]) failed. `E` is the
-/// engine's run-time error: the interpreter's by default.
-#[derive(Clone, Debug)]
-pub enum EvalError<E = InterpError> {
-    /// The arguments, seeds or shadows do not fit the function.
+/// Why running a rule failed.
+#[derive(Clone, PartialEq, Debug)]
+#[non_exhaustive]
+pub enum EvalError {
+    /// The arguments, shadows or seeds do not fit the function.
     BadArguments(String),
     /// The forward pass or the pullback failed at run time.
     Run {
-        /// Which function.
+        /// Which function (`@f.fwd` or `@f.rvs`).
         what: String,
         /// The engine's error.
-        error: Box<E>,
+        error: Box<RunError>,
     },
     /// The pullback did not take off the tape exactly what the forward pass put on
     /// it (a bug in the derivation, or a hand-written rule that is wrong).
@@ -114,7 +115,7 @@ pub enum EvalError<E = InterpError> {
     },
 }
 
-impl<E: fmt::Display> fmt::Display for EvalError<E> {
+impl fmt::Display for EvalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EvalError::BadArguments(m) => f.write_str(m),
@@ -127,60 +128,12 @@ impl<E: fmt::Display> fmt::Display for EvalError<E> {
     }
 }
 
-impl<E: fmt::Debug + fmt::Display> std::error::Error for EvalError<E> {}
+/// The run-time error is part of the message, so there is no `source`.
+impl std::error::Error for EvalError {}
 
-/// What runs a rule's functions: the interpreter here, the JIT in the `gradlift`
-/// crate. The tape persists across calls (see the IR's tape rules).
-pub trait Engine {
-    /// A run-time error of a call.
-    type Error;
-    /// Calls `func` with `args` (`mut` slices updated in place), writing its results
-    /// into `out` (cleared first).
-    fn call_into(
-        &mut self,
-        func: FuncId,
-        args: &mut [Val],
-        out: &mut Vec<Val>,
-    ) -> Result<(), Self::Error>;
-    /// The scalars on the tape now.
-    fn tape_scalars(&self) -> usize;
-    /// The most bytes the tape held since its last reset.
-    fn tape_peak_bytes(&self) -> usize;
-    /// Empties the tape (keeping memory for later calls, where the engine can).
-    fn reset_tape(&mut self);
-}
-
-impl Engine for Interpreter<'_> {
-    type Error = InterpError;
-
-    fn call_into(
-        &mut self,
-        func: FuncId,
-        args: &mut [Val],
-        out: &mut Vec<Val>,
-    ) -> Result<(), InterpError> {
-        let r = self.call(func, args)?;
-        out.clear();
-        out.extend(r);
-        Ok(())
-    }
-
-    fn tape_scalars(&self) -> usize {
-        self.tape().scalars
-    }
-
-    fn tape_peak_bytes(&self) -> usize {
-        self.tape().peak_bytes
-    }
-
-    fn reset_tape(&mut self) {
-        Interpreter::reset_tape(self);
-    }
-}
-
-/// The buffers of [`run_rule`], reused from call to call: once they have the sizes
-/// of the arguments, a call (on an engine that allocates nothing itself) allocates
-/// nothing.
+/// The buffers of [`run_rule_vals`], reused from call to call: once they have the
+/// sizes of the arguments, a call (on an engine that allocates nothing itself)
+/// allocates nothing.
 #[derive(Clone, Debug, Default)]
 pub struct EvalBuffers {
     /// The arguments after the forward pass (`mut` slices as the function left
@@ -194,187 +147,253 @@ pub struct EvalBuffers {
     pub gradient: Vec<Option<Val>>,
     /// The most bytes the tape held during the call (since its last reset).
     pub tape_peak_bytes: usize,
-    /// The pullback's arguments.
-    rvs_args: Vec<Val>,
-    /// The pullback's results.
+    /// The shadows lent to the pullback.
+    shadows: Vec<Val>,
+    /// The pullback's results: the active parameters' cotangents.
     cts: Vec<Val>,
 }
 
-/// Runs `rule`'s forward pass at `args` and its pullback from `seeds` on `engine`
-/// (which must run `rule.module`), with the results in `bufs`. See the
-/// [module docs](self); [`value_and_gradient`] is this on the interpreter with
-/// fresh buffers.
+/// Runs `rule`'s forward pass and its pullback on `engine` (which must run
+/// `rule.module`) with borrowed arguments: the rule's calling convention, the one
+/// implementation of it (see the [module docs](self)).
 ///
-/// Checks the arguments, seeds and shadows against the primal's signature first, and
-/// that the tape comes back to its height before the forward pass. When the tape
-/// held nothing before, it is reset afterwards.
+/// `args` are the primal's arguments (`mut` slices are written in place, as the
+/// primal writes them). `shadows` holds one writable slice per `dup`/`dupnoneed`
+/// parameter, in order, of its parameter's element type and length: the gradients
+/// are added into them (`+=`). `seeds` has one cotangent per float result of an
+/// `active` return, or is empty for all ones. The primal's results go into `value`
+/// (empty when the rule does not return them), the cotangents of the `active`
+/// parameters into `grads`, in order. Returns the most bytes the tape held.
+///
+/// Checks the arguments, shadows and seeds against the primal's signature first,
+/// and that the tape comes back to its height before the forward pass. When the
+/// tape held nothing before, it is reset afterwards.
+#[allow(clippy::too_many_arguments)]
 pub fn run_rule<E: Engine>(
+    engine: &mut E,
+    rule: &Rule,
+    args: &mut [Arg<'_>],
+    shadows: &mut [Arg<'_>],
+    seeds: &[f64],
+    value: &mut Vec<Val>,
+    grads: &mut Vec<Val>,
+) -> Result<usize, EvalError> {
+    let (module, layout) = (&rule.module, &rule.layout);
+    let sig = module.sig(layout.primal);
+    let fname = module.name(layout.primal);
+    check_args(fname, sig, args).map_err(|k| EvalError::BadArguments(k.to_string()))?;
+    let bad = |m: String| Err(EvalError::BadArguments(m));
+    if shadows.len() != layout.shadow_params.len() {
+        return bad(format!(
+            "the rule of @{fname} takes {} shadows, given {}",
+            layout.shadow_params.len(),
+            shadows.len()
+        ));
+    }
+    for (s, &i) in shadows.iter().zip(&layout.shadow_params) {
+        let want = sig.params[i].elem().map(Type::slice_mut);
+        let len = args.get(i).and_then(Arg::slice_len);
+        if want != Some(s.ty()) || len != s.slice_len() {
+            return bad(format!(
+                "the shadow of parameter {} of @{fname} must be a {} as long as the parameter ({}), given a {} of length {}",
+                i + 1,
+                want.unwrap_or(sig.params[i]),
+                len.unwrap_or(0),
+                s.ty(),
+                s.slice_len().unwrap_or(0)
+            ));
+        }
+    }
+    let seeded = &layout.seeded_results;
+    if !seeds.is_empty() && seeds.len() != seeded.len() {
+        return bad(format!(
+            "the rule of @{fname} takes {} seeds, given {}",
+            seeded.len(),
+            seeds.len()
+        ));
+    }
+
+    let before = engine.tape().scalars;
+    call(engine, rule, rule.forward, args, value)?;
+    // The pullback's arguments: the slices as the forward pass left them, the
+    // shadows, one cotangent per seeded result.
+    let mut rvs: SmallVec<[Arg<'_>; 8]> = SmallVec::new();
+    rvs.extend(
+        args.iter_mut()
+            .enumerate()
+            .filter(|(i, _)| layout.slice_params.contains(i))
+            .map(|(_, a)| a.reborrow()),
+    );
+    rvs.extend(shadows.iter_mut().map(Arg::reborrow));
+    for (k, &j) in seeded.iter().enumerate() {
+        let s = seeds.get(k).copied().unwrap_or(1.0);
+        rvs.push(match sig.results[j] {
+            Type::F32 => Arg::F32(s as f32),
+            _ => Arg::F64(s),
+        });
+    }
+    call(engine, rule, rule.pullback, &mut rvs, grads)?;
+    let tape = engine.tape();
+    if tape.scalars != before {
+        return Err(EvalError::Tape {
+            before,
+            after: tape.scalars,
+        });
+    }
+    if before == 0 {
+        engine.reset_tape();
+    }
+    if !layout.config.needs_primal {
+        value.clear();
+    }
+    Ok(tape.peak_bytes)
+}
+
+/// One call of a rule's function, its error named after it.
+fn call<E: Engine>(
+    engine: &mut E,
+    rule: &Rule,
+    func: FuncId,
+    args: &mut [Arg<'_>],
+    out: &mut Vec<Val>,
+) -> Result<(), EvalError> {
+    engine
+        .call_args(func, args, out)
+        .map_err(|error| EvalError::Run {
+            what: format!("@{}", rule.module.name(func)),
+            error: Box::new(error),
+        })
+}
+
+/// [`run_rule`] on owned values, with the results in `bufs`: `args` are copied
+/// into [`EvalBuffers::args`] (so the caller's stay as they are), the shadows start
+/// from [`Seeds::shadows`] (zeros where none is given) and end in
+/// [`EvalBuffers::gradient`] with the active parameters' cotangents.
+pub fn run_rule_vals<E: Engine>(
     engine: &mut E,
     rule: &Rule,
     args: &[Val],
     seeds: &Seeds,
     bufs: &mut EvalBuffers,
-) -> Result<(), EvalError<E::Error>> {
-    let module = &rule.module;
-    let layout = &rule.layout;
+) -> Result<(), EvalError> {
+    let (module, layout) = (&rule.module, &rule.layout);
     let sig = module.sig(layout.primal);
     let fname = module.name(layout.primal);
-    let bad = |m: String| EvalError::BadArguments(m);
-    if args.len() != sig.params.len() {
-        return Err(bad(format!(
-            "@{fname} takes {} arguments, given {}",
-            sig.params.len(),
-            args.len()
-        )));
+    check_args(fname, sig, args).map_err(|k| EvalError::BadArguments(k.to_string()))?;
+    check_seeds(rule, args, seeds)?;
+
+    bufs.args.truncate(args.len());
+    for (d, s) in bufs.args.iter_mut().zip(args) {
+        d.assign(s);
     }
-    for (i, (a, &t)) in args.iter().zip(&sig.params).enumerate() {
-        if !a.fits(t) {
-            return Err(bad(format!(
-                "argument {} of @{fname} must be {t}, given {}",
-                i + 1,
-                describe(a)
-            )));
+    let have = bufs.args.len();
+    bufs.args.extend(args[have..].iter().cloned());
+    // The shadows' buffers are the previous call's gradient, swapped back in.
+    bufs.gradient.resize(sig.params.len(), None);
+    bufs.shadows
+        .resize(layout.shadow_params.len(), Val::Bool(false));
+    for (slot, &i) in bufs.shadows.iter_mut().zip(&layout.shadow_params) {
+        if let Some(Some(g)) = bufs.gradient.get_mut(i) {
+            core::mem::swap(slot, g);
+        }
+        match seeds.shadows.get(i).and_then(Option::as_ref) {
+            Some(s) => slot.assign(s),
+            None => slot.assign_zeros_like(&args[i]),
         }
     }
+    let result_seeds = match (&seeds.results, layout.seeded_results.is_empty()) {
+        (Some(s), false) => s.as_slice(),
+        _ => &[],
+    };
+    let mut arg_views: SmallVec<[Arg<'_>; 8]> = bufs.args.iter_mut().map(Val::as_arg).collect();
+    let mut shadow_views: SmallVec<[Arg<'_>; 8]> =
+        bufs.shadows.iter_mut().map(Val::as_arg).collect();
+    bufs.tape_peak_bytes = run_rule(
+        engine,
+        rule,
+        &mut arg_views,
+        &mut shadow_views,
+        result_seeds,
+        &mut bufs.value,
+        &mut bufs.cts,
+    )?;
+    drop((arg_views, shadow_views));
+
+    for (i, g) in bufs.gradient.iter_mut().enumerate() {
+        if !layout.active_params.contains(&i) && !layout.shadow_params.contains(&i) {
+            *g = None;
+        }
+    }
+    for (&i, ct) in layout.active_params.iter().zip(&bufs.cts) {
+        bufs.gradient[i] = Some(ct.clone());
+    }
+    for (slot, &i) in bufs.shadows.iter_mut().zip(&layout.shadow_params) {
+        let g = bufs.gradient[i].get_or_insert(Val::Bool(false));
+        core::mem::swap(g, slot);
+    }
+    Ok(())
+}
+
+/// Checks [`Seeds`] against the rule of a function called with `args` (which fit
+/// its signature): one seed per float result, shadows only for `dup`/`dupnoneed`
+/// parameters, each a slice of its parameter's type and length.
+fn check_seeds(rule: &Rule, args: &[Val], seeds: &Seeds) -> Result<(), EvalError> {
+    let (module, layout) = (&rule.module, &rule.layout);
+    let sig = module.sig(layout.primal);
+    let fname = module.name(layout.primal);
+    let bad = |m: String| Err(EvalError::BadArguments(m));
     let n_float_results = sig.results.iter().filter(|t| t.is_float()).count();
     if let Some(s) = &seeds.results
         && s.len() != n_float_results
     {
-        return Err(bad(format!(
+        return bad(format!(
             "@{fname} has {n_float_results} float results, given {} seeds",
             s.len()
-        )));
+        ));
     }
     if seeds.shadows.len() > sig.params.len() {
-        return Err(bad(format!(
+        return bad(format!(
             "@{fname} takes {} parameters, given {} shadows",
             sig.params.len(),
             seeds.shadows.len()
-        )));
+        ));
     }
     for (i, s) in seeds.shadows.iter().enumerate() {
         if s.is_some() && !layout.shadow_params.contains(&i) {
-            return Err(bad(format!(
+            return bad(format!(
                 "parameter {} of @{fname} is {}, so it has no shadow",
                 i + 1,
                 layout.config.params[i]
-            )));
+            ));
         }
     }
     for &i in &layout.shadow_params {
         if let Some(Some(s)) = seeds.shadows.get(i)
             && (!s.fits(sig.params[i]) || s.slice_len() != args[i].slice_len())
         {
-            return Err(bad(format!(
+            return bad(format!(
                 "the shadow of parameter {} of @{fname} must be a {} of length {}, given {}",
                 i + 1,
                 sig.params[i],
                 args[i].slice_len().unwrap_or(0),
                 describe(s)
-            )));
+            ));
         }
-    }
-
-    let before = engine.tape_scalars();
-    assign_all(&mut bufs.args, args);
-    engine
-        .call_into(rule.forward, &mut bufs.args, &mut bufs.value)
-        .map_err(|error| EvalError::Run {
-            what: format!("@{}", module.name(rule.forward)),
-            error: Box::new(error),
-        })?;
-
-    // The pullback's arguments: slices, shadows, result cotangents. The shadows'
-    // buffers are the previous call's gradient, swapped back in.
-    let n_slices = layout.slice_params.len();
-    let n_shadows = layout.shadow_params.len();
-    let n = n_slices + n_shadows + layout.seeded_results.len();
-    bufs.gradient.resize(sig.params.len(), None);
-    bufs.rvs_args.truncate(n);
-    while bufs.rvs_args.len() < n {
-        bufs.rvs_args.push(Val::Bool(false));
-    }
-    for (k, &i) in layout.slice_params.iter().enumerate() {
-        assign(&mut bufs.rvs_args[k], &bufs.args[i]);
-    }
-    for (k, &i) in layout.shadow_params.iter().enumerate() {
-        let slot = &mut bufs.rvs_args[n_slices + k];
-        if let Some(Some(g)) = bufs.gradient.get_mut(i) {
-            core::mem::swap(slot, g);
-        }
-        match seeds.shadows.get(i).and_then(|s| s.as_ref()) {
-            Some(s) => assign(slot, s),
-            None => zero_like(slot, &args[i]),
-        }
-    }
-    let mut k_float = 0;
-    let mut k_seed = n_slices + n_shadows;
-    for (j, &t) in sig.results.iter().enumerate() {
-        if !t.is_float() {
-            continue;
-        }
-        if layout.seeded_results.contains(&j) {
-            let s = seeds
-                .results
-                .as_ref()
-                .and_then(|s| s.get(k_float).copied())
-                .unwrap_or(1.0);
-            bufs.rvs_args[k_seed] = match t {
-                Type::F32 => Val::F32(s as f32),
-                _ => Val::F64(s),
-            };
-            k_seed += 1;
-        }
-        k_float += 1;
-    }
-    engine
-        .call_into(rule.pullback, &mut bufs.rvs_args, &mut bufs.cts)
-        .map_err(|error| EvalError::Run {
-            what: format!("@{}", module.name(rule.pullback)),
-            error: Box::new(error),
-        })?;
-    let after = engine.tape_scalars();
-    bufs.tape_peak_bytes = engine.tape_peak_bytes();
-    if after != before {
-        return Err(EvalError::Tape { before, after });
-    }
-    if before == 0 {
-        engine.reset_tape();
-    }
-
-    for (&i, ct) in layout.active_params.iter().zip(&bufs.cts) {
-        bufs.gradient[i] = Some(ct.clone());
-    }
-    for (k, &i) in layout.shadow_params.iter().enumerate() {
-        let g = bufs.gradient[i].get_or_insert(Val::Bool(false));
-        core::mem::swap(g, &mut bufs.rvs_args[n_slices + k]);
-    }
-    // A parameter neither active nor shadowed has no gradient.
-    for (i, g) in bufs.gradient.iter_mut().enumerate() {
-        if !layout.active_params.contains(&i) && !layout.shadow_params.contains(&i) {
-            *g = None;
-        }
-    }
-    if !layout.config.needs_primal {
-        bufs.value.clear();
     }
     Ok(())
 }
 
 /// Runs `rule`'s forward pass at `args` and its pullback from `seeds` on `engine`
-/// (which must be an interpreter of `rule.module`). See the [module docs](self).
-///
-/// Checks the arguments, seeds and shadows against the primal's signature first, and
-/// that the tape comes back to its height before the forward pass. When the tape
-/// held nothing before, it is reset afterwards (its buffers freed).
-pub fn value_and_gradient(
-    engine: &mut Interpreter<'_>,
+/// (the interpreter, or the JIT, running `rule.module`), with fresh buffers. See
+/// [`run_rule_vals`] and the [module docs](self).
+pub fn value_and_gradient<E: Engine>(
+    engine: &mut E,
     rule: &Rule,
     args: &[Val],
     seeds: &Seeds,
 ) -> Result<Gradient, EvalError> {
     let mut bufs = EvalBuffers::default();
-    run_rule(engine, rule, args, seeds, &mut bufs)?;
+    run_rule_vals(engine, rule, args, seeds, &mut bufs)?;
     Ok(Gradient {
         value: rule.layout.config.needs_primal.then_some(bufs.value),
         gradient: bufs.gradient,
@@ -383,47 +402,10 @@ pub fn value_and_gradient(
     })
 }
 
-/// `dst = src`, reusing `dst`'s buffer when both are slices of one type and length.
-pub fn assign(dst: &mut Val, src: &Val) {
-    match (dst, src) {
-        (Val::F64s(d), Val::F64s(s)) if d.len() == s.len() => d.copy_from_slice(s),
-        (Val::F32s(d), Val::F32s(s)) if d.len() == s.len() => d.copy_from_slice(s),
-        (Val::I64s(d), Val::I64s(s)) if d.len() == s.len() => d.copy_from_slice(s),
-        (d, s) => *d = s.clone(),
-    }
-}
-
-/// `dst = src` element by element ([`assign`]), `dst` resized to `src`'s length.
-pub fn assign_all(dst: &mut Vec<Val>, src: &[Val]) {
-    dst.truncate(src.len());
-    for (d, s) in dst.iter_mut().zip(src) {
-        assign(d, s);
-    }
-    let have = dst.len();
-    dst.extend(src[have..].iter().cloned());
-}
-
-/// `dst` = zeros shaped like `like`, reusing `dst`'s buffer when it can.
-fn zero_like(dst: &mut Val, like: &Val) {
-    match (dst, like) {
-        (Val::F64s(d), Val::F64s(s)) if d.len() == s.len() => d.fill(0.0),
-        (Val::F32s(d), Val::F32s(s)) if d.len() == s.len() => d.fill(0.0),
-        (Val::I64s(d), Val::I64s(s)) if d.len() == s.len() => d.fill(0),
-        (d, s) => *d = s.zeros_like(),
-    }
-}
-
-/// `a [f64] of length 3`, `an f64`, ... for messages.
+/// `a [f64] of length 3`, `an f64 F64(1.0)`, ... for messages.
 fn describe(v: &Val) -> String {
-    match v.slice_len() {
-        Some(n) => {
-            let elem = match v {
-                Val::F32s(_) => Elem::F32,
-                Val::I64s(_) => Elem::I64,
-                _ => Elem::F64,
-            };
-            format!("a [{elem}] of length {n}")
-        }
-        None => format!("{} {v:?}", v.ty()),
+    match (v.ty(), v.slice_len()) {
+        (ty, Some(n)) => format!("a {ty} of length {n}"),
+        (ty, None) => format!("{ty} {v:?}"),
     }
 }

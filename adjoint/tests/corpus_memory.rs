@@ -9,8 +9,8 @@
 //! module verifies, prints, parses back and prints identically, and the parsed rule
 //! computes what the derived one does.
 
-use gradlift_adjoint::eval::{Seeds, value_and_gradient};
 use gradlift_adjoint::{CheckOptions, Rule, RuleConfig, build_rrule, check_derived};
+use gradlift_adjoint::{Seeds, value_and_gradient};
 use gradlift_ir::interp::{Interpreter, Val};
 use gradlift_ir::{FuncId, Module, parse, verify};
 

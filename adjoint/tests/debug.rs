@@ -2,9 +2,9 @@
 //! time and fails with a message naming the function and the op; and that changes
 //! nothing when the invariants hold.
 
-use gradlift_adjoint::eval::{Seeds, value_and_gradient};
 use gradlift_adjoint::{CheckOptions, RuleConfig, build_rrule, check_derived};
-use gradlift_ir::interp::{ErrorKind, InterpError, Interpreter, Val};
+use gradlift_adjoint::{Seeds, value_and_gradient};
+use gradlift_ir::interp::{ErrorKind, Interpreter, RunError, Val};
 use gradlift_ir::{Module, parse, verify};
 
 fn debug_config(m: &Module, name: &str, check_nan: bool) -> RuleConfig {
@@ -13,7 +13,7 @@ fn debug_config(m: &Module, name: &str, check_nan: bool) -> RuleConfig {
 }
 
 #[track_caller]
-fn trap(e: &InterpError) -> &str {
+fn trap(e: &RunError) -> &str {
     match &e.kind {
         ErrorKind::Trap(m) => m,
         other => panic!("not a trap: {other:?} ({e})"),

@@ -1,8 +1,8 @@
 //! The motivating examples of the design (`shared/DESIGN.md`), as tests: each checks
 //! its numbers against closed forms written here.
 
-use gradlift_adjoint::eval::{Seeds, value_and_gradient};
 use gradlift_adjoint::{Activity, CheckOptions, RuleConfig, build_rrule, check_rule};
+use gradlift_adjoint::{Seeds, value_and_gradient};
 use gradlift_ir::interp::{Interpreter, Val};
 use gradlift_ir::{Decl, Module, parse};
 

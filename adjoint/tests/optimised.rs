@@ -8,7 +8,7 @@
 //!   and its gradient agrees with the original's (to rounding: inlined code
 //!   accumulates cotangents in another order).
 
-use gradlift_adjoint::eval::{EvalError, Gradient, Seeds, value_and_gradient};
+use gradlift_adjoint::{EvalError, Gradient, Seeds, value_and_gradient};
 use gradlift_adjoint::{Rule, RuleConfig, build_rrule};
 use gradlift_ir::interp::{Interpreter, Val};
 use gradlift_ir::opt::{OptConfig, optimize, optimize_functions};

@@ -7,8 +7,8 @@
 //! the minimal tape is O(1) in n where the issue says it must be: sumsq, rosenbrock,
 //! and normalize once optimised.
 
-use gradlift_adjoint::eval::{Seeds, value_and_gradient};
 use gradlift_adjoint::{Gradient, RuleConfig, TapePolicy, build_rrule};
+use gradlift_adjoint::{Seeds, value_and_gradient};
 use gradlift_ir::interp::{Interpreter, Val};
 use gradlift_ir::{Module, parse, verify};
 

@@ -56,8 +56,10 @@
 //! - **Calls** push a frame on a heap-allocated stack, never a Rust stack frame, so
 //!   the depth of IR recursion is bounded only by [`Limits::max_depth`] (exceeding it
 //!   is [`ErrorKind::RecursionLimit`], reported at the `call`). Extern functions run
-//!   host closures bound with [`Interpreter::bind_extern`]; they take no frame, and a
-//!   panic in one propagates to the caller of [`Interpreter::call`].
+//!   host functions bound with [`Interpreter::bind_extern`] or
+//!   [`Interpreter::with_hosts`] (the protocol is [`engine::call_host`]);
+//!   they take no frame, and a panic in one is caught and becomes
+//!   [`ErrorKind::ExternFailed`].
 //! - **Fuel**: every phi, instruction and terminator executed costs one unit of
 //!   [`Limits::fuel`]; [`ErrorKind::OutOfFuel`] names the statement that found the
 //!   tank empty. [`Interpreter::steps`] counts the statements of the last call.
@@ -105,7 +107,7 @@
 //!
 //! # Errors
 //!
-//! An [`InterpError`] names the function, the op (`load`, `idiv`, `call`, `ret`,
+//! An [`RunError`] names the function, the op (`load`, `idiv`, `call`, `ret`,
 //! `phi`, ...) and its source position. Program errors ([`ErrorKind::OutOfBounds`]
 //! and the like) are the program's fault; [`ErrorKind::Malformed`] means the module
 //! would not verify (the interpreter runs verified modules but checks everything it
@@ -129,117 +131,20 @@ mod step;
 mod tape;
 
 use core::fmt;
+use std::sync::Arc;
 
 use cranelift_entity::EntityRef;
 
 use self::code::{Code, Edge, Step, Term};
 use self::step::{BufId, Buffer, Mem, Slot, buf_mut, fits, slot_type};
 use self::tape::Tape;
+use crate::engine::{self, Arg, Engine, HostFn, Hosts, check_args};
+pub use crate::engine::{ErrorKind, RunError, TapeStats, Val};
 use crate::entities::{Block, FuncId, Inst, Value};
 use crate::function::{Pos, SourceMap};
 use crate::module::{Body, Module};
 use crate::ops::{Imm, Opcode};
-use crate::types::{Elem, Scalar, Type};
-
-/// A run-time value passed to or returned from the interpreter.
-#[derive(Clone, PartialEq, Debug)]
-pub enum Val {
-    /// An `f64`.
-    F64(f64),
-    /// An `f32`.
-    F32(f32),
-    /// An `i64`.
-    I64(i64),
-    /// A `bool`.
-    Bool(bool),
-    /// A `[f64]` or `mut [f64]`.
-    F64s(Vec<f64>),
-    /// A `[f32]` or `mut [f32]`.
-    F32s(Vec<f32>),
-    /// A `[i64]` or `mut [i64]`.
-    I64s(Vec<i64>),
-}
-
-impl Val {
-    /// The value's type; slices are read-only (`[f64]`), since a `Val` does not know
-    /// how it will be viewed.
-    pub fn ty(&self) -> Type {
-        match self {
-            Val::F64(_) => Type::F64,
-            Val::F32(_) => Type::F32,
-            Val::I64(_) => Type::I64,
-            Val::Bool(_) => Type::Bool,
-            Val::F64s(_) => Type::slice(Elem::F64),
-            Val::F32s(_) => Type::slice(Elem::F32),
-            Val::I64s(_) => Type::slice(Elem::I64),
-        }
-    }
-
-    /// Whether the value may be passed for a parameter of type `ty` (a slice for
-    /// `[T]` or `mut [T]` alike).
-    pub fn fits(&self, ty: Type) -> bool {
-        match (self.ty(), ty) {
-            (Type::Slice { elem: a, .. }, Type::Slice { elem: b, .. }) => a == b,
-            (t, ty) => t == ty,
-        }
-    }
-
-    /// The value as a scalar, if it is one.
-    pub fn scalar(&self) -> Option<Scalar> {
-        Some(match *self {
-            Val::F64(x) => Scalar::F64(x),
-            Val::F32(x) => Scalar::F32(x),
-            Val::I64(x) => Scalar::I64(x),
-            Val::Bool(x) => Scalar::Bool(x),
-            _ => None?,
-        })
-    }
-
-    /// The number of elements, if the value is a slice.
-    pub fn slice_len(&self) -> Option<usize> {
-        match self {
-            Val::F64s(x) => Some(x.len()),
-            Val::F32s(x) => Some(x.len()),
-            Val::I64s(x) => Some(x.len()),
-            _ => None,
-        }
-    }
-
-    /// A slice of zeros as long as this one and of its element type; a scalar is
-    /// returned as it is.
-    pub fn zeros_like(&self) -> Val {
-        match self {
-            Val::F64s(x) => Val::F64s(vec![0.0; x.len()]),
-            Val::F32s(x) => Val::F32s(vec![0.0; x.len()]),
-            Val::I64s(x) => Val::I64s(vec![0; x.len()]),
-            other => other.clone(),
-        }
-    }
-}
-
-impl From<Scalar> for Val {
-    fn from(c: Scalar) -> Val {
-        match c {
-            Scalar::F64(x) => Val::F64(x),
-            Scalar::F32(x) => Val::F32(x),
-            Scalar::I64(x) => Val::I64(x),
-            Scalar::Bool(x) => Val::Bool(x),
-        }
-    }
-}
-
-macro_rules! val_from {
-    ($($t:ty => $v:ident),*) => {$(
-        impl From<$t> for Val {
-            fn from(x: $t) -> Val {
-                Val::$v(x)
-            }
-        }
-    )*};
-}
-
-val_from!(f64 => F64, f32 => F32, i64 => I64, bool => Bool,
-    Vec<f64> => F64s, Vec<f32> => F32s, Vec<i64> => I64s);
+use crate::types::{Scalar, Type};
 
 /// Bounds on one interpreter call.
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
@@ -260,152 +165,6 @@ impl Default for Limits {
     }
 }
 
-/// What went wrong at run time.
-#[derive(Clone, PartialEq, Debug)]
-pub enum ErrorKind {
-    /// A `load` or `store` index outside `0..len`.
-    OutOfBounds {
-        /// The index used.
-        index: i64,
-        /// The slice's length.
-        len: usize,
-    },
-    /// `idiv` or `irem` by zero.
-    DivisionByZero,
-    /// `alloc` of a negative length.
-    NegativeAlloc(i64),
-    /// `alloc` of more memory than can be had.
-    AllocFailed(i64),
-    /// Calls nested deeper than [`Limits::max_depth`].
-    RecursionLimit(usize),
-    /// `pop` with no scalar on the tape.
-    TapeUnderflow,
-    /// `pop` found a scalar of another type on top of the tape. The tape is left as
-    /// it was.
-    TapeMismatch {
-        /// The type `pop` takes off the tape.
-        expected: Type,
-        /// The type on top of the tape.
-        found: Type,
-    },
-    /// `tape_view` of a handle that names no tape buffer: not made by `tape_alloc`,
-    /// or made before the tape was last reset.
-    NoTapeBuffer {
-        /// The element type of the view.
-        elem: Elem,
-        /// The handle.
-        handle: i64,
-    },
-    /// `tape_view` of a tape buffer of another element type.
-    TapeBufferMismatch {
-        /// The handle.
-        handle: i64,
-        /// The element type of the view.
-        expected: Elem,
-        /// The element type of the buffer.
-        found: Elem,
-    },
-    /// A `trap_if` whose condition was true: a debug check of derived code failed.
-    /// Holds the instruction's message.
-    Trap(String),
-    /// More statements than [`Limits::fuel`].
-    OutOfFuel(u64),
-    /// The arguments do not fit the function's parameters.
-    BadArguments(String),
-    /// A call to an extern function with no host binding.
-    UnboundExtern(String),
-    /// A host function failed, or broke its signature.
-    ExternFailed {
-        /// The extern function (without `@`).
-        name: String,
-        /// What the host said, or what it did wrong.
-        message: String,
-    },
-    /// The function is not well-formed (it would not verify).
-    Malformed(String),
-    /// The interpreter broke one of its own invariants: a bug in gradlift, not in the
-    /// program.
-    Internal(String),
-}
-
-impl ErrorKind {
-    /// Whether the error is a bug in the interpreter rather than in the program or
-    /// its inputs.
-    pub fn is_internal(&self) -> bool {
-        matches!(self, ErrorKind::Internal(_))
-    }
-}
-
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ErrorKind::OutOfBounds { index, len } => {
-                write!(f, "index {index} out of bounds for length {len}")
-            }
-            ErrorKind::DivisionByZero => f.write_str("integer division by zero"),
-            ErrorKind::NegativeAlloc(n) => write!(f, "allocation of negative length {n}"),
-            ErrorKind::AllocFailed(n) => write!(f, "cannot allocate {n} elements"),
-            ErrorKind::RecursionLimit(d) => write!(f, "calls nested deeper than {d}"),
-            ErrorKind::TapeUnderflow => f.write_str("tape underflow"),
-            ErrorKind::TapeMismatch { expected, found } => {
-                let article = if *found == Type::Bool { "a" } else { "an" };
-                write!(f, "pop {expected} found {article} {found} on the tape")
-            }
-            ErrorKind::NoTapeBuffer { elem, handle } => {
-                write!(f, "tape_view {elem}: no tape buffer with handle {handle}")
-            }
-            ErrorKind::TapeBufferMismatch {
-                handle,
-                expected,
-                found,
-            } => write!(
-                f,
-                "tape_view {expected}: tape buffer {handle} holds {found}, not {expected}"
-            ),
-            ErrorKind::Trap(message) => write!(f, "trap: {message}"),
-            ErrorKind::OutOfFuel(n) => write!(f, "out of fuel after {n} statements"),
-            ErrorKind::BadArguments(m) => f.write_str(m),
-            ErrorKind::UnboundExtern(name) => {
-                write!(f, "extern function @{name} has no host binding")
-            }
-            ErrorKind::ExternFailed { name, message } => {
-                write!(f, "extern function @{name} failed: {message}")
-            }
-            ErrorKind::Malformed(m) => write!(f, "malformed IR: {m}"),
-            ErrorKind::Internal(m) => write!(f, "interpreter bug: {m}"),
-        }
-    }
-}
-
-/// A run-time error: which function, which op, where, and what.
-#[derive(Clone, PartialEq, Debug)]
-pub struct InterpError {
-    /// The function executing (without `@`).
-    pub func: String,
-    /// The op that failed (`load`, `idiv`, `call`, ...), empty when the call itself is refused.
-    pub op: String,
-    /// The op's source position, when the function was parsed.
-    pub pos: Pos,
-    /// What went wrong.
-    pub kind: ErrorKind,
-}
-
-/// A sentence: `in @f, load at 7:10: index 5 out of bounds for length 3`.
-impl fmt::Display for InterpError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "in @{}", self.func)?;
-        if !self.op.is_empty() {
-            write!(f, ", {}", self.op)?;
-            if self.pos.is_known() {
-                write!(f, " at {}", self.pos)?;
-            }
-        }
-        write!(f, ": {}", self.kind)
-    }
-}
-
-impl std::error::Error for InterpError {}
-
 /// Why [`Interpreter::bind_extern`] refused a binding.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum BindError {
@@ -425,9 +184,6 @@ impl fmt::Display for BindError {
 }
 
 impl std::error::Error for BindError {}
-
-/// A host function: gets the arguments, returns the results or a message.
-type HostFn<'m> = Box<dyn FnMut(&mut [Val]) -> Result<Vec<Val>, String> + 'm>;
 
 /// A call in progress.
 #[derive(Copy, Clone, Debug)]
@@ -477,25 +233,10 @@ pub struct Interpreter<'m> {
     /// The pre-resolved body of each defined function, by [`FuncId`] index.
     codes: Vec<Option<Code>>,
     /// The host binding of each extern function, by [`FuncId`] index.
-    hosts: Vec<Option<HostFn<'m>>>,
+    hosts: Vec<Option<Arc<HostFn>>>,
     machine: Machine,
     /// What `push` saved and `tape_alloc` made, kept across calls.
     tape: Tape,
-}
-
-/// What the tape holds (see [`Interpreter::tape`]).
-#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
-pub struct TapeStats {
-    /// The scalars on the tape.
-    pub scalars: usize,
-    /// The buffers on the tape: every `tape_alloc` since the last reset.
-    pub buffers: usize,
-    /// The bytes the tape holds now: 8 per scalar, whatever its type, and the element
-    /// bytes of every buffer (8 per `f64` or `i64`, 4 per `f32`).
-    pub bytes: usize,
-    /// The most bytes the tape held at once since the interpreter was made or
-    /// [`Interpreter::reset_tape`] last ran.
-    pub peak_bytes: usize,
 }
 
 impl<'m> Interpreter<'m> {
@@ -528,27 +269,43 @@ impl<'m> Interpreter<'m> {
         self.limits
     }
 
-    /// Binds the extern function `name` to a host closure, replacing any earlier
-    /// binding.
+    /// Binds the extern function `name` to a host function ([`HostFn`]),
+    /// replacing any earlier binding.
     ///
-    /// The closure gets the arguments (slices as copies of their contents) and
-    /// returns the results. What it writes into a `mut` slice parameter is copied
-    /// back into the buffer (it must keep the length); writes into a read-only slice
-    /// are dropped. An `Err` becomes [`ErrorKind::ExternFailed`], and so do results
-    /// that do not fit the signature. A slice result is a new buffer that lives until
-    /// the calling function returns.
+    /// The function gets the arguments (slices as copies of their contents) and
+    /// returns the results, following [`engine::call_host`]: what it writes into a
+    /// `mut` slice parameter is copied back into the buffer (it must keep the
+    /// length); writes into a read-only slice are dropped. An `Err`, a panic, and
+    /// results that do not fit the signature become [`ErrorKind::ExternFailed`]. A
+    /// slice result is a new buffer that lives until the calling function returns.
     pub fn bind_extern(
         &mut self,
         name: &str,
-        f: impl FnMut(&mut [Val]) -> Result<Vec<Val>, String> + 'm,
+        f: impl Fn(&mut [Val]) -> Result<Vec<Val>, String> + Send + Sync + 'static,
     ) -> Result<(), BindError> {
+        self.bind_shared(name, Arc::new(f))
+    }
+
+    /// Binds every function of `hosts` whose name is an extern function of the
+    /// module (the others are skipped), as the JIT's `compile_with` does, so both
+    /// engines run one program alike.
+    pub fn with_hosts(mut self, hosts: &Hosts) -> Interpreter<'m> {
+        for (name, f) in hosts.iter() {
+            match self.bind_shared(name, Arc::clone(f)) {
+                Ok(()) | Err(BindError::NoSuchFunction(_) | BindError::NotExtern(_)) => {}
+            }
+        }
+        self
+    }
+
+    fn bind_shared(&mut self, name: &str, f: Arc<HostFn>) -> Result<(), BindError> {
         let id = self
             .module
             .func_by_name(name)
             .ok_or_else(|| BindError::NoSuchFunction(name.to_string()))?;
         match (&self.module.funcs[id].body, self.hosts.get_mut(id.index())) {
             (Body::Extern, Some(slot)) => {
-                *slot = Some(Box::new(f));
+                *slot = Some(f);
                 Ok(())
             }
             _ => Err(BindError::NotExtern(name.to_string())),
@@ -572,6 +329,7 @@ impl<'m> Interpreter<'m> {
             buffers,
             bytes,
             peak_bytes,
+            capacity_bytes: 0,
         }
     }
 
@@ -585,10 +343,10 @@ impl<'m> Interpreter<'m> {
     }
 
     /// Calls the function named `name` (without `@`); see [`Interpreter::call`].
-    pub fn call_by_name(&mut self, name: &str, args: &mut [Val]) -> Result<Vec<Val>, InterpError> {
+    pub fn call_by_name(&mut self, name: &str, args: &mut [Val]) -> Result<Vec<Val>, RunError> {
         match self.module.func_by_name(name) {
             Some(id) => self.call(id, args),
-            None => Err(InterpError {
+            None => Err(RunError {
                 func: name.to_string(),
                 op: String::new(),
                 pos: Pos::NONE,
@@ -608,7 +366,7 @@ impl<'m> Interpreter<'m> {
     /// The tape is not cleared: the call starts from what earlier calls left on it,
     /// and leaves on it what it pushed and did not pop and every buffer it made, even
     /// when it fails (see [`Interpreter::reset_tape`]).
-    pub fn call(&mut self, func: FuncId, args: &mut [Val]) -> Result<Vec<Val>, InterpError> {
+    pub fn call(&mut self, func: FuncId, args: &mut [Val]) -> Result<Vec<Val>, RunError> {
         self.machine.clear();
         self.machine.steps = 0;
         let result = self.start(func, args);
@@ -624,53 +382,27 @@ impl<'m> Interpreter<'m> {
     }
 
     /// Checks the arguments, sets up the outermost frame and runs it.
-    fn start(&mut self, func: FuncId, args: &mut [Val]) -> Result<Vec<Val>, InterpError> {
+    fn start(&mut self, func: FuncId, args: &mut [Val]) -> Result<Vec<Val>, RunError> {
         let module = self.module;
-        let refuse = |name: &str, kind| InterpError {
-            func: name.to_string(),
-            op: String::new(),
-            pos: Pos::NONE,
-            kind,
-        };
+        let refuse = RunError::refused;
         let Some(decl) = module.funcs.get(func) else {
             let kind = ErrorKind::BadArguments(format!("the module has no function {func}"));
             return Err(refuse(&func.to_string(), kind));
         };
         let name = decl.name.as_str();
         let sig = &decl.sig;
-        if args.len() != sig.params.len() {
-            let kind = ErrorKind::BadArguments(format!(
-                "@{name} takes {} argument{}, found {}",
-                sig.params.len(),
-                if sig.params.len() == 1 { "" } else { "s" },
-                args.len()
-            ));
-            return Err(refuse(name, kind));
-        }
-        for (k, (arg, &ty)) in args.iter().zip(&sig.params).enumerate() {
-            if !arg.fits(ty) {
-                let kind = ErrorKind::BadArguments(format!(
-                    "argument {} of @{name} must be {ty}, found {}",
-                    k + 1,
-                    arg.ty()
-                ));
-                return Err(refuse(name, kind));
-            }
-        }
+        check_args(name, sig, args).map_err(|k| refuse(name, k))?;
         if self.limits.max_depth == 0 {
             return Err(refuse(name, ErrorKind::RecursionLimit(0)));
         }
         let code = match (&decl.body, self.codes.get(func.index())) {
             (Body::Defined(_), Some(Some(code))) => code,
             (Body::Extern, _) => {
-                let Some(Some(host)) = self.hosts.get_mut(func.index()) else {
+                let Some(Some(host)) = self.hosts.get(func.index()) else {
                     return Err(refuse(name, ErrorKind::UnboundExtern(name.to_string())));
                 };
-                let out = host(args).map_err(|message| {
-                    let name = name.to_string();
-                    refuse(&name.clone(), ErrorKind::ExternFailed { name, message })
-                })?;
-                check_host_results(name, &sig.results, &out).map_err(|k| refuse(name, k))?;
+                let out = engine::call_host(&**host, name, sig, args, |_, _| true)
+                    .map_err(|k| refuse(name, k))?;
                 return Ok(out);
             }
             (Body::Declared, _) => {
@@ -721,12 +453,12 @@ impl<'m> Interpreter<'m> {
     }
 
     /// The run loop: executes the top frame until the outermost one returns.
-    fn run(&mut self) -> Result<Vec<Val>, InterpError> {
+    fn run(&mut self) -> Result<Vec<Val>, RunError> {
         let module = self.module;
         let max_depth = self.limits.max_depth;
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let codes = &self.codes;
-        let hosts = &mut self.hosts;
+        let hosts = &self.hosts;
         let tape = &mut self.tape;
         let Machine {
             frames,
@@ -948,6 +680,39 @@ impl<'m> Interpreter<'m> {
 
 /// Executes the phi copies `moves` of an edge, in parallel. On running out of fuel,
 /// returns the phi that found the tank empty.
+/// The interpreter as an [`Engine`]: borrowed arguments are copied into its
+/// buffers, and `mut` slices copied back after the call (also after an error), so
+/// it computes what [`Interpreter::call`] computes.
+impl Engine for Interpreter<'_> {
+    fn call_args(
+        &mut self,
+        func: FuncId,
+        args: &mut [Arg<'_>],
+        out: &mut Vec<Val>,
+    ) -> Result<(), RunError> {
+        out.clear();
+        if let Some(decl) = self.module.funcs.get(func) {
+            check_args(&decl.name, &decl.sig, args)
+                .map_err(|k| RunError::refused(&decl.name, k))?;
+        }
+        let mut vals: Vec<Val> = args.iter().map(Arg::to_val).collect();
+        let result = self.call(func, &mut vals);
+        for (a, v) in args.iter_mut().zip(&vals) {
+            a.copy_from(v);
+        }
+        out.extend(result?);
+        Ok(())
+    }
+
+    fn tape(&self) -> TapeStats {
+        Interpreter::tape(self)
+    }
+
+    fn reset_tape(&mut self) {
+        Interpreter::reset_tape(self);
+    }
+}
+
 #[inline]
 fn take_edge(
     moves: &[code::Move],
@@ -1057,33 +822,6 @@ fn to_val(s: Slot, mem: Mem<'_>) -> Result<Val, ErrorKind> {
     })
 }
 
-/// Checks what a host function returned against the extern's result types: one
-/// value per result, each fitting its type; else [`ErrorKind::ExternFailed`] saying
-/// what is wrong. (The JIT checks host results with it too.)
-pub fn check_host_results(name: &str, tys: &[Type], out: &[Val]) -> Result<(), ErrorKind> {
-    let fail = |message| ErrorKind::ExternFailed {
-        name: name.to_string(),
-        message,
-    };
-    if out.len() != tys.len() {
-        return Err(fail(format!(
-            "it returned {} values for {} results",
-            out.len(),
-            tys.len()
-        )));
-    }
-    for (k, (v, &ty)) in out.iter().zip(tys).enumerate() {
-        if !v.fits(ty) {
-            return Err(fail(format!(
-                "result {} must be {ty}, found {}",
-                k + 1,
-                v.ty()
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// What the op `op` with immediate `imm` computes from the constant operands `args`,
 /// by the interpreter's own definition (the code its run loop executes, so the two
 /// cannot disagree): `Some(Ok(c))` is the result, `Some(Err(kind))` the runtime error
@@ -1134,7 +872,7 @@ pub fn eval_scalar_op(op: Opcode, imm: Imm, args: &[Scalar]) -> Option<Result<Sc
 #[allow(clippy::too_many_arguments)]
 fn call_host(
     module: &Module,
-    hosts: &mut [Option<HostFn<'_>>],
+    hosts: &[Option<Arc<HostFn>>],
     callee: FuncId,
     args: &[u32],
     results: &[u32],
@@ -1146,7 +884,7 @@ fn call_host(
         return Err(ErrorKind::Internal(format!("no function {callee}")));
     };
     let name = decl.name.as_str();
-    let host = match (&decl.body, hosts.get_mut(callee.index())) {
+    let host = match (&decl.body, hosts.get(callee.index())) {
         (Body::Extern, Some(Some(host))) => host,
         (Body::Extern, _) => return Err(ErrorKind::UnboundExtern(name.to_string())),
         (Body::Declared, _) => {
@@ -1174,23 +912,12 @@ fn call_host(
         }
         vals.push(to_val(s, mem)?);
     }
-    let fail = |message| ErrorKind::ExternFailed {
-        name: name.to_string(),
-        message,
-    };
-    let out = host(&mut vals).map_err(fail)?;
-    for (k, ((&a, &ty), v)) in args.iter().zip(&sig.params).zip(&vals).enumerate() {
-        if let (Slot::Buf(id, _), true) = (regs[a as usize], ty.is_mut_slice()) {
-            let copied = buf_mut(id, bufs, tape).is_some_and(|b| b.copy_from(v));
-            if !copied {
-                return Err(fail(format!(
-                    "it changed the length or type of argument {}",
-                    k + 1
-                )));
-            }
+    let out = engine::call_host(&**host, name, sig, &mut vals, |k, v| {
+        match regs[args[k] as usize] {
+            Slot::Buf(id, _) => buf_mut(id, bufs, tape).is_some_and(|b| b.copy_from(v)),
+            _ => false,
         }
-    }
-    check_host_results(name, &sig.results, &out)?;
+    })?;
     for ((&d, mut v), &ty) in results.iter().zip(out).zip(&sig.results) {
         regs[d as usize] = match &mut v {
             Val::F64(x) => Slot::F64(*x),
@@ -1235,8 +962,8 @@ fn func_name(module: &Module, fid: FuncId) -> String {
 }
 
 #[cold]
-fn at_inst(module: &Module, fid: FuncId, inst: Inst, op: &str, kind: ErrorKind) -> InterpError {
-    InterpError {
+fn at_inst(module: &Module, fid: FuncId, inst: Inst, op: &str, kind: ErrorKind) -> RunError {
+    RunError {
         func: func_name(module, fid),
         op: op.to_string(),
         pos: srcmap(module, fid)
@@ -1247,8 +974,8 @@ fn at_inst(module: &Module, fid: FuncId, inst: Inst, op: &str, kind: ErrorKind) 
 }
 
 #[cold]
-fn at_term(module: &Module, fid: FuncId, block: Block, op: &str, kind: ErrorKind) -> InterpError {
-    InterpError {
+fn at_term(module: &Module, fid: FuncId, block: Block, op: &str, kind: ErrorKind) -> RunError {
+    RunError {
         func: func_name(module, fid),
         op: op.to_string(),
         pos: srcmap(module, fid)
@@ -1259,8 +986,8 @@ fn at_term(module: &Module, fid: FuncId, block: Block, op: &str, kind: ErrorKind
 }
 
 #[cold]
-fn at_phi(module: &Module, fid: FuncId, phi: Value, kind: ErrorKind) -> InterpError {
-    InterpError {
+fn at_phi(module: &Module, fid: FuncId, phi: Value, kind: ErrorKind) -> RunError {
+    RunError {
         func: func_name(module, fid),
         op: "phi".to_string(),
         pos: srcmap(module, fid)
@@ -1271,8 +998,8 @@ fn at_phi(module: &Module, fid: FuncId, phi: Value, kind: ErrorKind) -> InterpEr
 }
 
 #[cold]
-fn bug(module: &Module, fid: Option<FuncId>, message: &str) -> InterpError {
-    InterpError {
+fn bug(module: &Module, fid: Option<FuncId>, message: &str) -> RunError {
+    RunError {
         func: fid.map_or_else(String::new, |f| func_name(module, f)),
         op: String::new(),
         pos: Pos::NONE,

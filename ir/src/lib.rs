@@ -38,6 +38,7 @@
 pub mod builder;
 pub mod dominators;
 pub mod dot;
+pub mod engine;
 pub mod entities;
 pub mod flowgraph;
 pub mod function;
@@ -52,6 +53,7 @@ pub mod verify;
 pub mod write;
 
 pub use builder::{BuildError, FunctionBuilder};
+pub use engine::{Arg, Engine, ErrorKind, HostFn, Hosts, RunError, TapeStats, Val};
 pub use entities::{Block, FuncId, Inst, Msg, Value};
 pub use function::{
     BlockData, Function, InstData, Phi, Pos, SourceMap, Terminator, ValueData, ValueDef,

@@ -3,7 +3,7 @@
 //! Every expected value is computed here by a plain Rust expression or loop (a closed
 //! form), never captured from a run of the interpreter.
 
-use gradlift_ir::interp::{ErrorKind, InterpError, Interpreter, Limits, TapeStats, Val};
+use gradlift_ir::interp::{ErrorKind, Interpreter, Limits, RunError, TapeStats, Val};
 use gradlift_ir::ops::resolve;
 use gradlift_ir::{
     CmpPred, Elem, FuncId, FunctionBuilder, Imm, Module, Opcode, Pos, Scalar, Signature, Type,
@@ -58,7 +58,7 @@ fn scalar_of(v: &Val) -> Scalar {
 
 /// Runs one op on `args`: once with the arguments as parameters, once with them as
 /// constant operands; both must agree. Returns the single result.
-fn run_op(op: Opcode, imm: Imm, args: &[Val]) -> Result<Val, InterpError> {
+fn run_op(op: Opcode, imm: Imm, args: &[Val]) -> Result<Val, RunError> {
     let tys: Vec<Type> = args.iter().map(Val::ty).collect();
     let known: Vec<Option<Type>> = tys.iter().map(|&t| Some(t)).collect();
     let results = resolve(op, &imm, &known, None).unwrap().results.to_vec();
@@ -919,7 +919,7 @@ fn a_million_nested_calls_complete_under_a_raised_limit() {
 // Runtime errors.
 
 #[track_caller]
-fn assert_error(e: &InterpError, kind: ErrorKind, func: &str, op: &str) {
+fn assert_error(e: &RunError, kind: ErrorKind, func: &str, op: &str) {
     assert_eq!(e.kind, kind, "{e}");
     assert_eq!(e.func, func, "{e}");
     assert_eq!(e.op, op, "{e}");
@@ -1303,11 +1303,12 @@ fn extern_functions_call_host_closures() {
     let e = interp.call(hyp, &mut [D(3.0), D(4.0)]).unwrap_err();
     assert_error(&e, ErrorKind::UnboundExtern("hyp".into()), "hyp", "");
 
-    let mut calls = 0;
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&calls);
     interp
-        .bind_extern("hyp", |args| match args {
+        .bind_extern("hyp", move |args| match args {
             [Val::F64(a), Val::F64(b)] => {
-                calls += 1;
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Ok(vec![Val::F64(a.hypot(*b))])
             }
             _ => Err("bad arguments".into()),
@@ -1340,7 +1341,7 @@ fn extern_functions_call_host_closures() {
     let e = interp.call(use_hyp, &mut [D(3.0)]).unwrap_err();
     assert!(matches!(e.kind, ErrorKind::ExternFailed { .. }), "{e}");
     drop(interp);
-    assert_eq!(calls, 2);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
 }
 
 #[test]
@@ -1909,6 +1910,7 @@ fn pushes_and_pops_are_last_in_first_out_across_calls() {
                 buffers: 2,
                 bytes: 8,
                 peak_bytes: 64,
+                capacity_bytes: 0,
             }
         );
         interp.reset_tape();
@@ -2041,6 +2043,7 @@ entry:
         buffers: 2,
         bytes: 36,
         peak_bytes: 44,
+        capacity_bytes: 0,
     };
     assert_eq!(interp.tape(), want);
     interp.call_by_name("q", &mut []).unwrap();
@@ -2051,6 +2054,7 @@ entry:
             buffers: 2,
             bytes: 52,
             peak_bytes: 52,
+            capacity_bytes: 0,
         }
     );
     interp.reset_tape();

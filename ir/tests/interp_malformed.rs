@@ -2,7 +2,7 @@
 //! `ErrorKind::Malformed` naming the function and op, never in a panic, and never in
 //! `ErrorKind::Internal` (an interpreter bug).
 
-use gradlift_ir::interp::{ErrorKind, InterpError, Interpreter, Limits, Val};
+use gradlift_ir::interp::{ErrorKind, Interpreter, Limits, RunError, Val};
 use gradlift_ir::ops::resolve;
 use gradlift_ir::{
     Block, CmpPred, Elem, FuncId, Function, Imm, Module, Msg, Opcode, Scalar, Signature,
@@ -50,7 +50,7 @@ fn malformed(
     func: &str,
     op: &str,
     says: &str,
-) -> InterpError {
+) -> RunError {
     let e = Interpreter::new(m).call(id, args).unwrap_err();
     let ErrorKind::Malformed(msg) = &e.kind else {
         panic!("expected a malformed-IR error, got {e}");
@@ -818,7 +818,7 @@ fn random_body(rng: &mut Rng, m: &Module, sig: &Signature) -> Function {
 
 /// What kind of outcome a call had: the number of results, or where and what kind
 /// of error.
-fn outcome(r: &Result<Vec<Val>, InterpError>) -> Result<usize, (String, String, String)> {
+fn outcome(r: &Result<Vec<Val>, RunError>) -> Result<usize, (String, String, String)> {
     match r {
         Ok(v) => Ok(v.len()),
         Err(e) => {
@@ -919,7 +919,7 @@ fn random_programs_never_panic_and_never_hit_an_interpreter_bug() {
                 Ok(_) => outcomes[0] += 1,
                 Err(e) if e.kind.is_internal() => panic!("seed {seed}: interpreter bug: {e}"),
                 Err(
-                    e @ InterpError {
+                    e @ RunError {
                         kind: ErrorKind::Malformed(_),
                         ..
                     },

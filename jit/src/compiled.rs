@@ -6,152 +6,24 @@ use std::sync::{Arc, Mutex};
 use cranelift_entity::EntityRef;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::Linkage;
-use gradlift_ir::interp::Val;
+use gradlift_ir::engine::{
+    Arg, Argument, Engine, ErrorKind, Hosts, RunError, TapeStats, Val, check_args,
+};
 use gradlift_ir::{Body, Elem, FuncId, Imm, Inst, Module, Msg, Opcode, Pos, Type};
 
 use crate::abi::slots;
 use crate::codegen::{self, Listing};
-use crate::error::{CompileError, JitError, JitErrorKind};
+use crate::error::CompileError;
 use crate::helpers::Helper;
-use crate::hosts::Hosts;
 use crate::isa;
 use crate::runtime::{Ctx, HostSlot, OK, Workspace, code, code_elem, stack_limit};
 
-/// An argument borrowed from the caller, for [`Compiled::call_args`]: a scalar, or a
-/// slice passed without a copy (read-only, or `mut` for a parameter the function
-/// may write into).
-#[derive(Debug)]
-pub enum Arg<'a> {
-    /// An `f64`.
-    F64(f64),
-    /// An `f32`.
-    F32(f32),
-    /// An `i64`.
-    I64(i64),
-    /// A `bool`.
-    Bool(bool),
-    /// A read-only `[f64]`.
-    F64s(&'a [f64]),
-    /// A read-only `[f32]`.
-    F32s(&'a [f32]),
-    /// A read-only `[i64]`.
-    I64s(&'a [i64]),
-    /// A `mut [f64]` (also fits `[f64]`).
-    F64sMut(&'a mut [f64]),
-    /// A `mut [f32]` (also fits `[f32]`).
-    F32sMut(&'a mut [f32]),
-    /// A `mut [i64]` (also fits `[i64]`).
-    I64sMut(&'a mut [i64]),
-}
-
-impl Arg<'_> {
-    /// The same argument borrowed again, a `mut` slice read-only: what a function
-    /// called after another one sees of it.
-    pub fn shared(&self) -> Arg<'_> {
-        match self {
-            Arg::F64(x) => Arg::F64(*x),
-            Arg::F32(x) => Arg::F32(*x),
-            Arg::I64(x) => Arg::I64(*x),
-            Arg::Bool(x) => Arg::Bool(*x),
-            Arg::F64s(v) => Arg::F64s(v),
-            Arg::F32s(v) => Arg::F32s(v),
-            Arg::I64s(v) => Arg::I64s(v),
-            Arg::F64sMut(v) => Arg::F64s(v),
-            Arg::F32sMut(v) => Arg::F32s(v),
-            Arg::I64sMut(v) => Arg::I64s(v),
-        }
-    }
-
-    /// The same argument borrowed again, writable if it is.
-    pub fn reborrow(&mut self) -> Arg<'_> {
-        match self {
-            Arg::F64sMut(v) => Arg::F64sMut(v),
-            Arg::F32sMut(v) => Arg::F32sMut(v),
-            Arg::I64sMut(v) => Arg::I64sMut(v),
-            other => other.shared(),
-        }
-    }
-
-    /// The length of a slice argument.
-    pub fn slice_len(&self) -> Option<usize> {
-        match self {
-            Arg::F64s(v) => Some(v.len()),
-            Arg::F32s(v) => Some(v.len()),
-            Arg::I64s(v) => Some(v.len()),
-            Arg::F64sMut(v) => Some(v.len()),
-            Arg::F32sMut(v) => Some(v.len()),
-            Arg::I64sMut(v) => Some(v.len()),
-            _ => None,
-        }
-    }
-
-    /// Whether the argument may be passed for a parameter of type `ty`: a scalar of
-    /// that type, a slice of its element type (writable for a `mut [T]`).
-    pub fn fits(&self, ty: Type) -> bool {
-        match (self.ty(), ty) {
-            (
-                Type::Slice {
-                    elem: a,
-                    mutable: m,
-                },
-                Type::Slice {
-                    elem: b,
-                    mutable: n,
-                },
-            ) => a == b && (m || !n),
-            (t, ty) => t == ty,
-        }
-    }
-
-    /// The IR type the argument is: a `mut` slice type for the `*Mut` variants.
-    pub fn ty(&self) -> Type {
-        match self {
-            Arg::F64(_) => Type::F64,
-            Arg::F32(_) => Type::F32,
-            Arg::I64(_) => Type::I64,
-            Arg::Bool(_) => Type::Bool,
-            Arg::F64s(_) => Type::slice(Elem::F64),
-            Arg::F32s(_) => Type::slice(Elem::F32),
-            Arg::I64s(_) => Type::slice(Elem::I64),
-            Arg::F64sMut(_) => Type::slice_mut(Elem::F64),
-            Arg::F32sMut(_) => Type::slice_mut(Elem::F32),
-            Arg::I64sMut(_) => Type::slice_mut(Elem::I64),
-        }
-    }
-}
-
-/// A `Val` lent as an argument: its slices read-only.
-impl<'a> From<&'a Val> for Arg<'a> {
-    fn from(v: &'a Val) -> Arg<'a> {
-        match v {
-            Val::F64(x) => Arg::F64(*x),
-            Val::F32(x) => Arg::F32(*x),
-            Val::I64(x) => Arg::I64(*x),
-            Val::Bool(x) => Arg::Bool(*x),
-            Val::F64s(x) => Arg::F64s(x),
-            Val::F32s(x) => Arg::F32s(x),
-            Val::I64s(x) => Arg::I64s(x),
-        }
-    }
-}
-
-/// What a call needs of an argument: whether it fits a parameter type, its type
-/// (for errors), its slots.
-trait Slots {
-    fn fits(&self, ty: Type) -> bool;
-    fn ty(&self) -> Type;
+/// What a call needs of an argument beyond [`Argument`]: its slots.
+trait Slots: Argument {
     fn push_slots(&mut self, out: &mut Vec<u64>);
 }
 
 impl Slots for Val {
-    fn fits(&self, ty: Type) -> bool {
-        Val::fits(self, ty)
-    }
-
-    fn ty(&self) -> Type {
-        Val::ty(self)
-    }
-
     fn push_slots(&mut self, out: &mut Vec<u64>) {
         match self {
             Val::F64(x) => out.push(x.to_bits()),
@@ -166,14 +38,6 @@ impl Slots for Val {
 }
 
 impl Slots for Arg<'_> {
-    fn fits(&self, ty: Type) -> bool {
-        Arg::fits(self, ty)
-    }
-
-    fn ty(&self) -> Type {
-        Arg::ty(self)
-    }
-
     fn push_slots(&mut self, out: &mut Vec<u64>) {
         match self {
             Arg::F64(x) => out.push(x.to_bits()),
@@ -424,14 +288,14 @@ impl Compiled {
         ws: &mut Workspace,
         name: &str,
         args: &mut [Val],
-    ) -> Result<Vec<Val>, JitError> {
+    ) -> Result<Vec<Val>, RunError> {
         match self.module.func_by_name(name) {
             Some(id) => self.call(ws, id, args),
-            None => Err(JitError {
+            None => Err(RunError {
                 func: name.to_string(),
                 op: String::new(),
                 pos: Pos::NONE,
-                kind: JitErrorKind::BadArguments(format!("the module has no function @{name}")),
+                kind: ErrorKind::BadArguments(format!("the module has no function @{name}")),
             }),
         }
     }
@@ -439,7 +303,7 @@ impl Compiled {
     /// Calls `func` with `args`, as [`Interpreter::call`](gradlift_ir::interp::Interpreter::call)
     /// does: the arguments must fit the signature (one per parameter, a scalar of
     /// the parameter's type or a slice of its element type), else
-    /// [`JitErrorKind::BadArguments`]; `mut` slices are written in place (also when
+    /// [`ErrorKind::BadArguments`]; `mut` slices are written in place (also when
     /// the call fails: stores made before the error stay); returned slices come
     /// back as copies.
     ///
@@ -451,7 +315,7 @@ impl Compiled {
         ws: &mut Workspace,
         func: FuncId,
         args: &mut [Val],
-    ) -> Result<Vec<Val>, JitError> {
+    ) -> Result<Vec<Val>, RunError> {
         let mut out = Vec::new();
         self.call_into(ws, func, args, &mut out)?;
         Ok(out)
@@ -486,7 +350,7 @@ impl Compiled {
         func: FuncId,
         args: &mut [Val],
         out: &mut Vec<Val>,
-    ) -> Result<(), JitError> {
+    ) -> Result<(), RunError> {
         out.clear();
         let (name, sig) = self.invoke(ws, func, args)?;
         let mut k = 0;
@@ -501,7 +365,7 @@ impl Compiled {
                     read_slice(&ws.ctx, args, elem, ptr, len).ok_or_else(|| {
                         refuse(
                             name,
-                            JitErrorKind::Internal(format!(
+                            ErrorKind::Internal(format!(
                                 "@{name} returned a slice outside its arguments"
                             )),
                         )
@@ -518,7 +382,7 @@ impl Compiled {
     /// as they are, never copied, so a call costs what the generated code costs.
     /// A read-only slice ([`Arg::F64s`]) fits a `[T]` parameter; a `mut` one
     /// ([`Arg::F64sMut`]) fits `[T]` and `mut [T]`. Functions that return slices
-    /// are refused ([`JitErrorKind::BadArguments`]): use [`Compiled::call_into`].
+    /// are refused ([`ErrorKind::BadArguments`]): use [`Compiled::call_into`].
     ///
     /// ```
     /// use gradlift_ir::{interp::Val, parse};
@@ -546,13 +410,13 @@ impl Compiled {
         func: FuncId,
         args: &mut [Arg<'_>],
         out: &mut Vec<Val>,
-    ) -> Result<(), JitError> {
+    ) -> Result<(), RunError> {
         out.clear();
         if let Some(decl) = self.module.funcs.get(func)
             && decl.sig.results.iter().any(|t| t.is_slice())
         {
             let name = decl.name.as_str();
-            let kind = JitErrorKind::BadArguments(format!(
+            let kind = ErrorKind::BadArguments(format!(
                 "@{name} returns a slice: call it with `call_into`"
             ));
             return Err(refuse(name, kind));
@@ -572,39 +436,21 @@ impl Compiled {
         ws: &mut Workspace,
         func: FuncId,
         args: &mut [A],
-    ) -> Result<(&str, &gradlift_ir::Signature), JitError> {
+    ) -> Result<(&str, &gradlift_ir::Signature), RunError> {
         let Some(decl) = self.module.funcs.get(func) else {
             return Err(refuse(
                 &func.to_string(),
-                JitErrorKind::BadArguments(format!("the module has no function {func}")),
+                ErrorKind::BadArguments(format!("the module has no function {func}")),
             ));
         };
         let name = decl.name.as_str();
         let Some(entry) = self.entries.get(func.index()).copied().flatten() else {
-            return Err(refuse(name, JitErrorKind::NotCompiled(name.to_string())));
+            return Err(refuse(name, ErrorKind::NotCompiled(name.to_string())));
         };
         let sig = &decl.sig;
-        if args.len() != sig.params.len() {
-            let kind = JitErrorKind::BadArguments(format!(
-                "@{name} takes {} argument{}, found {}",
-                sig.params.len(),
-                if sig.params.len() == 1 { "" } else { "s" },
-                args.len()
-            ));
-            return Err(refuse(name, kind));
-        }
-        for (k, (arg, &ty)) in args.iter().zip(&sig.params).enumerate() {
-            if !arg.fits(ty) {
-                let kind = JitErrorKind::BadArguments(format!(
-                    "argument {} of @{name} must be {ty}, found {}",
-                    k + 1,
-                    Slots::ty(arg)
-                ));
-                return Err(refuse(name, kind));
-            }
-        }
+        check_args(name, sig, args).map_err(|k| refuse(name, k))?;
         if ws.max_depth == 0 {
-            return Err(refuse(name, JitErrorKind::RecursionLimit(0)));
+            return Err(refuse(name, ErrorKind::RecursionLimit(0)));
         }
 
         ws.args.clear();
@@ -618,7 +464,7 @@ impl Compiled {
         let sp = core::ptr::addr_of!(here) as usize;
         let limit = stack_limit(sp, self.frame_margin);
         if sp <= limit {
-            return Err(refuse(name, JitErrorKind::StackExhausted(0)));
+            return Err(refuse(name, ErrorKind::StackExhausted(0)));
         }
         let max_depth = u64::try_from(ws.max_depth).unwrap_or(u64::MAX);
         ws.ctx.reset(max_depth, limit);
@@ -648,7 +494,7 @@ impl Compiled {
     }
 
     /// The error the context holds after a call that failed.
-    fn runtime_error(&self, ctx: &mut Ctx) -> JitError {
+    fn runtime_error(&self, ctx: &mut Ctx) -> RunError {
         let site = ErrorSite {
             status: ctx.status,
             func: ctx.err_func,
@@ -657,6 +503,42 @@ impl Compiled {
             b: ctx.err_b,
         };
         decode_error(&self.module, site, ctx.host_error.take())
+    }
+}
+
+/// A compiled module with a workspace: the JIT as an [`Engine`]
+/// ([`Compiled::engine`]), for code written once over both engines, such as the
+/// rule calling convention (`gradlift_adjoint::run_rule`). Functions that return
+/// slices are refused by [`Engine::call_args`] here, as by [`Compiled::call_args`].
+#[derive(Debug)]
+pub struct JitEngine<'a> {
+    compiled: &'a Compiled,
+    ws: &'a mut Workspace,
+}
+
+impl Compiled {
+    /// This compiled code as an [`Engine`] calling with `ws`.
+    pub fn engine<'a>(&'a self, ws: &'a mut Workspace) -> JitEngine<'a> {
+        JitEngine { compiled: self, ws }
+    }
+}
+
+impl Engine for JitEngine<'_> {
+    fn call_args(
+        &mut self,
+        func: FuncId,
+        args: &mut [Arg<'_>],
+        out: &mut Vec<Val>,
+    ) -> Result<(), RunError> {
+        self.compiled.call_args(self.ws, func, args, out)
+    }
+
+    fn tape(&self) -> TapeStats {
+        self.ws.tape()
+    }
+
+    fn reset_tape(&mut self) {
+        self.ws.reset_tape();
     }
 }
 
@@ -678,15 +560,15 @@ pub struct ErrorSite {
     pub b: i64,
 }
 
-/// The [`JitError`] for an error site of code compiled from `module` (with the host
+/// The [`RunError`] for an error site of code compiled from `module` (with the host
 /// function's (name, message) for a failed extern call).
 #[doc(hidden)]
-pub fn decode_error(module: &Module, site: ErrorSite, host: Option<(String, String)>) -> JitError {
+pub fn decode_error(module: &Module, site: ErrorSite, host: Option<(String, String)>) -> RunError {
     let fid = FuncId::new(site.func as usize);
     let Some(decl) = module.funcs.get(fid) else {
         return refuse(
             "",
-            JitErrorKind::Internal(format!("an error in no function ({})", site.func)),
+            ErrorKind::Internal(format!("an error in no function ({})", site.func)),
         );
     };
     let func = decl.function();
@@ -699,37 +581,37 @@ pub fn decode_error(module: &Module, site: ErrorSite, host: Option<(String, Stri
         .unwrap_or(Pos::NONE);
     let (a, b) = (site.a, site.b);
     let kind = match site.status {
-        code::OUT_OF_BOUNDS => JitErrorKind::OutOfBounds {
+        code::OUT_OF_BOUNDS => ErrorKind::OutOfBounds {
             index: a,
             len: b as usize,
         },
-        code::DIVISION_BY_ZERO => JitErrorKind::DivisionByZero,
-        code::NEGATIVE_ALLOC => JitErrorKind::NegativeAlloc(a),
-        code::ALLOC_FAILED => JitErrorKind::AllocFailed(a),
-        code::RECURSION_LIMIT => JitErrorKind::RecursionLimit(a as usize),
-        code::STACK_EXHAUSTED => JitErrorKind::StackExhausted(a as usize),
-        code::TAPE_UNDERFLOW => JitErrorKind::TapeUnderflow,
-        code::TAPE_FULL => JitErrorKind::TapeFull(a as usize),
-        code::NO_TAPE_BUFFER => JitErrorKind::NoTapeBuffer {
+        code::DIVISION_BY_ZERO => ErrorKind::DivisionByZero,
+        code::NEGATIVE_ALLOC => ErrorKind::NegativeAlloc(a),
+        code::ALLOC_FAILED => ErrorKind::AllocFailed(a),
+        code::RECURSION_LIMIT => ErrorKind::RecursionLimit(a as usize),
+        code::STACK_EXHAUSTED => ErrorKind::StackExhausted(a as usize),
+        code::TAPE_UNDERFLOW => ErrorKind::TapeUnderflow,
+        code::TAPE_FULL => ErrorKind::TapeFull(a as usize),
+        code::NO_TAPE_BUFFER => ErrorKind::NoTapeBuffer {
             elem: code_elem(b as u64).unwrap_or(Elem::F64),
             handle: a,
         },
-        code::TAPE_BUFFER_MISMATCH => JitErrorKind::TapeBufferMismatch {
+        code::TAPE_BUFFER_MISMATCH => ErrorKind::TapeBufferMismatch {
             handle: a,
             expected: code_elem(b as u64 / 16).unwrap_or(Elem::F64),
             found: code_elem(b as u64 % 16).unwrap_or(Elem::F64),
         },
         code::EXTERN_FAILED => {
             let (name, message) = host.unwrap_or_default();
-            JitErrorKind::ExternFailed { name, message }
+            ErrorKind::ExternFailed { name, message }
         }
         code::TRAP => match func.and_then(|f| f.message(Msg::new(a as usize))) {
-            Some(m) => JitErrorKind::Trap(m.to_string()),
-            None => JitErrorKind::Internal(format!("trap_if with no message {a}")),
+            Some(m) => ErrorKind::Trap(m.to_string()),
+            None => ErrorKind::Internal(format!("trap_if with no message {a}")),
         },
-        s => JitErrorKind::Internal(format!("unknown error code {s}")),
+        s => ErrorKind::Internal(format!("unknown error code {s}")),
     };
-    JitError {
+    RunError {
         func: decl.name.clone(),
         op: op.to_string(),
         pos,
@@ -737,13 +619,8 @@ pub fn decode_error(module: &Module, site: ErrorSite, host: Option<(String, Stri
     }
 }
 
-fn refuse(name: &str, kind: JitErrorKind) -> JitError {
-    JitError {
-        func: name.to_string(),
-        op: String::new(),
-        pos: Pos::NONE,
-        kind,
-    }
+fn refuse(name: &str, kind: ErrorKind) -> RunError {
+    RunError::refused(name, kind)
 }
 
 /// A copy of the returned slice (`ptr`, `len`) of `elem`s, if it lies inside one of

@@ -54,12 +54,14 @@
 //!   x86-64) into a relocatable object file, to link into a program (see below).
 //! - [`Compiled::call`] (and [`Compiled::call_into`], which reuses the results'
 //!   vector): calls a compiled function with the interpreter's
-//!   [`Val`](gradlift_ir::interp::Val)s, checking count, kinds and types first.
+//!   [`Val`]s, checking count, kinds and types first.
 //!   `Compiled` is `Send + Sync`.
 //! - [`Workspace`]: the per-thread state of calls (the context, the arena for
 //!   `alloc`, argument buffers, the depth limit). It keeps its memory between calls.
-//! - [`JitError`]: a runtime error naming the function, the op and its position,
-//!   with the interpreter's kinds where they overlap ([`JitErrorKind::to_interp`]).
+//! - [`RunError`]: a runtime error naming the function, the op and its position,
+//!   with the kinds of the engine contract ([`ErrorKind`]), the interpreter's.
+//! - [`JitEngine`] ([`Compiled::engine`]): compiled code and a workspace as the
+//!   contract's `Engine`, for code written once over both engines.
 //!
 //! # The ABI
 //!
@@ -89,19 +91,19 @@
 //! the function, the instruction and the payloads into `ctx` and returns zeros. After
 //! every call to another compiled function the caller reads the status and returns
 //! at once if it is set, so the error travels up to the trampoline, which hands the
-//! status to Rust; Rust turns `ctx` into a [`JitError`]. No unwinding, no traps, no
+//! status to Rust; Rust turns `ctx` into a [`RunError`]. No unwinding, no traps, no
 //! signal handlers. The next call resets the context, so a workspace stays usable.
 //!
 //! - Bounds: every `load` and `store` compares the index (unsigned, so negative
 //!   indices fail too) with the slice's length.
 //! - Depth: `ctx` counts active calls (1 in the outermost function). A `call` made
-//!   at the limit fails with [`JitErrorKind::RecursionLimit`], at the `call`, as in
+//!   at the limit fails with [`ErrorKind::RecursionLimit`], at the `call`, as in
 //!   the interpreter (default 10,000, [`Workspace::with_max_depth`]).
 //! - Native stack: compiled functions recurse on the thread's own stack, so a
 //!   `call` also checks the stack pointer against a limit computed before the call
 //!   from the thread's stack bounds, a bound on the largest frame of the module and
 //!   room for the Rust helpers; below it the call fails with
-//!   [`JitErrorKind::StackExhausted`] instead of overflowing. The interpreter has no
+//!   [`ErrorKind::StackExhausted`] instead of overflowing. The interpreter has no
 //!   such limit, so deep recursion needs a thread with a big enough stack to match
 //!   it.
 //! - Stores go only through `mut` slices: the IR verifier checks it, and only
@@ -138,14 +140,14 @@
 //! - Scalars: one stack of 8-byte slots, each holding one scalar in its own type.
 //!   `push` stores inline and grows the stack in Rust when it is full (doubling,
 //!   keeping its memory across resets); `pop` of an empty stack fails with
-//!   [`JitErrorKind::TapeUnderflow`]. The JIT keeps no types on the tape: a program
+//!   [`ErrorKind::TapeUnderflow`]. The JIT keeps no types on the tape: a program
 //!   that pops another type than it pushed reads the slot's bits (the IR's tape
 //!   rules leave that undetected by design; the interpreter does detect it).
 //! - Buffers: `tape_alloc` (a Rust helper) takes zeroed memory from chunks that
 //!   never move and enters it in a table; its handle is the tape's generation
 //!   (high 32 bits) and the table index (low 32 bits). `tape_view` checks the
 //!   generation, the index and the element type inline, so forged and stale handles
-//!   fail ([`JitErrorKind::NoTapeBuffer`], [`JitErrorKind::TapeBufferMismatch`]).
+//!   fail ([`ErrorKind::NoTapeBuffer`], [`ErrorKind::TapeBufferMismatch`]).
 //! - A reset empties both and keeps the memory, so gradients in steady state
 //!   allocate nothing.
 //!
@@ -154,7 +156,7 @@
 //! An `extern` function is called through a Rust function bound to it by name in
 //! [`Hosts`] ([`compile_with`]); see the [`Hosts`] docs. Compiled code writes the
 //! arguments to a stack area and calls a Rust helper, which calls the host function
-//! with [`Val`](gradlift_ir::interp::Val)s, catches a panic, and writes the results
+//! with [`Val`]s, catches a panic, and writes the results
 //! back. An extern with no host function is a compile error
 //! ([`CompileError::UnboundExtern`]); one that returns a slice is not supported.
 //!
@@ -184,7 +186,7 @@
 //! `codegen` is the compile loop over any Cranelift module (the JIT's, an object
 //! file's); `lower` lowers one IR function (one method per op family); `abi` writes
 //! the trampolines; `helpers` are the Rust functions generated code calls; `runtime`
-//! holds `Ctx`, the arena, the tape and [`Workspace`]; `hosts` the host functions;
+//! holds `Ctx`, the arena, the tape and [`Workspace`]; the host functions are the contract's `Hosts`;
 //! `compiled` compiles a module and calls into it; `object` writes object files;
 //! `c_abi` writes the ABI as C; `error` has the error types.
 
@@ -199,7 +201,6 @@ mod codegen;
 mod compiled;
 mod error;
 mod helpers;
-mod hosts;
 mod isa;
 mod lower;
 mod object;
@@ -207,9 +208,11 @@ mod runtime;
 
 pub use codegen::Listing;
 pub use compiled::{
-    Arg, Compiled, ErrorSite, compile, compile_funcs, compile_with, decode_error, listing,
+    Compiled, ErrorSite, JitEngine, compile, compile_funcs, compile_with, decode_error, listing,
 };
-pub use error::{CompileError, JitError, JitErrorKind};
-pub use hosts::{HostFn, Hosts};
+pub use error::CompileError;
+/// The engine contract, re-exported: the JIT takes and returns the same values,
+/// errors, tape statistics and host functions as the interpreter.
+pub use gradlift_ir::engine::{Arg, ErrorKind, HostFn, Hosts, RunError, TapeStats, Val};
 pub use object::{ObjectFile, compile_object};
-pub use runtime::{TapeStats, Workspace};
+pub use runtime::Workspace;

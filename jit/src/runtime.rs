@@ -8,6 +8,7 @@
 //! plain data: it may move to another thread between calls.
 
 use core::mem::offset_of;
+use gradlift_ir::TapeStats;
 
 /// No error: the status word of a call that has not failed.
 pub(crate) const OK: u32 = 0;
@@ -69,7 +70,7 @@ pub(crate) struct HostSlot {
     /// Its signature.
     pub(crate) sig: gradlift_ir::Signature,
     /// The Rust function.
-    pub(crate) f: std::sync::Arc<crate::hosts::HostFn>,
+    pub(crate) f: std::sync::Arc<gradlift_ir::HostFn>,
 }
 
 /// The context of a call: every compiled function takes a pointer to one as its
@@ -475,8 +476,8 @@ impl Workspace {
 
     /// Limits the tape to `bytes` (counted as [`TapeStats::bytes`] counts): a
     /// `push` or `tape_alloc` beyond it fails the call
-    /// ([`JitErrorKind::TapeFull`](crate::JitErrorKind::TapeFull),
-    /// [`JitErrorKind::AllocFailed`](crate::JitErrorKind::AllocFailed)) instead of
+    /// ([`ErrorKind::TapeFull`](crate::ErrorKind::TapeFull),
+    /// [`ErrorKind::AllocFailed`](crate::ErrorKind::AllocFailed)) instead of
     /// taking memory without end, as a runaway loop in a forward pass would. No limit
     /// by default.
     ///
@@ -533,25 +534,6 @@ impl Workspace {
     }
 }
 
-/// What a workspace's tape holds ([`Workspace::tape`]).
-#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
-pub struct TapeStats {
-    /// The scalars on the tape.
-    pub scalars: usize,
-    /// The buffers made by `tape_alloc` since the last reset.
-    pub buffers: usize,
-    /// The bytes the tape holds now: 8 per scalar, and the buffers' elements (as the
-    /// interpreter counts).
-    pub bytes: usize,
-    /// The most bytes it held at the end of a call since the last reset. For a
-    /// gradient that is the peak, as the interpreter counts it: the forward pass
-    /// ends with everything the pullback will take. (A single call that pushes and
-    /// pops is not seen in between: see `capacity_bytes` for the memory it took.)
-    pub peak_bytes: usize,
-    /// The memory the workspace keeps for the tape, in bytes.
-    pub capacity_bytes: usize,
-}
-
 /// Calls the host function of the extern with `FuncId` index `func` for compiled
 /// code: unpacks the argument slots into [`Val`]s, calls it (a panic is caught),
 /// copies `mut` slices back and packs the results into `results`. The error is
@@ -567,8 +549,7 @@ pub(crate) unsafe fn call_host(
     args: *const u64,
     results: *mut u64,
 ) -> Result<(), (String, String)> {
-    use gradlift_ir::interp::Val;
-    use gradlift_ir::{Elem, Type};
+    use gradlift_ir::{Elem, Type, Val};
     if func >= ctx.hosts_len {
         return Err((String::new(), "no host function table".into()));
     }
@@ -613,51 +594,37 @@ pub(crate) unsafe fn call_host(
         k += 1;
         vals.push(v);
     }
-    let f = &slot.f;
-    let out = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut vals))) {
-        Ok(Ok(out)) => out,
-        Ok(Err(m)) => return Err(fail(m)),
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".to_string());
-            return Err(fail(format!("it panicked: {what}")));
-        }
-    };
-    // `mut` slices back into the caller's buffers.
+    // `mut` slices go back into the caller's buffers.
+    let mut offsets: smallvec::SmallVec<[usize; 8]> = smallvec::SmallVec::new();
     let mut k = 0;
-    for (j, (&ty, v)) in slot.sig.params.iter().zip(&vals).enumerate() {
-        if ty.is_mut_slice() {
-            let (p, n) = (arg(k), arg(k + 1) as usize);
-            let same = v.fits(ty) && v.slice_len() == Some(n);
-            if !same {
-                return Err(fail(format!(
-                    "it changed the length or type of argument {}",
-                    j + 1
-                )));
-            }
-            // SAFETY: a `mut` slice argument is a writable live buffer of `n`
-            // elements of the type `v` holds (checked by `fits`).
-            unsafe {
-                match v {
-                    Val::F64s(x) => core::ptr::copy_nonoverlapping(x.as_ptr(), p as *mut f64, n),
-                    Val::F32s(x) => core::ptr::copy_nonoverlapping(x.as_ptr(), p as *mut f32, n),
-                    Val::I64s(x) => core::ptr::copy_nonoverlapping(x.as_ptr(), p as *mut i64, n),
-                    _ => {}
-                }
-            }
-        }
+    for &ty in &slot.sig.params {
+        offsets.push(k);
         k += if ty.is_slice() { 2 } else { 1 };
     }
-    match gradlift_ir::interp::check_host_results(&name, &slot.sig.results, &out) {
-        Ok(()) => {}
-        Err(gradlift_ir::interp::ErrorKind::ExternFailed { message, .. }) => {
-            return Err(fail(message));
+    let write_back = |j: usize, v: &Val| {
+        let (p, n) = (arg(offsets[j]), arg(offsets[j] + 1) as usize);
+        if v.slice_len() != Some(n) {
+            return false;
         }
-        Err(e) => return Err(fail(e.to_string())),
-    }
+        // SAFETY: parameter `j` is a `mut` slice (`call_host` hands only those
+        // back), so its slots are a writable live buffer of `n` elements, of the
+        // element type `v` holds (`call_host` checked that it fits the parameter).
+        unsafe {
+            match v {
+                Val::F64s(x) => core::ptr::copy_nonoverlapping(x.as_ptr(), p as *mut f64, n),
+                Val::F32s(x) => core::ptr::copy_nonoverlapping(x.as_ptr(), p as *mut f32, n),
+                Val::I64s(x) => core::ptr::copy_nonoverlapping(x.as_ptr(), p as *mut i64, n),
+                _ => return false,
+            }
+        }
+        true
+    };
+    let out =
+        match gradlift_ir::engine::call_host(&*slot.f, &name, &slot.sig, &mut vals, write_back) {
+            Ok(out) => out,
+            Err(gradlift_ir::ErrorKind::ExternFailed { message, .. }) => return Err(fail(message)),
+            Err(e) => return Err(fail(e.to_string())),
+        };
     for (j, v) in out.iter().enumerate() {
         let bits = match *v {
             Val::F64(x) => x.to_bits(),

@@ -6,7 +6,7 @@ mod support;
 
 use gradlift_ir::interp::{ErrorKind, Interpreter, Val};
 use gradlift_ir::{Elem, Module};
-use gradlift_jit::{Compiled, Hosts, JitErrorKind, Workspace, compile, compile_with};
+use gradlift_jit::{Compiled, Hosts, Workspace, compile, compile_with};
 use support::{module, same_all, show};
 
 const TAPE: &str = "
@@ -157,7 +157,7 @@ fn same_sequence(m: &Module, c: &Compiled, calls: &[(&str, Vec<Val>)], exact: bo
                 show(b)
             ),
             (Err(ie), Err(je)) => {
-                let jk = je.kind.to_interp().unwrap();
+                let jk = je.kind.clone();
                 assert_eq!(
                     core::mem::discriminant(&jk),
                     core::mem::discriminant(&ie.kind),
@@ -282,7 +282,7 @@ fn tape_errors_match_the_interpreter_and_leave_the_workspace_usable() {
         let e = c.call(&mut ws, view, &mut [Val::I64(forged)]).unwrap_err();
         assert_eq!(
             e.kind,
-            JitErrorKind::NoTapeBuffer {
+            ErrorKind::NoTapeBuffer {
                 elem: Elem::F64,
                 handle: forged
             }
@@ -303,7 +303,7 @@ fn tape_errors_match_the_interpreter_and_leave_the_workspace_usable() {
     let Val::I64(handle) = h[0] else { panic!() };
     assert_eq!(
         e.kind,
-        JitErrorKind::TapeBufferMismatch {
+        ErrorKind::TapeBufferMismatch {
             handle,
             expected: Elem::I64,
             found: Elem::F64
@@ -316,7 +316,7 @@ fn tape_errors_match_the_interpreter_and_leave_the_workspace_usable() {
     ws.reset_tape();
     interp.reset_tape();
     let e = c.call(&mut ws, view, &mut h.clone()).unwrap_err();
-    assert!(matches!(e.kind, JitErrorKind::NoTapeBuffer { .. }), "{e}");
+    assert!(matches!(e.kind, ErrorKind::NoTapeBuffer { .. }), "{e}");
     let ie = interp.call(view, &mut ih.clone()).unwrap_err();
     assert!(matches!(ie.kind, ErrorKind::NoTapeBuffer { .. }), "{ie}");
 }
@@ -377,8 +377,7 @@ fn host_functions_run_as_on_the_interpreter() {
     let mut ws = Workspace::new();
     let f = m.func_by_name("f").unwrap();
     let g = m.func_by_name("g").unwrap();
-    let mut interp = Interpreter::new(&m);
-    h.bind_to(&mut interp);
+    let mut interp = Interpreter::new(&m).with_hosts(&h);
     let cases: Vec<(gradlift_ir::FuncId, Vec<Val>)> = vec![
         (f, vec![Val::F64(2.0), Val::F64s(vec![1.0, 2.0, 3.0])]),
         (f, vec![Val::F64(13.0), Val::F64s(vec![1.0])]),
@@ -443,13 +442,10 @@ fn a_tape_limit_stops_a_runaway_forward_pass() {
             &mut [Val::I64(1 << 40), Val::F64(0.0), Val::F32(0.0)],
         )
         .unwrap_err();
-    assert!(
-        matches!(e.kind, JitErrorKind::TapeFull(n) if n == 8192),
-        "{e}"
-    );
+    assert!(matches!(e.kind, ErrorKind::TapeFull(n) if n == 8192), "{e}");
     assert_eq!(e.op, "push");
     let e = c.call(&mut ws, make, &mut [Val::I64(1 << 20)]).unwrap_err();
-    assert_eq!(e.kind, JitErrorKind::AllocFailed(1 << 20));
+    assert_eq!(e.kind, ErrorKind::AllocFailed(1 << 20));
     // After a reset the workspace serves calls within the limit.
     ws.reset_tape();
     let out = c

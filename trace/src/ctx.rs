@@ -16,10 +16,9 @@
 
 use std::cell::RefCell;
 use std::panic::Location;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use gradlift_ir::interp::Val;
+use gradlift_ir::Hosts;
 use gradlift_ir::{FuncId, FunctionBuilder, Module, Scalar, Type, Value};
 
 use crate::error::{Loc, TraceError};
@@ -56,9 +55,6 @@ pub enum Slot {
     /// The length of a vector of values, before its elements.
     Len(usize),
 }
-
-/// A host function, as `gradlift_jit::Hosts` takes it.
-pub type HostFn = Arc<dyn Fn(&mut [Val]) -> Result<Vec<Val>, String> + Send + Sync>;
 
 static NEXT_TRACE: AtomicU32 = AtomicU32::new(1);
 
@@ -150,7 +146,7 @@ pub(crate) struct Entry {
 pub(crate) struct Session {
     pub(crate) module: Module,
     pub(crate) entries: hashbrown::HashMap<String, Entry>,
-    pub(crate) hosts: Vec<(String, HostFn)>,
+    pub(crate) hosts: Hosts,
     pub(crate) frames: Vec<Frame>,
     pub(crate) error: Option<TraceError>,
 }
@@ -160,7 +156,7 @@ impl Session {
         Session {
             module,
             entries: hashbrown::HashMap::new(),
-            hosts: Vec::new(),
+            hosts: Hosts::new(),
             frames: Vec::new(),
             error: None,
         }

@@ -18,12 +18,10 @@
 use core::marker::PhantomData;
 use std::sync::Arc;
 
-use gradlift_ir::interp::Val;
 use gradlift_ir::{Decl, FuncId, FunctionBuilder, Module, Pos, Signature, Type, Value, verify};
+use gradlift_ir::{Hosts, Val};
 
-use crate::ctx::{
-    self, Entry, Frame, HostFn, Session, Slot, Tag, caller, with_frame, with_session,
-};
+use crate::ctx::{self, Entry, Frame, Session, Slot, Tag, caller, with_frame, with_session};
 use crate::error::{Loc, TraceError};
 use crate::slice::{ElemPrim, Slice, SliceMut};
 use crate::var::{Prim, Var};
@@ -466,7 +464,7 @@ where
         let nparams = sig.params.len();
         let nout = want.results.len();
         let h = Arc::clone(&self.h);
-        let host: HostFn = Arc::new(move |args: &mut [Val]| {
+        let host = move |args: &mut [Val]| {
             let mut xs = Vec::with_capacity(args.len());
             for a in args.iter() {
                 match a {
@@ -478,11 +476,11 @@ where
             let mut out = vec![0.0; nout];
             h(x, dy, &mut out);
             Ok(out.into_iter().map(Val::F64).collect())
-        });
+        };
         with_session(|s| match s.module.declare_extern(self.name, want) {
             Ok(rule) => {
                 s.module.add_decl(Decl::Vjp { func: id, rule }, Pos::NONE);
-                s.hosts.push((self.name.to_string(), host));
+                s.hosts.insert(self.name, host);
             }
             Err(e) => s.fail(e.into()),
         });
@@ -761,19 +759,16 @@ fn define<A: Args, F: Callable<A>, D: Deriv>(
 pub struct Traced {
     /// The module; it verifies.
     pub module: Module,
-    /// `(name, function)` for each `extern` of the module, to bind with
-    /// `gradlift_jit::Hosts::insert` (the root crate's entry points do this).
-    pub hosts: Vec<(String, HostFn)>,
+    /// The host function of each `extern` of the module, for either engine
+    /// (`Interpreter::with_hosts`, the JIT's `compile_with`).
+    pub hosts: Hosts,
 }
 
 impl core::fmt::Debug for Traced {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Traced")
             .field("module", &self.module.to_string())
-            .field(
-                "hosts",
-                &self.hosts.iter().map(|h| &h.0).collect::<Vec<_>>(),
-            )
+            .field("hosts", &self.hosts)
             .finish()
     }
 }

@@ -54,7 +54,7 @@ pub mod num;
 pub mod slice;
 pub mod var;
 
-pub use ctx::{HostFn, Slot, Tag};
+pub use ctx::{Slot, Tag};
 pub use error::{Loc, TraceError};
 pub use flow::{Carry, cond, for_range, while_loop};
 pub use func::{

@@ -115,8 +115,7 @@ pub fn compare_hosted(
     let name = m.name(id);
     let mut ia = args.to_vec();
     let mut ja = args.to_vec();
-    let mut interp = Interpreter::new(m).with_limits(LIMITS);
-    hosts.bind_to(&mut interp);
+    let mut interp = Interpreter::new(m).with_limits(LIMITS).with_hosts(hosts);
     let ir = interp.call(id, &mut ia);
     if let Err(e) = &ir
         && matches!(e.kind, ErrorKind::OutOfFuel(_))
@@ -137,18 +136,8 @@ pub fn compare_hosted(
         }
         (Err(ie), Err(je)) => {
             assert_eq!(
-                (
-                    je.func.as_str(),
-                    je.op.as_str(),
-                    je.pos,
-                    je.kind.to_interp()
-                ),
-                (
-                    ie.func.as_str(),
-                    ie.op.as_str(),
-                    ie.pos,
-                    Some(ie.kind.clone())
-                ),
+                (je.func.as_str(), je.op.as_str(), je.pos, &je.kind),
+                (ie.func.as_str(), ie.op.as_str(), ie.pos, &ie.kind),
                 "@{name} at {}: interpreter `{ie}`, JIT `{je}`",
                 show(args)
             );

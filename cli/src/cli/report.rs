@@ -11,9 +11,8 @@ use core::fmt;
 use std::path::Path;
 
 use gradlift_adjoint::{AdError, EvalError};
-use gradlift_ir::interp::{ErrorKind, InterpError};
-use gradlift_ir::{FuncId, Module, ParseErrors, Pos, VerifierErrors};
-use gradlift_jit::{CompileError, JitError};
+use gradlift_ir::{ErrorKind, FuncId, Module, ParseErrors, Pos, RunError, VerifierErrors};
+use gradlift_jit::CompileError;
 
 /// One error, with where it is when that is known.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -97,11 +96,12 @@ pub(crate) fn verifier_errors(file: &Path, errors: &VerifierErrors) -> Vec<Diagn
         .collect()
 }
 
-/// A runtime error of the program in `file`: `in @f, load: index 7 out of bounds ...`.
+/// A runtime error of the program in `file`, on either engine: `in @f, load: index
+/// 7 out of bounds ...`.
 ///
 /// The position goes in front, as in every diagnostic, so this does not use
-/// `InterpError`'s own `Display` (which puts it after the op).
-pub(crate) fn interp_error(file: &Path, e: &InterpError) -> Diagnostic {
+/// `RunError`'s own `Display` (which puts it after the op).
+pub(crate) fn run_error(file: &Path, e: &RunError) -> Diagnostic {
     let mut message = runtime_message(&e.func, &e.op, &e.kind);
     if matches!(e.kind, ErrorKind::UnboundExtern(_)) {
         message.push_str(NO_HOST);
@@ -121,12 +121,24 @@ fn runtime_message(func: &str, op: &str, kind: &dyn fmt::Display) -> String {
     }
 }
 
-/// A runtime error of compiled code, reported exactly as the interpreter's
-/// ([`interp_error`]): `FILE:LINE:COL: error: in @f, load: index 3 out of bounds for
-/// length 3`. (`JitError`'s own `Display`, like `InterpError`'s, puts the position
-/// after the op.)
-pub(crate) fn jit_error(file: &Path, e: &JitError) -> Diagnostic {
-    Diagnostic::at(file, e.pos, runtime_message(&e.func, &e.op, &e.kind))
+/// An error of the pipeline (`gradlift::Pipeline`) on `@func` of `module`, read
+/// from `file`: each stage's error reported as that stage reports it.
+pub(crate) fn pipeline_error(
+    file: &Path,
+    module: &Module,
+    func: FuncId,
+    e: &gradlift::Error,
+) -> Vec<Diagnostic> {
+    match e {
+        gradlift::Error::Verify(errors) => verifier_errors(file, errors),
+        gradlift::Error::Derive(e) => vec![ad_error(file, module, func, e)],
+        gradlift::Error::Compile(e) => compile_error(file, e),
+        gradlift::Error::Run(e) => vec![run_error(file, e)],
+        gradlift::Error::Optimize(_) | gradlift::Error::Tape { .. } => vec![Diagnostic::new(
+            format!("internal error (a bug in gradlift): {e}"),
+        )],
+        e => vec![Diagnostic::new(e.to_string())],
+    }
 }
 
 /// Why the JIT could not compile a function of `file`: an op or call it does not
@@ -157,7 +169,7 @@ pub(crate) fn compile_error(file: &Path, e: &CompileError) -> Vec<Diagnostic> {
             Pos::NONE,
             format!("the JIT cannot compile this: {e}"),
         )],
-        CompileError::Codegen { .. } => vec![Diagnostic::at(
+        _ => vec![Diagnostic::at(
             file,
             Pos::NONE,
             format!("internal error (a bug in gradlift) while compiling: {e}"),
@@ -187,10 +199,11 @@ pub(crate) fn ad_error(file: &Path, module: &Module, func: FuncId, e: &AdError) 
 pub(crate) fn eval_error(file: &Path, e: &EvalError) -> Diagnostic {
     match e {
         EvalError::BadArguments(message) => Diagnostic::new(message.clone()),
-        EvalError::Run { error, .. } => interp_error(file, error),
+        EvalError::Run { error, .. } => run_error(file, error),
         EvalError::Tape { .. } => Diagnostic::new(format!(
             "internal error (a bug in gradlift) while computing the gradient: {e}"
         )),
+        e => Diagnostic::new(e.to_string()),
     }
 }
 
@@ -277,54 +290,30 @@ mod tests {
 
     #[test]
     fn runtime_errors_name_function_and_op() {
-        let e = InterpError {
+        let e = RunError {
             func: "rosenbrock".into(),
             op: "load".into(),
             pos: Pos::new(14, 5),
             kind: ErrorKind::OutOfBounds { index: 3, len: 3 },
         };
         assert_eq!(
-            interp_error(Path::new("r.ir"), &e).to_string(),
+            run_error(Path::new("r.ir"), &e).to_string(),
             "r.ir:14:5: error: in @rosenbrock, load: index 3 out of bounds for length 3"
         );
-        let e = InterpError {
-            func: "f".into(),
-            op: String::new(),
-            pos: Pos::NONE,
-            kind: ErrorKind::RecursionLimit(10_000),
-        };
+        let e = RunError::refused("f", ErrorKind::RecursionLimit(10_000));
         assert_eq!(
-            interp_error(Path::new("r.ir"), &e).to_string(),
+            run_error(Path::new("r.ir"), &e).to_string(),
             "r.ir: error: in @f: calls nested deeper than 10000"
         );
-    }
-
-    #[test]
-    fn jit_errors_read_as_the_interpreters() {
-        use gradlift_jit::JitErrorKind;
-        let file = Path::new("r.ir");
-        let jit = JitError {
-            func: "rosenbrock".into(),
-            op: "load".into(),
-            pos: Pos::new(14, 5),
-            kind: JitErrorKind::OutOfBounds { index: 3, len: 3 },
-        };
-        let interp = InterpError {
-            func: "rosenbrock".into(),
-            op: "load".into(),
-            pos: Pos::new(14, 5),
-            kind: ErrorKind::OutOfBounds { index: 3, len: 3 },
-        };
-        assert_eq!(jit_error(file, &jit), interp_error(file, &interp));
-        // A kind only the JIT has.
-        let jit = JitError {
+        // A kind only the JIT reports.
+        let e = RunError {
             func: "f".into(),
             op: "call".into(),
             pos: Pos::NONE,
-            kind: JitErrorKind::StackExhausted(7),
+            kind: ErrorKind::StackExhausted(7),
         };
         assert_eq!(
-            jit_error(file, &jit).to_string(),
+            run_error(Path::new("r.ir"), &e).to_string(),
             "r.ir: error: in @f, call: native stack exhausted at call depth 7"
         );
     }
@@ -395,7 +384,7 @@ mod tests {
         );
         let run = EvalError::Run {
             what: "@f.rvs".into(),
-            error: Box::new(InterpError {
+            error: Box::new(RunError {
                 func: "f.rvs".into(),
                 op: "pop".into(),
                 pos: Pos::NONE,

@@ -37,7 +37,7 @@ pub fn gradlift<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
 /// The path of `examples/ir/NAME`.
 pub fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/ir")
+        .join("../examples/ir")
         .join(name)
 }
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::{Run, example, gradlift, json_close, temp_file};
 use serde_json::Value;
@@ -70,7 +70,7 @@ fn check_one_file() {
     let run = cli(&["check", &shown(&example("rosenbrock.ir"))]);
     assert_eq!(
         (run.code, run.stdout.as_str(), run.stderr.as_str()),
-        (0, "ok: 1 functions\n", "")
+        (0, "ok: 1 function\n", "")
     );
     let run = cli(&["check", &shown(&example("mlp.ir"))]);
     assert_eq!(run.stdout, "ok: 4 functions\n");
@@ -83,7 +83,7 @@ fn check_several_files_prefixes_each_line() {
     assert_eq!(run.code, 0, "{run:?}");
     // Externs are not counted: decls.ir has seven functions, one of them extern.
     let expected = format!(
-        "{}: ok: 1 functions\n{}: ok: 6 functions\n",
+        "{}: ok: 1 function\n{}: ok: 6 functions\n",
         shown(&a),
         shown(&b)
     );
@@ -115,7 +115,7 @@ fn check_a_missing_file() {
     let good = example("sumsq.ir");
     let run = cli(&["check", &shown(&good), "no/such/file.ir"]);
     assert_eq!(run.code, 1);
-    assert_eq!(run.stdout, format!("{}: ok: 1 functions\n", shown(&good)));
+    assert_eq!(run.stdout, format!("{}: ok: 1 function\n", shown(&good)));
     assert!(
         run.stderr
             .starts_with("error: cannot read no/such/file.ir: "),
@@ -1455,7 +1455,7 @@ fn dump_forward_and_pullback_print_checkable_ir() {
         let check = cli(&["check", &shown(&path)]);
         assert_eq!(
             (check.code, check.stdout.as_str()),
-            (0, "ok: 1 functions\n"),
+            (0, "ok: 1 function\n"),
             "{check:?}"
         );
     }
@@ -1936,7 +1936,7 @@ fn dump_optimized_calls_the_norm_once_outside_the_loop() {
 #[test]
 fn dump_optimized_of_every_example_function_parses_back_on_its_own() {
     use gradlift::ir::{parse, verify};
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ir");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ir");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -1998,4 +1998,200 @@ fn grad_and_dump_in_debug_mode() {
     gradlift::ir::parse(&run.stdout).unwrap();
     let run = dump(&file, "f", "pullback", &[]);
     assert!(!run.stdout.contains("trap_if"), "{}", run.stdout);
+}
+
+/// The naive `normalize` of `examples/ir` at `n` elements: `x_i = 0.5 sin(0.37 i +
+/// 0.1) + 1`, `w_i = sin(0.11 i + 0.3)`, as an args file.
+fn normalize_args(n: usize) -> PathBuf {
+    let x: Vec<f64> = (0..n)
+        .map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin() + 1.0)
+        .collect();
+    let w: Vec<f64> = (0..n).map(|i| (0.11 * i as f64 + 0.3).sin()).collect();
+    temp_file(
+        &format!("normalize-{n}.json"),
+        &serde_json::to_string(&(x, w)).expect("JSON"),
+    )
+}
+
+/// `grad` of the naive normalize at `n` elements on `engine` with `--opt opt` and
+/// `--time 1`: the gradient (as JSON) and the tape's peak bytes.
+fn normalize_grad(engine: &str, opt: &str, n: usize) -> (Value, u64) {
+    let args = normalize_args(n);
+    let run = cli(&[
+        "grad",
+        &shown(&example("normalize.ir")),
+        "--func",
+        "normalize",
+        "--args-file",
+        &shown(&args),
+        "--engine",
+        engine,
+        "--opt",
+        opt,
+        "--time",
+        "1",
+    ]);
+    let out = json_out(&run);
+    let tape = out["time"]["tape_bytes"].as_u64().expect("tape_bytes");
+    (out["gradient"].clone(), tape)
+}
+
+/// The closed form of normalize's gradient: with `s = |x|`, `d = w.x`,
+/// `df/dx = w / s - d x / s^3` and `df/dw = x / s`.
+fn normalize_closed_form(n: usize) -> Value {
+    let x: Vec<f64> = (0..n)
+        .map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin() + 1.0)
+        .collect();
+    let w: Vec<f64> = (0..n).map(|i| (0.11 * i as f64 + 0.3).sin()).collect();
+    let s = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let d: f64 = x.iter().zip(&w).map(|(a, b)| a * b).sum();
+    let dx: Vec<f64> = x
+        .iter()
+        .zip(&w)
+        .map(|(xi, wi)| wi / s - d * xi / (s * s * s))
+        .collect();
+    let dw: Vec<f64> = x.iter().map(|xi| xi / s).collect();
+    serde_json::json!([dx, dw])
+}
+
+/// Whether two gradients agree to a relative `tol` per element.
+fn gradients_close(a: &Value, b: &Value, tol: f64) -> bool {
+    match (a, b) {
+        (Value::Array(xs), Value::Array(ys)) => {
+            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| gradients_close(x, y, tol))
+        }
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => (x - y).abs() <= tol * x.abs().max(y.abs()).max(1e-300),
+            _ => false,
+        },
+        _ => a == b,
+    }
+}
+
+#[test]
+fn grad_runs_the_optimised_module_on_both_engines() {
+    // The CLI runs the library's pipeline: the optimiser hoists @norm out of the
+    // loop, so the tape does not grow with n on either engine, and the gradient is
+    // the one derived from the module as written (`--opt none`), to 1e-12.
+    for engine in ["jit", "interp"] {
+        let (g_small, tape_small) = normalize_grad(engine, "default", 300);
+        let (g_large, tape_large) = normalize_grad(engine, "default", 1200);
+        assert_eq!(tape_small, tape_large, "{engine}: the tape grows with n");
+        assert!(
+            gradients_close(&g_large, &normalize_closed_form(1200), 1e-10),
+            "{engine}: {g_large}"
+        );
+        let (g_none, tape_none) = normalize_grad(engine, "none", 300);
+        assert!(
+            gradients_close(&g_small, &g_none, 1e-12),
+            "{engine}: optimised {g_small} against as written {g_none}"
+        );
+        // Without the optimiser the call stays in the loop and its pullback saves
+        // per iteration: the tape is what the optimiser saved.
+        assert!(
+            tape_none > tape_small,
+            "{engine}: {tape_none} <= {tape_small}"
+        );
+    }
+}
+
+#[test]
+fn both_engines_print_the_same_gradient_and_tape() {
+    let a = normalize_grad("jit", "default", 500);
+    let b = normalize_grad("interp", "default", 500);
+    assert_eq!(a.1, b.1, "tape bytes");
+    assert!(
+        gradients_close(&a.0, &b.0, 1e-12),
+        "{} against {}",
+        a.0,
+        b.0
+    );
+}
+
+#[test]
+fn opt_none_is_accepted_by_run_and_dump() {
+    let file = example("normalize.ir");
+    let args = normalize_args(20);
+    for engine in ["jit", "interp"] {
+        let a = json_out(&cli(&[
+            "run",
+            &shown(&file),
+            "--func",
+            "normalize",
+            "--args-file",
+            &shown(&args),
+            "--engine",
+            engine,
+            "--opt",
+            "none",
+        ]));
+        let b = json_out(&cli(&[
+            "run",
+            &shown(&file),
+            "--func",
+            "normalize",
+            "--args-file",
+            &shown(&args),
+            "--engine",
+            engine,
+        ]));
+        assert!(gradients_close(&a["value"], &b["value"], 1e-12), "{a} {b}");
+    }
+    // The forward pass derived from the module as written calls @norm in the loop;
+    // derived from the optimised module, once, before it.
+    let dump = |opt: &str| {
+        let run = cli(&[
+            "dump",
+            &shown(&file),
+            "--func",
+            "normalize",
+            "--stage",
+            "forward",
+            "--opt",
+            opt,
+        ]);
+        assert_eq!(run.code, 0, "{run:?}");
+        run.stdout
+    };
+    let (optimised, as_written) = (dump("default"), dump("none"));
+    assert_ne!(optimised, as_written);
+    usage_error(&cli(&[
+        "run",
+        &shown(&file),
+        "--func",
+        "normalize",
+        "--args",
+        "[]",
+        "--opt",
+        "fast",
+    ]));
+}
+
+#[test]
+fn a_file_that_is_not_utf8_is_reported_at_its_first_bad_byte() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gradlift-tests");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("latin1.ir");
+    // Line 2, after `; caf`: 0xE9 is `é` in Latin-1, not UTF-8.
+    std::fs::write(&path, b"func @f() {\n; caf\xE9\nentry:\n    ret\n}\n").expect("write");
+    for argv in [
+        vec!["check".to_string(), shown(&path)],
+        vec![
+            "run".to_string(),
+            shown(&path),
+            "--func".into(),
+            "f".into(),
+            "--args".into(),
+            "[]".into(),
+        ],
+    ] {
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        user_error(
+            &cli(&argv),
+            &format!(
+                "{}:2:6: error: the file is not valid UTF-8: byte 0xE9 cannot start or continue a character here",
+                shown(&path)
+            ),
+        );
+    }
 }

@@ -8,18 +8,22 @@
 //! warm-up), each time on fresh copies of the arguments, and the output gains
 //! `"time": {"primal_ns": MEDIAN}`.
 //!
-//! Two engines: the interpreter, and the JIT (the default), which compiles `@F` and
-//! what it calls with [`gradlift_jit::compile_funcs`] and prints the same JSON. Its
-//! runtime errors are reported as the interpreter's (`FILE:LINE:COL: error: in @f,
-//! load: ...`), and what it cannot compile (a call to an `extern`: the command line
-//! has no host functions) is a user error at the op. With `--time` the JIT adds
-//! `"compile_ms"`: milliseconds from the parsed IR to callable code.
+//! Both engines run what the library's [`Pipeline`] makes of the module (verified,
+//! then optimised unless `--opt none`): the interpreter runs the optimised module,
+//! the JIT (the default) compiles `@F` and what it calls from it, and both print the
+//! same JSON. Runtime errors read alike on both (`FILE:LINE:COL: error: in @f,
+//! load: ...`), and what the JIT cannot compile (a call to an `extern`: the command
+//! line has no host functions) is a user error at the op. With `--time` the JIT
+//! adds `"compile_ms"`: milliseconds from the parsed IR to callable code
+//! (optimisation included).
 
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gradlift_ir::interp::{Interpreter, Val};
+use gradlift::Pipeline;
+use gradlift_ir::interp::{Interpreter, RunError, Val};
+use gradlift_ir::opt::OptConfig;
 use gradlift_ir::{FuncId, Module};
 use gradlift_jit::Workspace;
 use serde_json::{Value, json};
@@ -50,6 +54,8 @@ pub(crate) struct Request<'a> {
     pub engine: Engine,
     /// How many timed evaluations, if any.
     pub time: Option<u32>,
+    /// The optimiser's passes (`--opt`).
+    pub opt: OptConfig,
 }
 
 /// Runs the request.
@@ -66,11 +72,8 @@ fn try_run(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
     let id = find(&module, req.file, req.func).map_err(|e| vec![e])?;
     let json = read_args(req.args).map_err(|e| vec![e])?;
     let args = convert_args(&module, id, &json).map_err(|e| vec![Diagnostic::new(e)])?;
-    let evaluated = match req.engine {
-        Engine::Interp => interpret(&module, id, args, req.time)
-            .map_err(|e| vec![report::interp_error(req.file, &e)])?,
-        Engine::Jit => jit(req.file, &module, id, args, req.time)?,
-    };
+    let pipeline = Pipeline::new().with_opt(req.opt.clone());
+    let evaluated = primal(req.file, &module, id, &pipeline, req.engine, args, req.time)?;
     let value = args::results_json(&evaluated.results);
     let sig = module.sig(id);
     let final_args: Vec<Value> = sig
@@ -174,13 +177,50 @@ pub(crate) struct Evaluated {
     pub compile_ms: Option<Value>,
 }
 
+/// Calls `@id` of `module` on `engine` as `pipeline` prepares it, then `time` more
+/// times on fresh copies of `args`: the interpreter runs the prepared (optimised)
+/// module, the JIT compiles it. `compile_ms` (the JIT, with `time`) is the
+/// pipeline's time from the parsed IR to callable code.
+pub(crate) fn primal(
+    file: &Path,
+    module: &Module,
+    id: FuncId,
+    pipeline: &Pipeline,
+    engine: Engine,
+    args: Vec<Val>,
+    time: Option<u32>,
+) -> Result<Evaluated, Vec<Diagnostic>> {
+    let name = module.name(id);
+    let fail = |e: gradlift::Error| report::pipeline_error(file, module, id, &e);
+    match engine {
+        Engine::Interp => {
+            let prepared = pipeline.prepare(module, name).map_err(fail)?;
+            interpret(&prepared.module, prepared.func, args, time)
+                .map_err(|e| vec![report::run_error(file, &e)])
+        }
+        Engine::Jit => {
+            let compiled = pipeline.compile_function(module, name).map_err(fail)?;
+            let mut ws = Workspace::new();
+            let mut first = args.clone();
+            let results = compiled.call(&mut ws, &mut first).map_err(fail)?;
+            let primal_ns = timed(time, &args, |a| compiled.call(&mut ws, a)).map_err(fail)?;
+            Ok(Evaluated {
+                results,
+                args: first,
+                primal_ns,
+                compile_ms: time.map(|_| millis(compiled.compile_time())),
+            })
+        }
+    }
+}
+
 /// Calls `id` on the interpreter, then `time` more times on fresh copies of `args`.
-pub(crate) fn interpret(
+fn interpret(
     module: &Module,
     id: FuncId,
     args: Vec<Val>,
     time: Option<u32>,
-) -> Result<Evaluated, gradlift_ir::interp::InterpError> {
+) -> Result<Evaluated, RunError> {
     let mut interp = Interpreter::new(module);
     let mut first = args.clone();
     let results = interp.call(id, &mut first)?;
@@ -193,37 +233,8 @@ pub(crate) fn interpret(
     })
 }
 
-/// Compiles `id` (and what it calls) with the JIT, calls it, then `time` more times
-/// on fresh copies of `args`. `compile_ms` is the compilation, from the parsed IR
-/// to callable code (the spec's measure).
-pub(crate) fn jit(
-    file: &Path,
-    module: &Module,
-    id: FuncId,
-    args: Vec<Val>,
-    time: Option<u32>,
-) -> Result<Evaluated, Vec<Diagnostic>> {
-    let start = Instant::now();
-    let compiled =
-        gradlift_jit::compile_funcs(module, &[id]).map_err(|e| report::compile_error(file, &e))?;
-    let compile_time = start.elapsed();
-    let mut ws = Workspace::new();
-    let mut first = args.clone();
-    let results = compiled
-        .call(&mut ws, id, &mut first)
-        .map_err(|e| vec![report::jit_error(file, &e)])?;
-    let primal_ns = timed(time, &args, |a| compiled.call(&mut ws, id, a))
-        .map_err(|e| vec![report::jit_error(file, &e)])?;
-    Ok(Evaluated {
-        results,
-        args: first,
-        primal_ns,
-        compile_ms: time.map(|_| millis(compile_time)),
-    })
-}
-
 /// `d` in milliseconds, to the microsecond, as a JSON number.
-fn millis(d: Duration) -> Value {
+pub(crate) fn millis(d: Duration) -> Value {
     let ms = (d.as_secs_f64() * 1e6).round() / 1e3;
     json!(ms)
 }

@@ -1,7 +1,15 @@
-//! `gradlift dump FILE --func F --stage S [--activity LIST]`: print one stage of a
-//! function.
+//! `gradlift dump FILE --func F --stage S [--activity LIST] [--opt none|default]`:
+//! print one stage of a function.
+//!
+//! Every stage but `primal` and `optimized` shows what the library's pipeline makes
+//! of the function (verified, optimised unless `--opt none`, derived), which is what
+//! `run` and `grad` run.
 //!
 //! - `primal`: the function as parsed, in the text format.
+//! - `optimized`: a copy of the module optimised with the default configuration
+//!   ([`gradlift_ir::opt`]), then `@F` and every function it still calls,
+//!   transitively (after inlining, fewer), in the module's order, each after a blank
+//!   line: IR text that parses back and verifies on its own.
 //! - `forward` and `pullback`: the rule is derived as `grad` derives it (`--activity`,
 //!   or the defaults), and the forward pass `@F.fwd` (or the pullback `@F.rvs`) is
 //!   printed in the text format, followed by the derived functions of its callees:
@@ -9,24 +17,21 @@
 //!   whose name contains `.fwd` (`.rvs`), in the module's order, each after a blank
 //!   line. The derived names are legal in the text format, so the dump parses back.
 //! - `clif` and `asm`: the JIT's Cranelift IR (as lowered) and the host's machine
-//!   code ([`gradlift_jit::listing`]) of `@F` and every function it calls, each
-//!   function's trampoline after it, every function under a `; @name` line
-//!   (`; @name (entry)` for a trampoline). Only the primal: derived functions use the
-//!   tape, which the JIT does not compile yet.
+//!   code ([`gradlift_jit::listing`]) of `@F` and every function it calls, then, when
+//!   the rule derives, of its forward pass, its pullback and the rules they call;
+//!   each function's trampoline after it, every function under a `; @name` line
+//!   (`; @name (entry)` for a trampoline).
 //! - `dot`: Graphviz of the control-flow graphs ([`gradlift_ir::dot`]): one `digraph`
 //!   with the clusters `cluster_primal`, `cluster_forward` and `cluster_pullback` (the
 //!   rule derived as for `forward`). When the rule cannot be derived (a function
 //!   reverse mode refuses), the graph has the primal cluster alone, with a comment
 //!   saying why, and the reason is a warning on stderr (status 0); a request that is
 //!   wrong (activities that do not fit) is an error, as for `forward`.
-//! - `optimized`: a copy of the module optimised with the default configuration
-//!   ([`gradlift_ir::opt`]), then `@F` and every function it still calls,
-//!   transitively (after inlining, fewer), in the module's order, each after a blank
-//!   line: IR text that parses back and verifies on its own.
 
 use std::path::Path;
 
-use gradlift_adjoint::{AdError, build_rrule};
+use gradlift::{Pipeline, Prepared};
+use gradlift_adjoint::{AdError, Rule, RuleConfig};
 use gradlift_ir::dot::{Cluster, signature_title, write_dot};
 use gradlift_ir::opt::{OptConfig, optimize};
 use gradlift_ir::write::write_function;
@@ -37,32 +42,49 @@ use super::activity::ActivityList;
 use super::report::{self, Diagnostic};
 use super::{DebugArgs, Outcome, Stage, check, grad, run};
 
-/// Prints `stage` of `@func` in `file`, for `activity` (and in debug mode, with
-/// `debug`) if it is a derived stage.
-pub(crate) fn dump(
-    file: &Path,
-    func: &str,
-    stage: Stage,
-    activity: Option<&ActivityList>,
-    debug: DebugArgs,
-) -> Outcome {
+/// One `dump` command.
+#[derive(Debug)]
+pub(crate) struct Request<'a> {
+    /// The IR text file.
+    pub file: &'a Path,
+    /// The function, with or without `@`.
+    pub func: &'a str,
+    /// The stage to print.
+    pub stage: Stage,
+    /// `--activity`, for the derived stages.
+    pub activity: Option<&'a ActivityList>,
+    /// `--debug`, `--check-nan`, `--tape`.
+    pub debug: DebugArgs,
+    /// The optimiser's passes (`--opt`) for every stage but `primal` and
+    /// `optimized`.
+    pub opt: OptConfig,
+}
+
+/// Prints the stage the request asks for.
+pub(crate) fn dump(req: &Request<'_>) -> Outcome {
+    let file = req.file;
     let loaded = check::load(file).and_then(|module| {
-        let id = run::find(&module, file, func).map_err(|e| vec![e])?;
+        let id = run::find(&module, file, req.func).map_err(|e| vec![e])?;
         Ok((module, id))
     });
     let (module, id) = match loaded {
         Ok(found) => found,
         Err(errors) => return Outcome::failed(errors),
     };
-    let printed = match stage {
+    let pipeline = Pipeline::new().with_opt(req.opt.clone());
+    let config = grad::config(&module, id, req.activity, true, req.debug);
+    let at = Ctx {
+        file,
+        module: &module,
+        id,
+        pipeline: &pipeline,
+        config: &config,
+    };
+    let printed = match req.stage {
         Stage::Primal => print(&module, &[id]).map_err(|e| vec![e]),
-        Stage::Forward | Stage::Pullback => {
-            derived(file, &module, id, stage == Stage::Forward, activity, debug)
-        }
-        Stage::Clif | Stage::Asm => {
-            native(file, &module, id, stage == Stage::Clif, activity, debug)
-        }
-        Stage::Dot => return dot(file, &module, id, activity, debug),
+        Stage::Forward | Stage::Pullback => derived(&at, req.stage == Stage::Forward),
+        Stage::Clif | Stage::Asm => native(&at, req.stage == Stage::Clif),
+        Stage::Dot => return dot(&at),
         Stage::Optimized => optimized(&module, id).map_err(|e| vec![e]),
     };
     match printed {
@@ -71,22 +93,47 @@ pub(crate) fn dump(
     }
 }
 
-/// The forward pass (or the pullback) of `@id` and those of its callees.
-fn derived(
-    file: &Path,
-    module: &Module,
+/// What every derived or native stage works from.
+struct Ctx<'a> {
+    file: &'a Path,
+    /// The module as parsed and verified.
+    module: &'a Module,
     id: FuncId,
-    forward: bool,
-    activity: Option<&ActivityList>,
-    debug: DebugArgs,
-) -> Result<String, Vec<Diagnostic>> {
-    let rule = grad::derive(module, file, id, activity, true, debug).map_err(|e| vec![e])?;
+    pipeline: &'a Pipeline,
+    /// The rule's configuration (`--activity`, debug mode, tape policy).
+    config: &'a RuleConfig,
+}
+
+impl Ctx<'_> {
+    /// The module as the pipeline prepares it (optimised unless `--opt none`).
+    fn prepared(&self) -> Result<Prepared, Vec<Diagnostic>> {
+        self.pipeline
+            .prepare(self.module, self.module.name(self.id))
+            .map_err(|e| self.error(&e))
+    }
+
+    /// The rule, derived as `grad` derives it.
+    fn rule(&self) -> Result<Rule, gradlift::Error> {
+        self.pipeline
+            .derive(self.module, self.module.name(self.id), Some(self.config))
+    }
+
+    /// A pipeline error, reported against the file.
+    fn error(&self, e: &gradlift::Error) -> Vec<Diagnostic> {
+        report::pipeline_error(self.file, self.module, self.id, e)
+    }
+}
+
+/// The forward pass (or the pullback) of `@id` and those of its callees.
+fn derived(at: &Ctx<'_>, forward: bool) -> Result<String, Vec<Diagnostic>> {
+    let rule = at.rule().map_err(|e| at.error(&e))?;
     let (main, tag) = if forward {
         (rule.forward, ".fwd")
     } else {
         (rule.pullback, ".rvs")
     };
     let derived = &rule.module;
+    let module = at.module;
     let callees = derived.funcs.iter().filter_map(|(g, decl)| {
         let new = module.func_by_name(&decl.name).is_none();
         (g != main && new && decl.name.contains(tag) && decl.function().is_some()).then_some(g)
@@ -149,21 +196,15 @@ fn push_item(text: &mut String, item: &str) {
     text.push('\n');
 }
 
-/// The Cranelift IR (`clif`) or the machine code of `@id` and what it calls, then
-/// (when the rule derives under `--activity`) of its forward pass and pullback and
-/// the rules they call.
-fn native(
-    file: &Path,
-    module: &Module,
-    id: FuncId,
-    clif: bool,
-    activity: Option<&ActivityList>,
-    debug: DebugArgs,
-) -> Result<String, Vec<Diagnostic>> {
-    let compile_error = |e| report::compile_error(file, &e);
-    let mut listing = gradlift_jit::listing(module, &[id]).map_err(compile_error)?;
-    let config = grad::config(module, id, activity, true, debug);
-    if let Ok(rule) = build_rrule(module, id, &config) {
+/// The Cranelift IR (`clif`) or the machine code of `@id` (as the pipeline prepares
+/// it) and what it calls, then (when the rule derives under `--activity`) of its
+/// forward pass and pullback and the rules they call.
+fn native(at: &Ctx<'_>, clif: bool) -> Result<String, Vec<Diagnostic>> {
+    let compile_error = |e| report::compile_error(at.file, &e);
+    let prepared = at.prepared()?;
+    let mut listing =
+        gradlift_jit::listing(&prepared.module, &[prepared.func]).map_err(compile_error)?;
+    if let Ok(rule) = at.rule() {
         let derived = gradlift_jit::listing(&rule.module, &[rule.forward, rule.pullback])
             .map_err(compile_error)?;
         let primal: Vec<String> = listing.iter().map(|l| l.name.clone()).collect();
@@ -193,15 +234,14 @@ fn native(
     Ok(text)
 }
 
-/// The Graphviz graph of `@id`, its forward pass and its pullback.
-fn dot(
-    file: &Path,
-    module: &Module,
-    id: FuncId,
-    activity: Option<&ActivityList>,
-    debug: DebugArgs,
-) -> Outcome {
-    let config = grad::config(module, id, activity, true, debug);
+/// The Graphviz graph of `@id` (as the pipeline prepares it), its forward pass
+/// and its pullback.
+fn dot(at: &Ctx<'_>) -> Outcome {
+    let prepared = match at.prepared() {
+        Ok(p) => p,
+        Err(errors) => return Outcome::failed(errors),
+    };
+    let (file, module, id) = (at.file, &prepared.module, prepared.func);
     let name = module.name(id);
     let primal_title = format!("primal: {}", signature_title(module, id));
     let primal = Cluster {
@@ -211,7 +251,7 @@ fn dot(
         title: &primal_title,
     };
     let mut out = String::new();
-    match build_rrule(module, id, &config) {
+    match at.rule() {
         Ok(rule) => {
             let fwd = format!("forward: {}", signature_title(&rule.module, rule.forward));
             let rvs = format!("pullback: {}", signature_title(&rule.module, rule.pullback));
@@ -235,11 +275,11 @@ fn dot(
             Outcome::ok(out)
         }
         // A request that does not fit the function is the user's to fix.
-        Err(e @ (AdError::ActivityCount { .. } | AdError::BadActivity { .. })) => {
-            Outcome::failed(vec![report::ad_error(file, module, id, &e)])
-        }
-        // Anything else: the function cannot be derived (yet); its graph still helps.
-        Err(e) => {
+        Err(gradlift::Error::Derive(
+            e @ (AdError::ActivityCount { .. } | AdError::BadActivity { .. }),
+        )) => Outcome::failed(vec![report::ad_error(file, module, id, &e)]),
+        Err(gradlift::Error::Derive(e)) => {
+            // The function cannot be derived; its graph still helps.
             let why = report::ad_error(file, module, id, &e)
                 .prefixed("the graph has the primal only: ")
                 .into_warning();
@@ -255,5 +295,6 @@ fn dot(
             outcome.warnings.push(why);
             outcome
         }
+        Err(e) => Outcome::failed(at.error(&e)),
     }
 }

@@ -3,7 +3,8 @@
 //! [`load`] is the first step of every command that reads a file: read it, parse it
 //! (all parse errors), verify it (all verifier errors); `run` calls its two halves
 //! ([`read`], [`parse_verified`]) itself, to time the second. `check` runs it on each file
-//! and prints `ok: N functions` (N counts the defined functions, not the externs);
+//! and prints `ok: N functions` (`ok: 1 function` for one; N counts the defined
+//! functions, not the externs);
 //! with several files each line starts with the file's name. A failing file does not
 //! stop the others.
 
@@ -21,13 +22,33 @@ pub(crate) fn load(file: &Path) -> Result<Module, Vec<Diagnostic>> {
     parse_verified(file, &read(file)?)
 }
 
-/// The text of `file`.
+/// The text of `file`. A file that is not UTF-8 is reported at its first invalid
+/// byte, `FILE:LINE:COL:` as every other input error (the column counts characters,
+/// as the parser's do).
 pub(crate) fn read(file: &Path) -> Result<String, Vec<Diagnostic>> {
-    fs::read_to_string(file).map_err(|e| {
+    let bytes = fs::read(file).map_err(|e| {
         vec![Diagnostic::new(format!(
             "cannot read {}: {e}",
             file.display()
         ))]
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
+        let bytes = e.as_bytes();
+        let valid = e.utf8_error().valid_up_to();
+        // The prefix is valid UTF-8 by definition of `valid_up_to`.
+        let prefix = std::str::from_utf8(&bytes[..valid]).unwrap_or_default();
+        let line = prefix.matches('\n').count() + 1;
+        let col = prefix.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let pos = gradlift_ir::Pos::new(
+            u32::try_from(line).unwrap_or(u32::MAX),
+            u32::try_from(col).unwrap_or(u32::MAX),
+        );
+        let byte = bytes.get(valid).copied().unwrap_or(0);
+        vec![Diagnostic::at(
+            file,
+            pos,
+            format!("the file is not valid UTF-8: byte 0x{byte:02X} cannot start or continue a character here"),
+        )]
     })
 }
 
@@ -48,7 +69,8 @@ pub(crate) fn check(files: &[PathBuf]) -> Outcome {
                 if files.len() > 1 {
                     let _ = write!(outcome.out, "{}: ", file.display());
                 }
-                let _ = writeln!(outcome.out, "ok: {n} functions");
+                let plural = if n == 1 { "" } else { "s" };
+                let _ = writeln!(outcome.out, "ok: {n} function{plural}");
             }
             Err(errors) => outcome.errors.extend(errors),
         }

@@ -1,7 +1,7 @@
 //! The `gradlift` command line: argument parsing, dispatch, and exit statuses.
 //!
-//! The CLI is a thin layer over the library (see `shared/spec/cli.md` for the
-//! contract and `docs/cli.md` for usage): it reads IR text, converts JSON arguments to
+//! The CLI is a thin layer over the library (`docs/cli.md` is its manual): it runs
+//! the library's `Pipeline` on both engines, reads IR text, converts JSON arguments to
 //! interpreter values and back, and reports errors. Each command returns an
 //! [`Outcome`]: the text for stdout and the [`Diagnostic`]s for stderr. The exit
 //! status is 0 when there are no diagnostics, 1 when there are (a user error: bad
@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use gradlift_ir::opt::OptConfig;
 
 use activity::ActivityList;
 use report::Diagnostic;
@@ -55,12 +56,13 @@ enum Command {
     /// Value and gradient of one function; prints `{"value": V, "gradient": [G...]}`.
     ///
     /// `gradient` holds, per parameter, the cotangent for `active`, the final shadow
-    /// for `dup`/`dupnoneed`, null for `const`. For now it runs on the interpreter
-    /// only (`--engine interp`).
+    /// for `dup`/`dupnoneed`, null for `const`. Both engines run the same derived
+    /// code.
     Grad(GradArgs),
     /// Print one stage of a function: IR text (`primal`, `optimized`, `forward`,
-    /// `pullback`), the JIT's Cranelift IR or machine code of the primal (`clif`,
-    /// `asm`), or Graphviz of the control-flow graphs (`dot`).
+    /// `pullback`), the JIT's Cranelift IR or machine code of the primal and of its
+    /// forward pass and pullback (`clif`, `asm`), or Graphviz of the control-flow
+    /// graphs (`dot`).
     Dump(DumpArgs),
 }
 
@@ -102,8 +104,28 @@ impl ArgsSource {
 enum Engine {
     /// The reference interpreter.
     Interp,
-    /// Native code compiled with Cranelift (for `run`; `grad` not yet).
+    /// Native code compiled with Cranelift.
     Jit,
+}
+
+/// Whether the optimiser runs before an engine runs (or the derivation derives)
+/// the module: `--opt` (an extension of the command line's contract).
+#[derive(ValueEnum, Copy, Clone, PartialEq, Eq, Debug)]
+enum Opt {
+    /// The optimiser's default passes (what the library does).
+    Default,
+    /// No pass: the module runs and derives as written.
+    None,
+}
+
+impl Opt {
+    /// The library's configuration for this choice.
+    fn config(self) -> OptConfig {
+        match self {
+            Opt::Default => OptConfig::default(),
+            Opt::None => OptConfig::none(),
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -118,6 +140,9 @@ struct RunArgs {
     /// The engine.
     #[arg(long, value_enum, default_value = "jit")]
     engine: Engine,
+    /// Whether the optimiser runs first (`none`: run the module as written).
+    #[arg(long, value_enum, default_value = "default")]
+    opt: Opt,
     /// Also evaluate N times after one warm-up and report the median time.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     time: Option<u32>,
@@ -152,6 +177,10 @@ struct GradArgs {
     /// The engine.
     #[arg(long, value_enum, default_value = "jit")]
     engine: Engine,
+    /// Whether the optimiser runs before the derivation (`none`: derive the module
+    /// as written).
+    #[arg(long, value_enum, default_value = "default")]
+    opt: Opt,
     /// Also evaluate N times after one warm-up and report the median times.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     time: Option<u32>,
@@ -205,6 +234,10 @@ struct DumpArgs {
     /// Activities for the derived stages, as for `grad`.
     #[arg(long, value_name = "LIST", value_parser = ActivityList::parse)]
     activity: Option<ActivityList>,
+    /// Whether the optimiser runs before the derived and native stages (`none`: as
+    /// written; the `optimized` stage always optimises).
+    #[arg(long, value_enum, default_value = "default")]
+    opt: Opt,
     #[command(flatten)]
     debug: DebugArgs,
 }
@@ -272,6 +305,7 @@ pub fn main() -> ExitCode {
             args: a.source.get(),
             engine: a.engine,
             time: a.time,
+            opt: a.opt.config(),
         }),
         Command::Grad(a) => grad::grad(&grad::Request {
             file: &a.file,
@@ -284,8 +318,16 @@ pub fn main() -> ExitCode {
             debug: a.debug,
             engine: a.engine,
             time: a.time,
+            opt: a.opt.config(),
         }),
-        Command::Dump(a) => dump::dump(&a.file, &a.func, a.stage, a.activity.as_ref(), a.debug),
+        Command::Dump(a) => dump::dump(&dump::Request {
+            file: &a.file,
+            func: &a.func,
+            stage: a.stage,
+            activity: a.activity.as_ref(),
+            debug: a.debug,
+            opt: a.opt.config(),
+        }),
     };
     outcome.finish()
 }

@@ -1,0 +1,178 @@
+//! The pipeline every entry point runs: a module and a function go through
+//! **verify → optimise → derive → compile**, in that order, in one place.
+//!
+//! [`CompiledFunction`], [`CompiledGradient`], [`autodiff`](crate::autodiff()), the
+//! `gradlift` command line (on both engines: the interpreter runs the optimised
+//! primal and the rule derived from it, the JIT compiles the same), the benchmarks
+//! and the examples all go through a [`Pipeline`], so what one of them computes the
+//! others compute too, and a property shown on one (say, that the naive
+//! `normalize` is O(n) once its loop-invariant call is hoisted) holds on all.
+//!
+//! Each stage is a method that runs the stages before it:
+//!
+//! | method | stages | gives |
+//! |---|---|---|
+//! | [`Pipeline::prepare`] | verify, optimise | [`Prepared`]: the module the engines run, the function's ID |
+//! | [`Pipeline::derive`] | verify, optimise, derive | a [`Rule`]: forward pass and pullback |
+//! | [`Pipeline::compile_function`] | verify, optimise, compile | a [`CompiledFunction`] |
+//! | [`Pipeline::compile_gradient`] | verify, optimise, derive, compile | a [`CompiledGradient`] |
+//!
+//! The optimiser runs by default ([`OptConfig::default`]); [`OptConfig::none`]
+//! (`--opt none` on the command line) skips it, so the rule is derived from the
+//! module as written.
+//!
+//! ```
+//! use gradlift::ir::{interp::Interpreter, parse};
+//! use gradlift::adjoint::{RuleConfig, value_and_gradient};
+//! use gradlift::{Pipeline, Seeds, Val};
+//!
+//! let module = parse("
+//!     func @f(%x: f64) -> f64 {
+//!     entry:
+//!         %y = fmul %x, %x
+//!         ret %y
+//!     }
+//! ")?;
+//! let pipeline = Pipeline::new();
+//! // The rule, on the interpreter...
+//! let rule = pipeline.derive(&module, "f", None)?;
+//! let g = value_and_gradient(&mut Interpreter::new(&rule.module), &rule, &[Val::F64(3.0)], &Seeds::default())?;
+//! assert_eq!(g.gradient, [Some(Val::F64(6.0))]);
+//! // ... and the same rule compiled.
+//! let compiled = pipeline.compile_gradient(&module, "f", None)?;
+//! let g = compiled.value_and_gradient(&mut gradlift::Workspace::new(), &[Val::F64(3.0)])?;
+//! assert_eq!(g.gradient, [Some(Val::F64(6.0))]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::time::Instant;
+
+use gradlift_adjoint::{Rule, RuleConfig, build_rrule};
+use gradlift_ir::opt::{OptConfig, optimize};
+use gradlift_ir::{FuncId, Hosts, Module, verify};
+use gradlift_jit::compile_with;
+
+use crate::api::{CompiledFunction, CompiledGradient, Error};
+
+/// How modules go through the pipeline: which optimiser passes run, and the host
+/// functions for the `extern`s the code calls. The default runs the optimiser's
+/// default passes and binds no host function.
+#[derive(Clone, Debug, Default)]
+pub struct Pipeline {
+    opt: OptConfig,
+    hosts: Hosts,
+}
+
+/// A module after verification and optimisation, ready for an engine.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// The optimised module (as given when no pass is selected).
+    pub module: Module,
+    /// The function asked for.
+    pub func: FuncId,
+}
+
+impl Pipeline {
+    /// The default pipeline: the optimiser's default passes, no host functions.
+    pub fn new() -> Pipeline {
+        Pipeline::default()
+    }
+
+    /// The same pipeline with the optimiser passes `opt` ([`OptConfig::none`]
+    /// runs none).
+    pub fn with_opt(mut self, opt: OptConfig) -> Pipeline {
+        self.opt = opt;
+        self
+    }
+
+    /// The same pipeline with host functions for the `extern`s the code calls (and
+    /// for the `vjp` rules of externs).
+    pub fn with_hosts(mut self, hosts: Hosts) -> Pipeline {
+        self.hosts = hosts;
+        self
+    }
+
+    /// The optimiser passes this pipeline runs.
+    pub fn opt(&self) -> &OptConfig {
+        &self.opt
+    }
+
+    /// The host functions this pipeline binds.
+    pub fn hosts(&self) -> &Hosts {
+        &self.hosts
+    }
+
+    /// Verify, then optimise: the module every engine runs, and `@name`'s ID.
+    pub fn prepare(&self, module: &Module, name: &str) -> Result<Prepared, Error> {
+        let func = module
+            .func_by_name(name.strip_prefix('@').unwrap_or(name))
+            .ok_or_else(|| Error::NoSuchFunction(name.to_string()))?;
+        verify(module).map_err(Error::Verify)?;
+        let mut module = module.clone();
+        if self.opt != OptConfig::none() {
+            optimize(&mut module, &self.opt).map_err(Error::Optimize)?;
+        }
+        Ok(Prepared { module, func })
+    }
+
+    /// Verify, optimise, then derive the rule of `@name` under `config` (`None`:
+    /// the defaults of [`RuleConfig::default_for`]: float scalars `active`, float
+    /// slices `dup`, an `active` return).
+    pub fn derive(
+        &self,
+        module: &Module,
+        name: &str,
+        config: Option<&RuleConfig>,
+    ) -> Result<Rule, Error> {
+        let Prepared { module, func } = self.prepare(module, name)?;
+        let default;
+        let config = match config {
+            Some(c) => c,
+            None => {
+                default = RuleConfig::default_for(module.sig(func));
+                &default
+            }
+        };
+        build_rrule(&module, func, config).map_err(Error::Derive)
+    }
+
+    /// Verify, optimise, then compile `@name` (and what it calls) to native code.
+    pub fn compile_function(&self, module: &Module, name: &str) -> Result<CompiledFunction, Error> {
+        let start = Instant::now();
+        let Prepared { module, func } = self.prepare(module, name)?;
+        let compiled = compile_with(&module, &[func], &self.hosts).map_err(Error::Compile)?;
+        Ok(CompiledFunction::new_compiled(
+            compiled,
+            func,
+            start.elapsed(),
+        ))
+    }
+
+    /// Verify, optimise, derive, then compile the rule of `@name` under `config`
+    /// (`None`: the defaults, as [`Pipeline::derive`]).
+    pub fn compile_gradient(
+        &self,
+        module: &Module,
+        name: &str,
+        config: Option<&RuleConfig>,
+    ) -> Result<CompiledGradient, Error> {
+        let start = Instant::now();
+        let rule = self.derive(module, name, config)?;
+        let mut grad = self.compile_rule(rule)?;
+        grad.set_compile_time(start.elapsed());
+        Ok(grad)
+    }
+
+    /// Compiles a rule derived already (by [`Pipeline::derive`], or by hand with
+    /// [`build_rrule`]); the last stage alone.
+    pub fn compile_rule(&self, rule: Rule) -> Result<CompiledGradient, Error> {
+        let start = Instant::now();
+        let compiled = compile_with(&rule.module, &[rule.forward, rule.pullback], &self.hosts)
+            .map_err(Error::Compile)?;
+        Ok(CompiledGradient::new_compiled(
+            rule,
+            compiled,
+            start.elapsed(),
+        ))
+    }
+}
