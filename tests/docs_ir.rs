@@ -2,7 +2,8 @@
 //!
 //! `docs/ir-text.md` and `docs/ir-extensions.md` show IR in fenced code blocks. A
 //! block tagged `ir`, or with no tag, is a complete module that must parse and
-//! verify; a block tagged `ir-error` must fail to parse or to verify. Inside an IR
+//! verify; a block tagged `ir-error` must fail to parse or to verify, with an error
+//! that contains the text of each of its `; error: TEXT` comments. Inside an IR
 //! block, comments of these forms state what the code computes, and are checked on
 //! the reference interpreter:
 //!
@@ -96,7 +97,12 @@ fn every_ir_example_parses_and_verifies() {
             // What the printer makes of it parses back to the same text.
             let printed = module.to_string();
             let again = parse(&printed).unwrap_or_else(|e| panic!("{}: print: {e}", fence.at));
-            assert_eq!(again.to_string(), printed, "{}: not a fixed point", fence.at);
+            assert_eq!(
+                again.to_string(),
+                printed,
+                "{}: not a fixed point",
+                fence.at
+            );
             n += 1;
         }
     }
@@ -104,16 +110,36 @@ fn every_ir_example_parses_and_verifies() {
 }
 
 #[test]
-fn every_error_example_fails() {
+fn every_error_example_fails_with_its_message() {
     let mut n = 0;
     for doc in IR_DOCS {
         for fence in fences(doc).iter().filter(|f| f.tag == "ir-error") {
-            if let Ok(module) = parse(&fence.text) {
+            let errors = match parse(&fence.text) {
+                Err(e) => e.to_string(),
+                Ok(module) => match verify(&module) {
+                    Err(e) => e.to_string(),
+                    Ok(()) => panic!(
+                        "{}: parses and verifies, but is shown as an error:\n{}",
+                        fence.at, fence.text
+                    ),
+                },
+            };
+            let expected: Vec<&str> = fence
+                .text
+                .lines()
+                .filter_map(|l| l.trim_start().strip_prefix("; error:"))
+                .map(str::trim)
+                .collect();
+            assert!(
+                !expected.is_empty(),
+                "{}: an error example without a `; error:` comment",
+                fence.at
+            );
+            for e in expected {
                 assert!(
-                    verify(&module).is_err(),
-                    "{}: parses and verifies, but is shown as an error:\n{}",
-                    fence.at,
-                    fence.text
+                    errors.contains(e),
+                    "{}: the errors do not say `{e}`:\n{errors}",
+                    fence.at
                 );
             }
             n += 1;
@@ -262,15 +288,15 @@ fn to_val(ty: Type, json: &Value) -> Result<Val, String> {
         Type::F32 => Val::F32(float32(json)?),
         Type::I64 => Val::I64(int(json)?),
         Type::Bool => Val::Bool(json.as_bool().ok_or(format!("{json} is not a bool"))?),
-        Type::Slice { elem: Elem::F64, .. } => {
-            Val::F64s(items(json)?.iter().map(float).collect::<Result<_, _>>()?)
-        }
-        Type::Slice { elem: Elem::F32, .. } => {
-            Val::F32s(items(json)?.iter().map(float32).collect::<Result<_, _>>()?)
-        }
-        Type::Slice { elem: Elem::I64, .. } => {
-            Val::I64s(items(json)?.iter().map(int).collect::<Result<_, _>>()?)
-        }
+        Type::Slice {
+            elem: Elem::F64, ..
+        } => Val::F64s(items(json)?.iter().map(float).collect::<Result<_, _>>()?),
+        Type::Slice {
+            elem: Elem::F32, ..
+        } => Val::F32s(items(json)?.iter().map(float32).collect::<Result<_, _>>()?),
+        Type::Slice {
+            elem: Elem::I64, ..
+        } => Val::I64s(items(json)?.iter().map(int).collect::<Result<_, _>>()?),
     })
 }
 
@@ -299,9 +325,7 @@ fn args_of(module: &Module, call: &Call<'_>) -> Result<(FuncId, Vec<Val>), Strin
 
 /// Whether two floats agree: both NaN, equal, or within a relative 1e-12.
 fn close(a: f64, b: f64) -> bool {
-    (a.is_nan() && b.is_nan())
-        || a == b
-        || (a - b).abs() <= 1e-12 * a.abs().max(b.abs())
+    (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-12 * a.abs().max(b.abs())
 }
 
 /// Whether `val` is what `expected` says (JSON as the command line prints it).
@@ -315,7 +339,8 @@ fn matches(val: &Val, expected: &Value) -> bool {
     let Ok(want) = to_val(ty, expected) else {
         return false;
     };
-    let floats = |a: &[f64], b: &[f64]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| close(*x, *y));
+    let floats =
+        |a: &[f64], b: &[f64]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| close(*x, *y));
     match (val, &want) {
         (Val::F64(a), Val::F64(b)) => close(*a, *b),
         (Val::F32(a), Val::F32(b)) => a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
@@ -388,7 +413,10 @@ fn check(module: &Module, s: &Statement<'_>) -> Result<(), String> {
             if ok {
                 Ok(())
             } else {
-                Err(format!("the gradient is {:?}, not {gradient}", out.gradient))
+                Err(format!(
+                    "the gradient is {:?}, not {gradient}",
+                    out.gradient
+                ))
             }
         }
     }
@@ -425,7 +453,9 @@ fn statements_are_read_as_written() {
     assert_eq!(s.call.name, "f");
     assert_eq!(s.call.args, serde_json::json!([2.0, [1, 2]]));
     assert!(matches!(s.claim, Claim::Value(ref v) if *v == serde_json::json!([7.0, 3])));
-    let s = statement(" after @a(1): @b() fails: tape underflow").unwrap().unwrap();
+    let s = statement(" after @a(1): @b() fails: tape underflow")
+        .unwrap()
+        .unwrap();
     assert_eq!((s.before.len(), s.call.name), (1, "b"));
     assert!(matches!(s.claim, Claim::Fails(ref m) if m == "tape underflow"));
     let s = statement(" gradient of @g([1.0], 2.0) with shadows [[1.0], null] = [[2.0], 1.0]")
@@ -531,7 +561,11 @@ fn every_relative_link_names_a_file_of_the_repository() {
     let mut broken = Vec::new();
     for file in markdown_files() {
         let text = std::fs::read_to_string(&file).expect("readable");
-        let shown = file.strip_prefix(root()).unwrap_or(&file).display().to_string();
+        let shown = file
+            .strip_prefix(root())
+            .unwrap_or(&file)
+            .display()
+            .to_string();
         for (line_no, line) in prose_lines(&text) {
             for target in link_targets(line) {
                 if target.contains("://") || target.starts_with("mailto:") {
