@@ -1,5 +1,5 @@
 //! Hand-written plain-Rust primals and reverse-mode gradients of the seven suite
-//! programs (`SUITE.md`, [`gradlift::suite`]): the reference the benchmarks measure
+//! programs (`BENCHMARKS.md`, [`gradlift::suite`]): the reference the benchmarks measure
 //! gradlift against (`vs hand` divides by their gradients' times), and [`check`],
 //! which compares a gradient with theirs.
 //!

@@ -1,4 +1,4 @@
-//! The benchmark suite (`SUITE.md`) under criterion: for each of the seven programs
+//! The benchmark suite (`BENCHMARKS.md`) under criterion: for each of the seven programs
 //! at its suite size, gradlift's JIT primal and gradient, the hand-written Rust
 //! primal and gradient of `benches/hand.rs` (the reference), and the time from the
 //! generic Rust program to a callable gradient.
@@ -16,13 +16,13 @@
 //! | id | what one iteration is |
 //! |---|---|
 //! | `<program>/primal/jit` | one call of the compiled primal ([`CompiledFunction::call_into`]; workspace, arguments and result buffer made before the loop) |
-//! | `<program>/gradient/jit` | the value and gradient in one call, on borrowed arguments and shadows made before the loop ([`CompiledGradient::gradient_args`], which copies nothing), with `SUITE.md`'s activities; checked first through [`CompiledGradient::prepare`] |
+//! | `<program>/gradient/jit` | the value and gradient in one call, on borrowed arguments and shadows made before the loop ([`CompiledGradient::gradient_args`], which copies nothing), with the suite's activities (`BENCHMARKS.md`); checked first through [`CompiledGradient::prepare`] |
 //! | `<program>/primal/hand` | the hand-written primal |
 //! | `<program>/gradient/hand` | the hand-written value and gradient, into buffers made before the loop |
 //! | `<program>/compile` | `autodiff(name, suite::program::<Var>)` and its first `gradient(..)` call: trace, derivation, JIT compilation and one gradient, from nothing each time |
 //! | `normalize/gradient/jit/20000` | `normalize`'s gradient at twice its suite size: its ratio to `normalize/gradient/jit` shows the order (4 for O(n^2), 2 for O(n)) |
 //!
-//! `SUITE.md`'s `ratio` is `gradient/jit` over `primal/jit`; `vs hand` is
+//! The suite's `ratio` is `gradient/jit` over `primal/jit`; `vs hand` is
 //! `gradient/jit` over `gradient/hand`. The activities: every slice argument
 //! differentiated, except `normalize`'s `w` and `mlp`'s `X` (constant), and `ode`'s
 //! step count (an integer, constant).
@@ -348,8 +348,8 @@ fn normalize(c: &mut Criterion) {
     let run_gradient = tape <= NORMALIZE_TAPE_CAP;
     if !run_gradient {
         println!(
-            "normalize: gradient skipped: its tape is O(n^2) (the norm is not yet hoisted out \
-             of the loop): {tape} bytes at n = 1000, over {NORMALIZE_TAPE_CAP}; \
+            "normalize: gradient skipped: its tape is O(n^2) (the optimiser did not hoist the \
+             norm out of the loop): {tape} bytes at n = 1000, over {NORMALIZE_TAPE_CAP}; \
              normalize/gradient/jit, normalize/gradient/jit/20000 and normalize/compile not run"
         );
     }

@@ -1,4 +1,4 @@
-//! The baseline measurement of the benchmark suite (`SUITE.md`): for each program at
+//! The baseline measurement of the benchmark suite (`BENCHMARKS.md`): for each program at
 //! its suite size (and `normalize` also at twice its size), gradlift's JIT primal
 //! and gradient against the hand-written Rust of `benches/hand.rs`, the time to a
 //! callable gradient and the tape's peak, as a markdown table.

@@ -1,4 +1,4 @@
-//! The seven benchmark programs of the suite (`SUITE.md`), written once as generic
+//! The seven benchmark programs of the suite (described in `BENCHMARKS.md`), written once as generic
 //! Rust against [`gradlift_trace`], and their deterministic inputs.
 //!
 //! Each program is a `pub fn name<T: Real>(..) -> T`: on `f64` it runs natively
@@ -16,7 +16,7 @@
 //! | [`ode`] | `(p, steps)`, `p = [a, b, c, d, u0, v0]` | `p` |
 //! | [`branchy`] | `(x)` | `x` |
 //!
-//! The inputs are the closed forms of `SUITE.md` ([`s`], [`sumsq_input`], ...), with
+//! The inputs are the closed forms of `BENCHMARKS.md` ([`s`], [`sumsq_input`], ...), with
 //! `i` from 0 and `s(a, b, i) = sin(a i + b)`.
 //!
 //! ```

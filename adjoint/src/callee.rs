@@ -2,8 +2,8 @@
 
 use gradlift_ir::{Body, FuncId, Module};
 
-/// What differentiating a call to a function means (`spec/ir-text.md`,
-/// "Declarations for differentiation"). A `nodiff` declaration wins over `vjp`,
+/// What differentiating a call to a function means (`docs/ir-text.md`,
+/// "Declarations"). A `nodiff` declaration wins over `vjp`,
 /// which wins over `overlay`.
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
 pub enum Callee {

@@ -1,7 +1,7 @@
 //! What a rule is asked for: one [`Activity`] per parameter, the return's
 //! [`RetActivity`], whether the primal result is needed, and debug mode.
 //!
-//! The activities are Enzyme's (`spec/ir-text.md`, "Differentiation semantics"):
+//! The activities are Enzyme's (`docs/ir-text.md`, "Differentiation"):
 //! `active` float scalars get their cotangent returned, `dup` float slices come with a
 //! shadow that accumulates theirs, `const` parameters get none. Whether an activity
 //! fits its parameter's type is checked by [`build_rrule`](crate::build_rrule()),
@@ -187,7 +187,7 @@ pub fn freezable(ty: Type) -> bool {
 }
 
 impl RuleConfig {
-    /// The defaults of `spec/ir-text.md` for a function of signature `sig`: `active`
+    /// The defaults of `docs/ir-text.md` for a function of signature `sig`: `active`
     /// float scalars, `dup` float slices, `const` for everything else, an `active`
     /// return, the primal result needed, no debug mode.
     pub fn default_for(sig: &Signature) -> RuleConfig {

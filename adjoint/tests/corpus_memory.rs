@@ -84,7 +84,7 @@ fn every_function_of_the_memory_corpus_passes_check_rule() {
     }
 }
 
-/// Arguments for the suite programs at small sizes (SUITE.md's shapes).
+/// Arguments for the suite programs at small sizes (the suite's shapes, `BENCHMARKS.md`).
 fn suite_inputs() -> Vec<(&'static str, &'static str, Vec<Val>)> {
     let mlp_b = 2;
     let x: Vec<f64> = (0..mlp_b * 32)

@@ -1,4 +1,4 @@
-//! The `gradlift` binary against the CLI contract (`shared/spec/cli.md`): exit statuses
+//! The `gradlift` binary against its manual (`docs/cli.md`): exit statuses
 //! (0 success, 1 user error, 2 usage error), `FILE:LINE:COL: error: MESSAGE` on
 //! stderr, the JSON that `run` and `grad` print, and the IR text `dump` prints.
 //! Expected values and gradients are closed forms written here.

@@ -1,6 +1,6 @@
 //! The example programs compute what they claim, on the interpreter and through the CLI.
 //!
-//! The seven benchmark programs of `SUITE.md` run at small sizes on the suite's
+//! The seven benchmark programs of the suite (`BENCHMARKS.md`) run at small sizes on the suite's
 //! closed-form inputs; each result is compared (relative 1e-12) with a plain-Rust
 //! implementation of the formula written here, independently of the IR. The feature
 //! examples are checked against values computed by hand. Every case runs twice: through

@@ -678,8 +678,6 @@ impl<'m> Interpreter<'m> {
     }
 }
 
-/// Executes the phi copies `moves` of an edge, in parallel. On running out of fuel,
-/// returns the phi that found the tank empty.
 /// The interpreter as an [`Engine`]: borrowed arguments are copied into its
 /// buffers, and `mut` slices copied back after the call (also after an error), so
 /// it computes what [`Interpreter::call`] computes.
@@ -713,6 +711,8 @@ impl Engine for Interpreter<'_> {
     }
 }
 
+/// Executes the phi copies `moves` of an edge, in parallel. On running out of fuel,
+/// returns the phi that found the tank empty.
 #[inline]
 fn take_edge(
     moves: &[code::Move],

@@ -1,4 +1,4 @@
-//! The printer: IR to text, in the format of `spec/ir-text.md`.
+//! The printer: IR to text, in the format of `docs/ir-text.md`.
 //!
 //! It is the [parser](crate::parser)'s other half: for every valid text `t`,
 //! `print(parse(t))` is a fixed point. `Display` on [`Module`] prints a whole module;

@@ -12,8 +12,8 @@ use gradlift_ir::{Pos, VerifierErrors};
 pub enum CompileError {
     /// The module does not verify: the JIT compiles verified IR only.
     Verify(VerifierErrors),
-    /// A function uses something the JIT does not compile (yet): an op, or a call to
-    /// an `extern` function.
+    /// A function uses something the JIT cannot compile: an op it has no lowering
+    /// for, or a call it cannot make.
     Unsupported {
         /// The function (without `@`).
         func: String,

@@ -1,4 +1,4 @@
-//! Timing of the seven suite programs' primals (`../shared/bench/SUITE.md`, at the
+//! Timing of the seven suite programs' primals (`BENCHMARKS.md`, at the
 //! suite's sizes and inputs): the JIT against the interpreter, median of several
 //! runs, plus the compile time. Ignored by default; run it in release mode:
 //!

@@ -213,9 +213,10 @@ enum Stage {
     Forward,
     /// The derived pullback.
     Pullback,
-    /// Cranelift IR of the JIT (the primal and what it calls).
+    /// Cranelift IR of the JIT: the primal and what it calls, then its forward
+    /// pass, its pullback and the rules they call.
     Clif,
-    /// The host's machine code (the primal and what it calls).
+    /// The host's machine code, of the same functions as `clif`.
     Asm,
     /// Graphviz of the control-flow graphs of the primal, forward pass and pullback.
     Dot,

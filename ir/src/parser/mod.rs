@@ -1,4 +1,4 @@
-//! The parser: IR text (see `spec/ir-text.md`) to a [`Module`].
+//! The parser: IR text (see `docs/ir-text.md`) to a [`Module`].
 //!
 //! It is the printer's ([`write`](crate::write)) other half: `print(parse(text))` is
 //! a fixed point. Parsing runs in three phases, each in its own module:
