@@ -44,6 +44,8 @@
 use cranelift_entity::{EntitySet, SecondaryMap};
 use gradlift_ir::dominators::DominatorTree;
 use gradlift_ir::flowgraph::ControlFlowGraph;
+use gradlift_ir::loops::LoopForest;
+use gradlift_ir::scc::Sccs;
 use gradlift_ir::{Block, Function, Imm, Inst, Opcode, Scalar, Terminator, Type, Value, ValueDef};
 use hashbrown::HashSet;
 use smallvec::SmallVec;
@@ -182,7 +184,8 @@ impl TapePlan {
         }
         let dom = DominatorTree::new(inp.cfg);
         plan.find_once_blocks(inp, &blocks, &dom);
-        plan.find_counted_loops(inp, &blocks, &dom);
+        let forest = LoopForest::new(inp.cfg, &dom);
+        plan.find_counted_loops(inp, &blocks, &dom, &forest);
         // A counted loop's exits need its induction variable and initial value.
         for (k, l) in plan.loops.iter().enumerate() {
             for &e in &l.exits {
@@ -400,7 +403,12 @@ impl TapePlan {
                 inp.live.contains(b) && matches!(func.blocks[b].term, Some(Terminator::Ret(_)))
             })
             .collect();
-        self.in_cycle = cyclic_blocks(inp.cfg, blocks, inp.reachable);
+        let sccs = Sccs::new(blocks.iter().copied(), |b| inp.cfg.succs(b).iter().copied());
+        for &b in blocks {
+            if sccs.on_cycle(b) {
+                self.in_cycle.insert(b);
+            }
+        }
         for &b in blocks {
             if !self.in_cycle.contains(b) && rets.iter().all(|&r| dom.dominates(b, r)) {
                 self.once_ok.insert(b);
@@ -409,7 +417,13 @@ impl TapePlan {
     }
 
     /// The counted loops (see [`CountedLoop`]).
-    fn find_counted_loops(&mut self, inp: &TapeInputs<'_>, blocks: &[Block], dom: &DominatorTree) {
+    fn find_counted_loops(
+        &mut self,
+        inp: &TapeInputs<'_>,
+        blocks: &[Block],
+        dom: &DominatorTree,
+        forest: &LoopForest,
+    ) {
         let func = inp.func;
         let entry = func.layout.first().copied();
         for &h in blocks {
@@ -427,7 +441,15 @@ impl TapePlan {
             let Some((iv, init, step)) = induction_variable(func, h, pre, latch) else {
                 continue;
             };
-            let body = natural_loop(inp.cfg, h, latch);
+            // `latch -> h` is the only back edge to `h` (its other predecessor is not
+            // dominated by it), so the natural loop of `h` is the loop of that edge.
+            let Some(l) = forest.header_loop(h) else {
+                continue;
+            };
+            let mut body = EntitySet::new();
+            for &b in forest.blocks(l) {
+                body.insert(b);
+            }
             let mut exits: SmallVec<[Block; 1]> = SmallVec::new();
             let mut ok = true;
             for x in body.iter() {
@@ -597,95 +619,4 @@ fn induction_variable(
         }
     }
     None
-}
-
-/// The natural loop of the back edge `latch -> h`: `h` and every block that reaches
-/// `latch` without passing through `h`.
-fn natural_loop(cfg: &ControlFlowGraph, h: Block, latch: Block) -> EntitySet<Block> {
-    let mut body = EntitySet::new();
-    body.insert(h);
-    let mut work = vec![latch];
-    while let Some(b) = work.pop() {
-        if body.insert(b) {
-            work.extend(
-                cfg.preds(b)
-                    .iter()
-                    .copied()
-                    .filter(|&p| cfg.is_reachable(p)),
-            );
-        }
-    }
-    body
-}
-
-/// The reachable blocks on a cycle of the control-flow graph (Tarjan's strongly
-/// connected components, iteratively).
-fn cyclic_blocks(
-    cfg: &ControlFlowGraph,
-    blocks: &[Block],
-    reachable: &EntitySet<Block>,
-) -> EntitySet<Block> {
-    let mut index: SecondaryMap<Block, u32> = SecondaryMap::new();
-    let mut low: SecondaryMap<Block, u32> = SecondaryMap::new();
-    let mut on_stack = EntitySet::new();
-    let mut stack: Vec<Block> = Vec::new();
-    let mut cyclic = EntitySet::new();
-    let mut next = 1u32;
-    for &root in blocks {
-        if index[root] != 0 {
-            continue;
-        }
-        // (block, next successor to visit)
-        let mut frames: Vec<(Block, usize)> = vec![(root, 0)];
-        index[root] = next;
-        low[root] = next;
-        next += 1;
-        stack.push(root);
-        on_stack.insert(root);
-        while let Some(&(b, k)) = frames.last() {
-            let succs = cfg.succs(b);
-            if k < succs.len() {
-                let top = frames.len() - 1;
-                frames[top].1 += 1;
-                let s = succs[k];
-                if !reachable.contains(s) {
-                    continue;
-                }
-                if s == b {
-                    cyclic.insert(b);
-                }
-                if index[s] == 0 {
-                    index[s] = next;
-                    low[s] = next;
-                    next += 1;
-                    stack.push(s);
-                    on_stack.insert(s);
-                    frames.push((s, 0));
-                } else if on_stack.contains(s) {
-                    low[b] = low[b].min(index[s]);
-                }
-                continue;
-            }
-            frames.pop();
-            if let Some(&(parent, _)) = frames.last() {
-                low[parent] = low[parent].min(low[b]);
-            }
-            if low[b] == index[b] {
-                let mut component = Vec::new();
-                while let Some(w) = stack.pop() {
-                    on_stack.remove(w);
-                    component.push(w);
-                    if w == b {
-                        break;
-                    }
-                }
-                if component.len() > 1 {
-                    for w in component {
-                        cyclic.insert(w);
-                    }
-                }
-            }
-        }
-    }
-    cyclic
 }
