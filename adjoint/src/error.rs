@@ -14,6 +14,7 @@ use crate::config::Activity;
 
 /// Why [`build_rrule`](crate::build_rrule()) could not derive a rule.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum AdError {
     /// The function ID names no function of the module.
     NoSuchFunction(String),

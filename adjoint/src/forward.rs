@@ -59,7 +59,7 @@ impl ValueMap {
 ///
 /// In debug mode (`marker`), the entry first pushes the marker, which the pullback
 /// pops and compares last.
-pub fn forward_ir(
+pub(crate) fn forward_ir(
     primal: &Function,
     sig: &Signature,
     plan: &Plan,

@@ -40,7 +40,7 @@ use crate::tape::{TapeInputs, TapePlan};
 /// [`BlockStack::rets`], from 1) just before the `ret`, and the pullback's entry pops
 /// it to find where to start.
 #[derive(Clone, Debug, Default)]
-pub struct BlockStack {
+pub(crate) struct BlockStack {
     preds: SecondaryMap<Block, SmallVec<[Block; 2]>>,
     rets: Vec<Block>,
 }
@@ -48,27 +48,27 @@ pub struct BlockStack {
 impl BlockStack {
     /// The predecessors of a live block that are reachable, in the order of the
     /// control-flow graph (`br %c, b, b` counts once).
-    pub fn preds(&self, b: Block) -> &[Block] {
+    pub(crate) fn preds(&self, b: Block) -> &[Block] {
         &self.preds[b]
     }
 
     /// Whether the forward pass records which predecessor it came to `b` from.
-    pub fn records_pred(&self, b: Block) -> bool {
+    pub(crate) fn records_pred(&self, b: Block) -> bool {
         self.preds[b].len() > 1
     }
 
     /// The live blocks ending in `ret`, in layout order.
-    pub fn rets(&self) -> &[Block] {
+    pub(crate) fn rets(&self) -> &[Block] {
         &self.rets
     }
 
     /// Whether the forward pass records which `ret` it left by.
-    pub fn records_ret(&self) -> bool {
+    pub(crate) fn records_ret(&self) -> bool {
         self.rets.len() > 1
     }
 
     /// The number `b` is pushed as when it returns (from 1).
-    pub fn ret_number(&self, b: Block) -> Option<i64> {
+    pub(crate) fn ret_number(&self, b: Block) -> Option<i64> {
         self.rets.iter().position(|&r| r == b).map(|i| i as i64 + 1)
     }
 }
@@ -80,60 +80,57 @@ impl BlockStack {
 /// everything the reverse of `C`'s statements reads ([`SaveItem`]s: scalar values,
 /// wherever they are defined, and the handles of local buffers kept on the tape),
 /// each once, in this order; the reverse block pops them first, last first.
-/// Constants are never saved: the pullback writes them itself. Everything the
-/// reverse reads is saved; nothing is recomputed (for now).
+/// Constants are never saved: the pullback writes them itself. This lists
+/// everything the reverse reads; under [`TapePolicy::Minimal`](crate::TapePolicy)
+/// the [tape plan](crate::tape) pushes only what the pullback cannot have otherwise.
 #[derive(Clone, Debug, Default)]
-pub struct SavedValues {
+pub(crate) struct SavedValues {
     per_block: SecondaryMap<Block, Vec<SaveItem>>,
 }
 
 impl SavedValues {
     /// What `b` saves, in push order.
-    pub fn of(&self, b: Block) -> &[SaveItem] {
+    pub(crate) fn of(&self, b: Block) -> &[SaveItem] {
         &self.per_block[b]
     }
 }
 
 /// Derives (or finds) the rule of a callee for an activity pattern: the forward
 /// pass and the pullback, declared in the output module.
-pub type Requester<'r> = dyn FnMut(FuncId, RuleConfig) -> Result<(FuncId, FuncId), AdError> + 'r;
+pub(crate) type Requester<'r> =
+    dyn FnMut(FuncId, RuleConfig) -> Result<(FuncId, FuncId), AdError> + 'r;
 
 /// Everything decided about a rule before code is written.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Blocks reachable from the entry.
-    pub reachable: EntitySet<Block>,
+    pub(crate) reachable: EntitySet<Block>,
     /// Reachable blocks that can reach a `ret`: the ones with reverse code.
-    pub live: EntitySet<Block>,
+    pub(crate) live: EntitySet<Block>,
     /// The block stack.
-    pub stack: BlockStack,
-    /// What each block saves.
-    pub saved: SavedValues,
+    pub(crate) stack: BlockStack,
     /// Which values are active.
-    pub activity: ActivityInfo,
+    pub(crate) activity: ActivityInfo,
     /// Per block, the reverse of each statement that has one, in block order.
-    pub insts: SecondaryMap<Block, Vec<RevStmt>>,
+    pub(crate) insts: SecondaryMap<Block, Vec<RevStmt>>,
     /// Per block, the reverse of each active phi.
-    pub phis: SecondaryMap<Block, Vec<RevPhi>>,
+    pub(crate) phis: SecondaryMap<Block, Vec<RevPhi>>,
     /// Per `ret` block, the seeds: (returned value, pullback parameter).
-    pub seeds: SecondaryMap<Block, Vec<(Value, usize)>>,
-    /// For each result of the primal, the pullback parameter carrying its cotangent
-    /// (float results of an active return).
-    pub seeded: Vec<Option<usize>>,
+    pub(crate) seeds: SecondaryMap<Block, Vec<(Value, usize)>>,
     /// The calls whose derivative is taken, and how.
-    pub calls: HashMap<Inst, CallRule>,
+    pub(crate) calls: HashMap<Inst, CallRule>,
     /// `alloc`s whose buffer the forward pass keeps on the tape (`tape_alloc` and
     /// `tape_view`), because the pullback needs it.
-    pub tape_bufs: EntitySet<Value>,
+    pub(crate) tape_bufs: EntitySet<Value>,
     /// `alloc`s with a shadow buffer (a `tape_alloc` of the same length).
-    pub shadow_bufs: EntitySet<Value>,
+    pub(crate) shadow_bufs: EntitySet<Value>,
     /// No derivative flows: the forward pass saves nothing and the pullback returns
     /// zeros.
-    pub trivial: bool,
+    pub(crate) trivial: bool,
     /// Where each block's reverse may reset cotangents to zero on entry.
-    pub liveness: CotangentLiveness,
+    pub(crate) liveness: CotangentLiveness,
     /// What is pushed, and how the pullback has the rest (the tape policy).
-    pub tape: TapePlan,
+    pub(crate) tape: TapePlan,
 }
 
 impl Plan {
@@ -141,7 +138,7 @@ impl Plan {
     /// checked against the signature, whose result types are `results`; the
     /// pullback takes the parameters `slice_params` as slices. Callees' rules come
     /// from `request`.
-    pub fn new(
+    pub(crate) fn new(
         module: &Module,
         fname: &str,
         func: &Function,
@@ -276,12 +273,10 @@ impl Plan {
             reachable,
             live,
             stack,
-            saved,
             activity,
             insts,
             phis,
             seeds,
-            seeded,
             calls,
             tape_bufs,
             shadow_bufs,
@@ -293,7 +288,7 @@ impl Plan {
 }
 
 /// `` `%y = call @g(%x)` (3:5) ``: an instruction as an error message shows it.
-pub fn describe_inst(module: &Module, func: &Function, inst: Inst) -> String {
+pub(crate) fn describe_inst(module: &Module, func: &Function, inst: Inst) -> String {
     let names = Names::new(func);
     let line = write::inst_line(module, func, &names, inst);
     let pos = func.srcmap.insts.get(inst).copied().unwrap_or(Pos::NONE);

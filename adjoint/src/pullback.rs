@@ -107,28 +107,28 @@ impl Sealer {
 }
 
 /// Which primal parameters the pullback deals with, by index, in order.
-pub struct ParamSets<'a> {
+pub(crate) struct ParamSets<'a> {
     /// The `active` ones (the pullback returns their cotangents).
-    pub active: &'a [usize],
+    pub(crate) active: &'a [usize],
     /// The slices it takes: the `dup` and `dupnoneed` ones, and the frozen `const`
     /// ones.
-    pub slices: &'a [usize],
+    pub(crate) slices: &'a [usize],
     /// The `dup` and `dupnoneed` ones (it takes their shadows).
-    pub dup: &'a [usize],
+    pub(crate) dup: &'a [usize],
 }
 
 /// Debug mode's checks in the pullback (see `docs/reverse-mode.md`, "Debug mode").
-pub struct Debug<'a> {
+pub(crate) struct DebugChecks<'a> {
     /// The marker the forward pass pushed first, popped and compared last (`None`:
     /// not in debug mode).
-    pub marker: Option<i64>,
+    pub(crate) marker: Option<i64>,
     /// Check that no reverse statement creates a NaN.
-    pub check_nan: bool,
+    pub(crate) check_nan: bool,
     /// The primal's name, for messages.
-    pub func: &'a str,
+    pub(crate) func: &'a str,
 }
 
-impl Debug<'_> {
+impl DebugChecks<'_> {
     /// Pops the marker and traps unless it is the one the forward pass pushed.
     fn check_marker(&self, b: &mut FunctionBuilder<'_>) {
         if let Some(m) = self.marker {
@@ -181,14 +181,14 @@ struct SliceParams {
 /// its signature. `names` are the primal's print names (the pullback's values are
 /// named after them); `params_of` says which parameters are active and which have
 /// shadows.
-pub fn pullback_ir(
+pub(crate) fn pullback_ir(
     module: &Module,
     id: FuncId,
     primal: &Function,
     names: &Names,
     plan: &Plan,
     params_of: &ParamSets<'_>,
-    debug: &Debug<'_>,
+    debug: &DebugChecks<'_>,
 ) -> Result<Function, String> {
     let (active, slices, dup) = (params_of.active, params_of.slices, params_of.dup);
     let mut b = FunctionBuilder::new(module, id);
@@ -519,7 +519,7 @@ struct RevBlock<'a> {
     module: &'a Module,
     primal: &'a Function,
     names: &'a Names,
-    debug: &'a Debug<'a>,
+    debug: &'a DebugChecks<'a>,
     cts: &'a Cotangents,
     params: &'a SliceParams,
     saved: HashMap<SaveItem, Value>,
@@ -678,7 +678,7 @@ impl RevBlock<'_> {
             .collect();
         let arg_types: SmallVec<[Type; 3]> = d.args.iter().map(|&a| primal.value_type(a)).collect();
         for &k in &r.operands {
-            let mut ctx = RevCtx::new(b, &args, &arg_types, saved(y), ty, d.imm, g);
+            let mut ctx = RevCtx::new(b, &args, &arg_types, saved(y), ty, g);
             let contribution = r.rule.emit(&mut ctx, k);
             if let Some(m) = ctx.missing {
                 return Err(format!(

@@ -21,7 +21,7 @@ use crate::config::{Activity, RetActivity, RuleConfig, freezable};
 use crate::error::AdError;
 use crate::forward::forward_ir;
 use crate::plan::{Plan, describe_inst};
-use crate::pullback::{Debug, ParamSets, pullback_ir};
+use crate::pullback::{DebugChecks, ParamSets, pullback_ir};
 use crate::rules::{OpRule, op_rule};
 
 /// A derived rule: the input module with the forward pass and the pullback added.
@@ -78,7 +78,9 @@ pub struct RuleLayout {
 /// says. Refused with an [`AdError`]: activities that do not fit, functions that do
 /// not verify, slice results, float slices chosen by a phi or `select`, tape ops in
 /// the input, calls to functions without a derivative. With `config.debug`, the
-/// derived functions check their invariants at run time (see [`debug_marker`]).
+/// derived functions check their invariants at run time: the forward pass pushes a
+/// marker first, which the pullback pops and compares last, so a tape out of step
+/// traps (see `docs/reverse-mode.md`, "Debug mode").
 pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result<Rule, AdError> {
     let decl = module
         .funcs
@@ -310,7 +312,7 @@ impl Deriver<'_> {
                 slices: &slice_params(&decl.sig, &job.config),
                 dup: &dup_params(&job.config),
             },
-            &Debug {
+            &DebugChecks {
                 marker,
                 check_nan: job.config.debug && job.config.check_nan,
                 func: &fname,
@@ -331,7 +333,7 @@ impl Deriver<'_> {
 /// compares last: `0x6772_6164` ("grad") in the high half, the primal's index in the
 /// low half, so a pullback that finds another function's marker, or a saved value,
 /// says the tape is out of step.
-pub fn debug_marker(func: FuncId) -> i64 {
+pub(crate) fn debug_marker(func: FuncId) -> i64 {
     (0x6772_6164_i64 << 32) | i64::from(func.as_u32())
 }
 

@@ -54,11 +54,11 @@ use crate::config::{RuleConfig, TapePolicy, freezable};
 use crate::stmt::SaveItem;
 
 /// How many levels of operands a recomputation may go through.
-pub const MAX_DEPTH: u32 = 3;
+pub(crate) const MAX_DEPTH: u32 = 3;
 
 /// How the pullback gets a primal value (see the [module docs](self)).
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
-pub enum How {
+pub(crate) enum How {
     /// A constant.
     Const(Scalar),
     /// Pushed once before `ret`, popped in the pullback's entry.
@@ -73,34 +73,32 @@ pub enum How {
 
 /// A loop reversed by its induction variable. See the [module docs](self).
 #[derive(Clone, Debug)]
-pub struct CountedLoop {
-    /// The header.
-    pub header: Block,
+pub(crate) struct CountedLoop {
     /// The position of the preheader among the header's predecessors
     /// ([`BlockStack::preds`](crate::plan::BlockStack::preds)).
-    pub pre_index: usize,
+    pub(crate) pre_index: usize,
     /// The position of the latch among them.
-    pub latch_index: usize,
+    pub(crate) latch_index: usize,
     /// The induction variable: a phi of the header.
-    pub iv: Value,
+    pub(crate) iv: Value,
     /// Its value on entry (the preheader's incoming value).
-    pub init: Value,
+    pub(crate) init: Value,
     /// What each iteration adds to it.
-    pub step: i64,
+    pub(crate) step: i64,
     /// The blocks of the loop, the header included.
-    pub blocks: EntitySet<Block>,
+    pub(crate) blocks: EntitySet<Block>,
     /// The live blocks the loop exits to (each has the header as its only
     /// predecessor).
-    pub exits: SmallVec<[Block; 1]>,
+    pub(crate) exits: SmallVec<[Block; 1]>,
 }
 
 /// For each reverse block, what is pushed for it and how the rest is had. See the
 /// [module docs](self).
 #[derive(Clone, Debug, Default)]
-pub struct TapePlan {
+pub(crate) struct TapePlan {
     minimal: bool,
     /// The counted loops.
-    pub loops: Vec<CountedLoop>,
+    pub(crate) loops: Vec<CountedLoop>,
     header_loop: SecondaryMap<Block, Option<usize>>,
     exit_loops: SecondaryMap<Block, SmallVec<[usize; 1]>>,
     /// Blocks whose values may be pushed once.
@@ -128,28 +126,28 @@ pub struct TapePlan {
 }
 
 /// The inputs of the tape plan: the primal and what the plan decided.
-pub struct TapeInputs<'a> {
+pub(crate) struct TapeInputs<'a> {
     /// The primal.
-    pub func: &'a Function,
+    pub(crate) func: &'a Function,
     /// Its control-flow graph.
-    pub cfg: &'a ControlFlowGraph,
+    pub(crate) cfg: &'a ControlFlowGraph,
     /// Blocks reachable from the entry.
-    pub reachable: &'a EntitySet<Block>,
+    pub(crate) reachable: &'a EntitySet<Block>,
     /// Reachable blocks that reach a `ret`.
-    pub live: &'a EntitySet<Block>,
+    pub(crate) live: &'a EntitySet<Block>,
     /// Each reachable block's reachable predecessors, in the block stack's order.
-    pub preds: &'a dyn Fn(Block) -> &'a [Block],
+    pub(crate) preds: &'a dyn Fn(Block) -> &'a [Block],
     /// What each block's reverse reads.
-    pub saved: &'a dyn Fn(Block) -> &'a [SaveItem],
+    pub(crate) saved: &'a dyn Fn(Block) -> &'a [SaveItem],
     /// The configuration.
-    pub config: &'a RuleConfig,
+    pub(crate) config: &'a RuleConfig,
     /// The parameters the pullback takes as slices, by index.
-    pub slice_params: &'a [usize],
+    pub(crate) slice_params: &'a [usize],
 }
 
 impl TapePlan {
     /// Plans the tape of `inp.func` under `inp.config.tape`.
-    pub fn new(inp: &TapeInputs<'_>) -> TapePlan {
+    pub(crate) fn new(inp: &TapeInputs<'_>) -> TapePlan {
         let func = inp.func;
         let mut plan = TapePlan {
             minimal: inp.config.tape == TapePolicy::Minimal,
@@ -255,50 +253,40 @@ impl TapePlan {
     }
 
     /// What block `b` pushes at its end, in push order.
-    pub fn pushed(&self, b: Block) -> &[SaveItem] {
+    pub(crate) fn pushed(&self, b: Block) -> &[SaveItem] {
         &self.pushed[b]
     }
 
     /// What the reverse of `b` reads (pushed or not).
-    pub fn needed(&self, b: Block) -> &[SaveItem] {
+    pub(crate) fn needed(&self, b: Block) -> &[SaveItem] {
         &self.needed[b]
     }
 
     /// What is pushed once, before every `ret`, in push order.
-    pub fn once(&self) -> &[SaveItem] {
+    pub(crate) fn once(&self) -> &[SaveItem] {
         &self.once
     }
 
     /// Whether block `b` needs no block-stack entry: a counted loop's header or a
     /// replayed branch.
-    pub fn replays(&self, b: Block) -> bool {
+    pub(crate) fn replays(&self, b: Block) -> bool {
         self.header_loop[b].is_some() || self.cond_merge[b].is_some()
     }
 
-    /// The counted loop whose header `b` is.
-    pub fn header_loop(&self, b: Block) -> Option<&CountedLoop> {
-        self.header_loop[b].map(|k| &self.loops[k])
-    }
-
     /// The index of the counted loop whose header `b` is.
-    pub fn header_loop_index(&self, b: Block) -> Option<usize> {
+    pub(crate) fn header_loop_index(&self, b: Block) -> Option<usize> {
         self.header_loop[b]
     }
 
     /// The counted loops `b` is an exit of, by index.
-    pub fn exit_loops(&self, b: Block) -> &[usize] {
+    pub(crate) fn exit_loops(&self, b: Block) -> &[usize] {
         &self.exit_loops[b]
     }
 
     /// For a replayed branch `b`: its condition, and the position of the
     /// predecessor reached when it is true.
-    pub fn cond_merge(&self, b: Block) -> Option<(Value, usize)> {
+    pub(crate) fn cond_merge(&self, b: Block) -> Option<(Value, usize)> {
         self.cond_merge[b]
-    }
-
-    /// Whether `v` (a parameter) is a slice the pullback takes.
-    pub fn is_pullback_slice(&self, v: Value) -> bool {
-        self.slices.contains(&v)
     }
 
     /// The block defining `v` (the entry for parameters), if it is placed.
@@ -314,7 +302,7 @@ impl TapePlan {
     /// How the reverse of block `c` gets the latest instance of `v` without its
     /// being pushed for `c`, looking through at most `depth` levels of operands;
     /// `None` if it must be pushed.
-    pub fn how(&self, func: &Function, v: Value, c: Block, depth: u32) -> Option<How> {
+    pub(crate) fn how(&self, func: &Function, v: Value, c: Block, depth: u32) -> Option<How> {
         if !self.minimal {
             return None;
         }
@@ -469,7 +457,6 @@ impl TapePlan {
             }
             self.header_loop[h] = Some(self.loops.len());
             self.loops.push(CountedLoop {
-                header: h,
                 pre_index,
                 latch_index,
                 iv,

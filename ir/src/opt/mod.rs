@@ -232,6 +232,7 @@ impl fmt::Display for OptReport {
 
 /// Why [`optimize`] refused a module.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OptError {
     /// The module does not verify: the optimiser only takes well-formed IR.
     Invalid(VerifierErrors),
