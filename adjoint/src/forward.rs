@@ -31,6 +31,7 @@ use gradlift_ir::{
 };
 use smallvec::SmallVec;
 
+use crate::error::InternalError;
 use crate::plan::Plan;
 use crate::stmt::{CallRule, SaveItem};
 
@@ -65,7 +66,7 @@ pub(crate) fn forward_ir(
     plan: &Plan,
     needs_primal: bool,
     marker: Option<i64>,
-) -> Result<Function, String> {
+) -> Result<Function, InternalError> {
     let mut fwd = Function::new(sig);
     let mut vmap = ValueMap {
         map: SecondaryMap::new(),
@@ -186,14 +187,16 @@ pub(crate) fn forward_ir(
     for &b in cfg.reverse_postorder() {
         let nb = block(b);
         let data = &primal.blocks[b];
-        let saves = |fwd: &mut Function, items: &[SaveItem]| -> Result<(), String> {
+        let saves = |fwd: &mut Function, items: &[SaveItem]| -> Result<(), InternalError> {
             for &item in items {
                 let nv = match item {
                     SaveItem::Value(v) => Some(vmap.get(primal, fwd, v)),
                     SaveItem::Buf(a) => buf_handle[a],
                     SaveItem::Shadow(a) => shadow_handle[a],
                 };
-                let nv = nv.ok_or_else(|| format!("the plan saves {item:?}, never made"))?;
+                let nv = nv.ok_or_else(|| InternalError::NeverMade {
+                    item: format!("{item:?}"),
+                })?;
                 push(fwd, nb, nv);
             }
             Ok(())

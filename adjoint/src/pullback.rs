@@ -34,6 +34,7 @@ use hashbrown::HashMap;
 use smallvec::SmallVec;
 
 use crate::config::{Activity, RetActivity};
+use crate::error::InternalError;
 use crate::plan::Plan;
 use crate::rules::{ArgVal, RevCtx};
 use crate::stmt::{CallRule, RevInst, RevStmt, SaveItem};
@@ -189,7 +190,7 @@ pub(crate) fn pullback_ir(
     plan: &Plan,
     params_of: &ParamSets<'_>,
     debug: &DebugChecks<'_>,
-) -> Result<Function, String> {
+) -> Result<Function, InternalError> {
     let (active, slices, dup) = (params_of.active, params_of.slices, params_of.dup);
     let mut b = FunctionBuilder::new(module, id);
     let mut params = SliceParams {
@@ -267,7 +268,7 @@ pub(crate) fn pullback_ir(
         let vals = param_cts(&mut b, &cts);
         debug.check_marker(&mut b);
         b.ret(&vals);
-        return b.finish().map_err(|e| e.to_string());
+        return b.finish().map_err(InternalError::Build);
     }
 
     for (v, d) in primal.values.iter() {
@@ -389,9 +390,12 @@ pub(crate) fn pullback_ir(
                     rev.materialize(&mut b, v, MAX_DEPTH)?;
                 }
                 SaveItem::Buf(_) | SaveItem::Shadow(_) => {
-                    let h = *once.get(&item).ok_or_else(|| {
-                        format!("the handle {item:?} was neither pushed nor saved once")
-                    })?;
+                    let h = *once
+                        .get(&item)
+                        .ok_or_else(|| InternalError::HandleNotSaved {
+                            item: format!("{item:?}"),
+                            once: true,
+                        })?;
                     rev.saved.insert(item, h);
                 }
             }
@@ -496,7 +500,7 @@ pub(crate) fn pullback_ir(
         }
     }
 
-    let mut func = b.finish().map_err(|e| e.to_string())?;
+    let mut func = b.finish().map_err(InternalError::Build)?;
     let zeros: SmallVec<[Value; 2]> = cts.zero_f32.into_iter().chain([cts.zero_f64]).collect();
     drop_zero_adds(&mut func, &zeros);
     // Layout: the entry and its dispatch chain, then each reverse block followed by
@@ -542,12 +546,14 @@ impl RevBlock<'_> {
         b: &mut FunctionBuilder<'_>,
         v: Value,
         depth: u32,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, InternalError> {
         if let Some(&x) = self.saved.get(&SaveItem::Value(v)) {
             return Ok(x);
         }
         let primal = self.primal;
-        let missing = || format!("%{} is read but was not saved", self.names.value(v));
+        let missing = || InternalError::NotSaved {
+            value: self.names.value(v).to_string(),
+        };
         let how = self
             .tape
             .how(primal, v, self.block, depth)
@@ -584,14 +590,14 @@ impl RevBlock<'_> {
     }
 
     /// The primal `v` as the pullback has it: a constant, or a saved value.
-    fn scalar(&self, b: &mut FunctionBuilder<'_>, v: Value) -> Result<Value, String> {
+    fn scalar(&self, b: &mut FunctionBuilder<'_>, v: Value) -> Result<Value, InternalError> {
         match self.primal.value_def(v) {
             ValueDef::Const(k) => Ok(constant(b, k)),
-            _ => self
-                .saved
-                .get(&SaveItem::Value(v))
-                .copied()
-                .ok_or_else(|| format!("%{} is read but was not saved", self.names.value(v))),
+            _ => self.saved.get(&SaveItem::Value(v)).copied().ok_or_else(|| {
+                InternalError::NotSaved {
+                    value: self.names.value(v).to_string(),
+                }
+            }),
         }
     }
 
@@ -602,25 +608,32 @@ impl RevBlock<'_> {
         b: &mut FunctionBuilder<'_>,
         item: SaveItem,
         a: Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, InternalError> {
         if let Some(&v) = self.views.get(&item) {
             return Ok(v);
         }
         let h = *self
             .saved
             .get(&item)
-            .ok_or_else(|| format!("the handle {item:?} was not saved"))?;
+            .ok_or_else(|| InternalError::HandleNotSaved {
+                item: format!("{item:?}"),
+                once: false,
+            })?;
         let elem = self
             .primal
             .value_type(a)
             .elem()
-            .ok_or_else(|| format!("%{} is not a slice", self.names.value(a)))?;
+            .ok_or_else(|| InternalError::NotASlice {
+                value: self.names.value(a).to_string(),
+            })?;
         let inst = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
         let v = b
             .results(inst)
             .first()
             .copied()
-            .ok_or_else(|| "`tape_view` made no result".to_string())?;
+            .ok_or_else(|| InternalError::NoResult {
+                opcode: Opcode::TapeView.to_string(),
+            })?;
         let name = match item {
             SaveItem::Shadow(_) => format!("d{}", self.names.value(a)),
             _ => self.names.value(a).to_string(),
@@ -631,7 +644,7 @@ impl RevBlock<'_> {
     }
 
     /// The shadow of the float slice `s` (a `dup` parameter or a local buffer).
-    fn shadow(&mut self, b: &mut FunctionBuilder<'_>, s: Value) -> Result<Value, String> {
+    fn shadow(&mut self, b: &mut FunctionBuilder<'_>, s: Value) -> Result<Value, InternalError> {
         match self.params.shadow.get(&s) {
             Some(&v) => Ok(v),
             None => self.view(b, SaveItem::Shadow(s), s),
@@ -639,7 +652,7 @@ impl RevBlock<'_> {
     }
 
     /// The primal slice `s` (a `dup` parameter or a local buffer kept on the tape).
-    fn slice(&mut self, b: &mut FunctionBuilder<'_>, s: Value) -> Result<Value, String> {
+    fn slice(&mut self, b: &mut FunctionBuilder<'_>, s: Value) -> Result<Value, InternalError> {
         match self.params.slice.get(&s) {
             Some(&v) => Ok(v),
             None => self.view(b, SaveItem::Buf(s), s),
@@ -656,7 +669,7 @@ impl RevBlock<'_> {
     }
 
     /// The reverse of a float op.
-    fn float(&mut self, b: &mut FunctionBuilder<'_>, r: &RevInst) -> Result<(), String> {
+    fn float(&mut self, b: &mut FunctionBuilder<'_>, r: &RevInst) -> Result<(), InternalError> {
         let primal = self.primal;
         let d = &primal.insts[r.inst];
         let y = d.results[0];
@@ -681,10 +694,10 @@ impl RevBlock<'_> {
             let mut ctx = RevCtx::new(b, &args, &arg_types, saved(y), ty, g);
             let contribution = r.rule.emit(&mut ctx, k);
             if let Some(m) = ctx.missing {
-                return Err(format!(
-                    "the rule of `{}` read something not saved: {m}",
-                    d.opcode
-                ));
+                return Err(InternalError::RuleReadUnsaved {
+                    opcode: d.opcode.to_string(),
+                    what: m,
+                });
             }
             if let Some(c) = contribution {
                 let what = || {
@@ -699,7 +712,7 @@ impl RevBlock<'_> {
     }
 
     /// `%y = load %s[%i]`: `ds[i] += ct[y]`.
-    fn load(&mut self, b: &mut FunctionBuilder<'_>, inst: Inst) -> Result<(), String> {
+    fn load(&mut self, b: &mut FunctionBuilder<'_>, inst: Inst) -> Result<(), InternalError> {
         let primal = self.primal;
         let d = &primal.insts[inst];
         let y = d.results[0];
@@ -723,7 +736,7 @@ impl RevBlock<'_> {
         b: &mut FunctionBuilder<'_>,
         inst: Inst,
         value_active: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), InternalError> {
         let primal = self.primal;
         let d = &primal.insts[inst];
         let ds = self.shadow(b, d.args[0])?;
@@ -744,11 +757,11 @@ impl RevBlock<'_> {
         b: &mut FunctionBuilder<'_>,
         inst: Inst,
         call: &CallRule,
-    ) -> Result<(), String> {
+    ) -> Result<(), InternalError> {
         let primal = self.primal;
         let d = &primal.insts[inst];
         let Imm::Func(g) = d.imm else {
-            return Err("a call without a callee".to_string());
+            return Err(InternalError::NoCallee);
         };
         let gsig = self.module.sig(g).clone();
         // The cotangent of each float result (zero where it is not active).

@@ -18,7 +18,7 @@ use hashbrown::HashMap;
 use smallvec::SmallVec;
 
 use crate::config::{Activity, RetActivity, RuleConfig, freezable};
-use crate::error::AdError;
+use crate::error::{AdError, InternalError};
 use crate::forward::forward_ir;
 use crate::plan::{Plan, describe_inst};
 use crate::pullback::{DebugChecks, ParamSets, pullback_ir};
@@ -111,11 +111,10 @@ pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result
         if !errors.is_empty() {
             return Err(AdError::Internal {
                 func: fname,
-                message: format!(
-                    "@{} does not verify:\n{}",
-                    out.name(id),
-                    VerifierErrors(errors)
-                ),
+                error: InternalError::Unverified {
+                    func: out.name(id).to_string(),
+                    errors: VerifierErrors(errors),
+                },
             });
         }
     }
@@ -243,19 +242,19 @@ impl Deriver<'_> {
             .map(|i| sig.params[i])
             .collect();
         let rvs_sig = Signature::new(rvs_params, active);
-        let internal = |message: String| AdError::Internal {
+        let internal = |error: InternalError| AdError::Internal {
             func: fname.clone(),
-            message,
+            error,
         };
         let (fwd_name, rvs_name) = derived_names(&self.out, &fname, sig, &config);
         let fwd = self
             .out
             .declare(&fwd_name, fwd_sig)
-            .map_err(|e| internal(e.to_string()))?;
+            .map_err(|e| internal(InternalError::Module(e)))?;
         let rvs = self
             .out
             .declare(&rvs_name, rvs_sig)
-            .map_err(|e| internal(e.to_string()))?;
+            .map_err(|e| internal(InternalError::Module(e)))?;
         self.cache.insert((func, config.clone()), (fwd, rvs));
         self.derived.extend([fwd, rvs]);
         self.queue.push_back(Job {
@@ -280,9 +279,9 @@ impl Deriver<'_> {
                 &wrapped
             }
         };
-        let internal = |message: String| AdError::Internal {
+        let internal = |error: InternalError| AdError::Internal {
             func: fname.clone(),
-            message,
+            error,
         };
         let names = Names::new(primal);
         let plan = Plan::new(
@@ -321,10 +320,10 @@ impl Deriver<'_> {
         .map_err(internal)?;
         self.out
             .define(job.fwd, fwd)
-            .map_err(|e| internal(e.to_string()))?;
+            .map_err(|e| internal(InternalError::Module(e)))?;
         self.out
             .define(job.rvs, rvs)
-            .map_err(|e| internal(e.to_string()))?;
+            .map_err(|e| internal(InternalError::Module(e)))?;
         Ok(())
     }
 }
