@@ -184,46 +184,59 @@ impl TapePlan {
         plan.find_once_blocks(inp, &blocks, &dom);
         let forest = LoopForest::new(inp.cfg, &dom);
         plan.find_counted_loops(inp, &blocks, &dom, &forest);
-        // A counted loop's exits need its induction variable and initial value.
-        for (k, l) in plan.loops.iter().enumerate() {
+        plan.add_exit_needs(func, &blocks);
+        plan.find_cond_merges(inp, &blocks, &dom);
+        plan.classify(func, &blocks);
+        plan
+    }
+
+    /// Records the exits of each counted loop, and adds to each exit's needs the
+    /// loop's induction variable and initial value (unless constant): the counter
+    /// starts from them.
+    fn add_exit_needs(&mut self, func: &Function, blocks: &[Block]) {
+        for (k, l) in self.loops.iter().enumerate() {
             for &e in &l.exits {
-                plan.exit_loops[e].push(k);
+                self.exit_loops[e].push(k);
             }
         }
-        for &e in &blocks {
-            let loops = plan.exit_loops[e].clone();
+        for &e in blocks {
+            let loops = self.exit_loops[e].clone();
             for k in loops {
-                let (iv, init) = (plan.loops[k].iv, plan.loops[k].init);
+                let (iv, init) = (self.loops[k].iv, self.loops[k].init);
                 for v in [iv, init] {
                     let item = SaveItem::Value(v);
                     if !matches!(func.value_def(v), ValueDef::Const(_))
-                        && !plan.needed[e].contains(&item)
+                        && !self.needed[e].contains(&item)
                     {
-                        plan.needed[e].push(item);
+                        self.needed[e].push(item);
                     }
                 }
             }
         }
-        plan.find_cond_merges(inp, &blocks, &dom);
-        // Classify: what is pushed per block, what once.
+    }
+
+    /// Decides, for each block, what its end pushes and what is pushed once before
+    /// `ret` (values by definition order, then handles), the rest being had
+    /// another way.
+    fn classify(&mut self, func: &Function, blocks: &[Block]) {
         let mut once = HashSet::new();
-        for &b in &blocks {
+        for &b in blocks {
             let mut pushed = Vec::new();
-            for &item in &plan.needed[b] {
+            for &item in &self.needed[b] {
                 match item {
                     SaveItem::Value(v) => {
                         // The exit's copy of a counted loop's induction variable is
                         // what the counter starts from: always pushed.
-                        if plan.how(func, v, b, MAX_DEPTH).is_some() {
-                            plan.collect_once(func, v, b, MAX_DEPTH, &mut once);
+                        if self.how(func, v, b, MAX_DEPTH).is_some() {
+                            self.collect_once(func, v, b, MAX_DEPTH, &mut once);
                         } else {
                             pushed.push(item);
                         }
                     }
                     SaveItem::Buf(a) | SaveItem::Shadow(a) => {
-                        if plan
+                        if self
                             .def_block(func, a)
-                            .is_some_and(|d| plan.once_ok.contains(d))
+                            .is_some_and(|d| self.once_ok.contains(d))
                         {
                             once.insert(item);
                         } else {
@@ -232,14 +245,14 @@ impl TapePlan {
                     }
                 }
             }
-            plan.pushed[b] = pushed;
+            self.pushed[b] = pushed;
         }
-        for (b, &(c, _)) in plan
+        for (b, &(c, _)) in self
             .cond_merge
             .iter()
             .filter_map(|(b, m)| Some((b, m.as_ref()?)))
         {
-            plan.collect_once(func, c, b, MAX_DEPTH, &mut once);
+            self.collect_once(func, c, b, MAX_DEPTH, &mut once);
         }
         // Push order: values by definition order (deterministic), then handles.
         let mut once: Vec<SaveItem> = once.into_iter().collect();
@@ -248,8 +261,7 @@ impl TapePlan {
             SaveItem::Buf(a) => (1, a.as_u32()),
             SaveItem::Shadow(a) => (2, a.as_u32()),
         });
-        plan.once = once;
-        plan
+        self.once = once;
     }
 
     /// What block `b` pushes at its end, in push order.
