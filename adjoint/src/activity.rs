@@ -54,7 +54,7 @@ enum Use {
 /// The result of the analysis: the varied and the useful values of one function
 /// under one [`RuleConfig`].
 #[derive(Clone, Debug, Default)]
-pub struct ActivityInfo {
+pub(crate) struct ActivityInfo {
     varied: EntitySet<Value>,
     useful: EntitySet<Value>,
     const_writes: Vec<(Value, Inst)>,
@@ -64,7 +64,7 @@ impl ActivityInfo {
     /// Analyses `func` of `module` under `config`, looking only at the blocks
     /// `reachable` holds. The configuration must have been checked against the
     /// signature (`active` only on float scalars, `dup` only on float slices).
-    pub fn analyse(
+    pub(crate) fn analyse(
         module: &Module,
         func: &Function,
         reachable: &EntitySet<Block>,
@@ -100,23 +100,13 @@ impl ActivityInfo {
         info
     }
 
-    /// Whether `v` depends on an active input (for a slice: its contents may).
-    pub fn is_varied(&self, v: Value) -> bool {
-        self.varied.contains(v)
-    }
-
-    /// Whether `v` reaches an active output (for a slice: what is read from it may).
-    pub fn is_useful(&self, v: Value) -> bool {
-        self.useful.contains(v)
-    }
-
     /// Whether `v` is a float scalar that gets a cotangent: varied and useful.
-    pub fn is_active(&self, v: Value, func: &Function) -> bool {
+    pub(crate) fn is_active(&self, v: Value, func: &Function) -> bool {
         func.value_type(v).is_float() && self.varied.contains(v) && self.useful.contains(v)
     }
 
     /// Whether `s` is a float slice with a shadow: varied and useful.
-    pub fn has_shadow(&self, s: Value, func: &Function) -> bool {
+    pub(crate) fn has_shadow(&self, s: Value, func: &Function) -> bool {
         let ty = func.value_type(s);
         ty.is_slice()
             && ty.is_differentiable()
@@ -126,7 +116,7 @@ impl ActivityInfo {
 
     /// The `const` slice parameters into which varied values may be stored, with
     /// the instruction that stores them (a `store` or a `call`).
-    pub fn const_writes(&self) -> &[(Value, Inst)] {
+    pub(crate) fn const_writes(&self) -> &[(Value, Inst)] {
         &self.const_writes
     }
 }

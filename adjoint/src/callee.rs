@@ -6,7 +6,7 @@ use gradlift_ir::{Body, FuncId, Module};
 /// "Declarations"). A `nodiff` declaration wins over `vjp`,
 /// which wins over `overlay`.
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
-pub enum Callee {
+pub(crate) enum Callee {
     /// `nodiff @g`: the results are constants; the call is left as it is.
     Nodiff,
     /// `vjp @g = @r`: the call is left as it is, its scalar arguments are saved,
@@ -23,7 +23,7 @@ pub enum Callee {
 
 impl Callee {
     /// How calls to `g` are differentiated.
-    pub fn of(module: &Module, g: FuncId) -> Callee {
+    pub(crate) fn of(module: &Module, g: FuncId) -> Callee {
         if module.is_nodiff(g) {
             Callee::Nodiff
         } else if let Some(r) = module.vjp_of(g) {

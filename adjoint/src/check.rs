@@ -1,60 +1,7 @@
 //! Checking a rule against independent oracles: [`check_rule`] and [`check_derived`].
 //!
-//! For checking, a function `@f(scalars, slices) -> results` is a map `F: x ↦ y`
-//! between float vectors:
-//!
-//! - its inputs `x` are the `active` float scalars and the initial contents of every
-//!   `dup`/`dupnoneed` slice, one coordinate ([`Coord`]) per scalar and per element,
-//!   in parameter order;
-//! - its outputs `y` are the float results when the return is `active`, then the
-//!   final contents of every `dup`/`dupnoneed` slice.
-//!
-//! `const` parameters (integers, bools, `[i64]` slices, and whatever else is
-//! `const`) are held fixed and passed through unchanged; a `const` slice is neither
-//! an input nor an output.
-//!
-//! One evaluation of the rule ([`value_and_gradient`]) gives `Jᵀ w` for a cotangent
-//! `w = (w_results, w_slices)` of the outputs: the pullback is seeded with
-//! `w_results`, each `dup` parameter's shadow starts holding its part of `w_slices`,
-//! and the returned cotangents of the active scalars, with the final shadows, are
-//! `Jᵀ w` over the inputs. (A slice the function does not write is an output equal to
-//! an input, an identity block of `J`: its shadow starts at `w` and ends at `w` plus
-//! what the function's reads contribute.)
-//!
-//! The checks run the rule and the plain function on the reference interpreter (JAX's
-//! `check_vjp`, Mooncake's `test_rule_correctness`):
-//!
-//! 1. the forward pass's primal results equal the plain function's, bit for bit
-//!    (when the rule returns them); every `mut` slice holds, after the forward pass,
-//!    what the plain function leaves in it, bit for bit (except `dupnoneed` slices,
-//!    whose primal contents may be garbage); read-only arguments come back unchanged;
-//!    and the tape's scalar stack is back at its height before the forward pass once
-//!    the pullback returns;
-//! 2. the gradient of the sum of the float results (`w_results` all 1, shadows
-//!    starting at zero) agrees, coordinate by coordinate, with central finite
-//!    differences of the plain function at one of several step sizes (each is
-//!    tried; one agreeing is enough, since no single step suits every function).
-//!    Each finite difference costs two calls, so at most
-//!    [`CheckOptions::max_coords`] coordinates are checked: always every scalar and
-//!    the first and last element of every slice, then others spread evenly over the
-//!    rest ([`CheckReport::coords`] lists them). With no float result to seed (a
-//!    `const` return, or no float results), every cotangent checked must be exactly
-//!    zero;
-//! 3. the dot-product test `⟨J v, w⟩ = ⟨v, Jᵀ w⟩` holds for seeded random directions
-//!    `v` over all the inputs and `w` over all the outputs, with `J v` by central
-//!    differences of the plain function (the active scalars and the `dup` slices'
-//!    initial contents moved along `v`; the float results and the slices' final
-//!    contents read) and `Jᵀ w` from one evaluation of the rule. This covers every
-//!    coordinate, including those step 2 skipped.
-//!
-//! For `f32`, a step is measured after rounding: per coordinate, the direction
-//! actually taken is the difference of the rounded arguments over `2h`, so coarse
-//! steps stay exact; the random `w` is rounded to the outputs' types, as the seeds
-//! and shadows that carry it are.
-//!
-//! This is the one part of the crate that runs code: the interpreter, on the user's
-//! function and its rule. Its random numbers come from a seeded SplitMix64, so every
-//! run is the same.
+//! What is checked, and how, is documented on [`check_rule`] (the crate's public
+//! API; this module is private). This is the one part of the crate that runs code.
 
 use core::fmt;
 
@@ -185,6 +132,7 @@ pub struct CheckReport {
 
 /// Why [`check_rule`] failed.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum CheckError {
     /// The rule could not be derived.
     Build(AdError),
@@ -319,8 +267,64 @@ impl From<EvalError> for CheckError {
     }
 }
 
-/// Derives the rule of `func` under `config` and checks it at `args` (see the
-/// [module docs](self)). Returns the rule's measurements when all agree.
+/// Derives the rule of `func` under `config` and checks it at `args`. Returns the
+/// rule's measurements when all agree.
+///
+/// For checking, a function `@f(scalars, slices) -> results` is a map `F: x ↦ y`
+/// between float vectors:
+///
+/// - its inputs `x` are the `active` float scalars and the initial contents of every
+///   `dup`/`dupnoneed` slice, one coordinate ([`Coord`]) per scalar and per element,
+///   in parameter order;
+/// - its outputs `y` are the float results when the return is `active`, then the
+///   final contents of every `dup`/`dupnoneed` slice.
+///
+/// `const` parameters (integers, bools, `[i64]` slices, and whatever else is
+/// `const`) are held fixed and passed through unchanged; a `const` slice is neither
+/// an input nor an output.
+///
+/// One evaluation of the rule ([`value_and_gradient`]) gives `Jᵀ w` for a cotangent
+/// `w = (w_results, w_slices)` of the outputs: the pullback is seeded with
+/// `w_results`, each `dup` parameter's shadow starts holding its part of `w_slices`,
+/// and the returned cotangents of the active scalars, with the final shadows, are
+/// `Jᵀ w` over the inputs. (A slice the function does not write is an output equal to
+/// an input, an identity block of `J`: its shadow starts at `w` and ends at `w` plus
+/// what the function's reads contribute.)
+///
+/// The checks run the rule and the plain function on the reference interpreter (JAX's
+/// `check_vjp`, Mooncake's `test_rule_correctness`):
+///
+/// 1. the forward pass's primal results equal the plain function's, bit for bit
+///    (when the rule returns them); every `mut` slice holds, after the forward pass,
+///    what the plain function leaves in it, bit for bit (except `dupnoneed` slices,
+///    whose primal contents may be garbage); read-only arguments come back unchanged;
+///    and the tape's scalar stack is back at its height before the forward pass once
+///    the pullback returns;
+/// 2. the gradient of the sum of the float results (`w_results` all 1, shadows
+///    starting at zero) agrees, coordinate by coordinate, with central finite
+///    differences of the plain function at one of several step sizes (each is
+///    tried; one agreeing is enough, since no single step suits every function).
+///    Each finite difference costs two calls, so at most
+///    [`CheckOptions::max_coords`] coordinates are checked: always every scalar and
+///    the first and last element of every slice, then others spread evenly over the
+///    rest ([`CheckReport::coords`] lists them). With no float result to seed (a
+///    `const` return, or no float results), every cotangent checked must be exactly
+///    zero;
+/// 3. the dot-product test `⟨J v, w⟩ = ⟨v, Jᵀ w⟩` holds for seeded random directions
+///    `v` over all the inputs and `w` over all the outputs, with `J v` by central
+///    differences of the plain function (the active scalars and the `dup` slices'
+///    initial contents moved along `v`; the float results and the slices' final
+///    contents read) and `Jᵀ w` from one evaluation of the rule. This covers every
+///    coordinate, including those step 2 skipped.
+///
+/// For `f32`, a step is measured after rounding: per coordinate, the direction
+/// actually taken is the difference of the rounded arguments over `2h`, so coarse
+/// steps stay exact; the random `w` is rounded to the outputs' types, as the seeds
+/// and shadows that carry it are.
+///
+/// Checking is the one part of the crate that runs code: the interpreter, on the user's
+/// function and its rule. Its random numbers come from a seeded SplitMix64, so every
+/// run is the same.
 pub fn check_rule(
     module: &Module,
     func: FuncId,

@@ -182,7 +182,7 @@ pub struct RuleConfig {
 
 /// Whether a parameter of type `ty` may be [frozen](RuleConfig::frozen): a
 /// read-only slice (`[T]`).
-pub fn freezable(ty: Type) -> bool {
+pub(crate) fn freezable(ty: Type) -> bool {
     ty.is_slice() && !ty.is_mut_slice()
 }
 

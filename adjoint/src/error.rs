@@ -3,17 +3,23 @@
 //! Errors in the request (an activity that does not fit its parameter, a function
 //! that does not verify) and features this version does not derive yet are the
 //! caller's to fix or wait for; [`AdError::Internal`] is a bug in gradlift (derived
-//! code that fails to verify), as Cranelift documents `CodegenError::Verifier` on its
-//! own output.
+//! code that fails to verify, or a plan that the assembly finds inconsistent), as
+//! Cranelift documents `CodegenError::Verifier` on its own output: which bug is an
+//! [`InternalError`].
+//!
+//! Each error's `Display` says everything, inner errors included (the verifier's
+//! list, the builder's message), so `source()` is `None`: printing the chain of
+//! sources repeats nothing.
 
 use core::fmt;
 
-use gradlift_ir::{Type, VerifierErrors};
+use gradlift_ir::{BuildError, ModuleError, Type, VerifierErrors};
 
 use crate::config::Activity;
 
 /// Why [`build_rrule`](crate::build_rrule()) could not derive a rule.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum AdError {
     /// The function ID names no function of the module.
     NoSuchFunction(String),
@@ -86,9 +92,102 @@ pub enum AdError {
         /// The function being derived.
         func: String,
         /// What went wrong.
-        message: String,
+        error: InternalError,
     },
 }
+
+/// A bug in gradlift found while deriving a rule, carried by [`AdError::Internal`]:
+/// the derivation's own steps disagree (the plan asks for a value that no step
+/// makes), or its output is refused by the module, the builder or the verifier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InternalError {
+    /// A derived function does not verify.
+    Unverified {
+        /// The derived function.
+        func: String,
+        /// What the verifier found.
+        errors: VerifierErrors,
+    },
+    /// The module refused to declare or define a derived function.
+    Module(ModuleError),
+    /// The builder refused the pullback.
+    Build(BuildError),
+    /// The plan saves something the forward pass never made (a buffer handle of an
+    /// `alloc` that is not kept on the tape).
+    NeverMade {
+        /// What, as the plan's debug output prints it (`Buf(v3)`: the handle of the
+        /// buffer `v3`).
+        item: String,
+    },
+    /// A reverse block reads a primal value that was neither saved nor can be had
+    /// otherwise.
+    NotSaved {
+        /// The value's name (without `%`).
+        value: String,
+    },
+    /// A reverse block needs a buffer handle that was neither pushed for it nor
+    /// saved once.
+    HandleNotSaved {
+        /// Which handle, as the plan's debug output prints it (`Shadow(v3)`: the
+        /// handle of the shadow of `v3`).
+        item: String,
+        /// Whether the handle was looked for among the values saved once.
+        once: bool,
+    },
+    /// A tape buffer's value is not a slice.
+    NotASlice {
+        /// The value's name (without `%`).
+        value: String,
+    },
+    /// An instruction that makes a result made none.
+    NoResult {
+        /// The instruction's opcode.
+        opcode: String,
+    },
+    /// The reverse rule of an instruction read an operand or result that was not
+    /// saved.
+    RuleReadUnsaved {
+        /// The instruction's opcode.
+        opcode: String,
+        /// What it read.
+        what: String,
+    },
+    /// A call without a callee.
+    NoCallee,
+}
+
+impl fmt::Display for InternalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InternalError::Unverified { func, errors } => {
+                write!(f, "@{func} does not verify:\n{errors}")
+            }
+            InternalError::Module(e) => write!(f, "{e}"),
+            InternalError::Build(e) => write!(f, "{e}"),
+            InternalError::NeverMade { item } => {
+                write!(f, "the plan saves {item}, never made")
+            }
+            InternalError::NotSaved { value } => {
+                write!(f, "%{value} is read but was not saved")
+            }
+            InternalError::HandleNotSaved { item, once: true } => {
+                write!(f, "the handle {item} was neither pushed nor saved once")
+            }
+            InternalError::HandleNotSaved { item, once: false } => {
+                write!(f, "the handle {item} was not saved")
+            }
+            InternalError::NotASlice { value } => write!(f, "%{value} is not a slice"),
+            InternalError::NoResult { opcode } => write!(f, "`{opcode}` made no result"),
+            InternalError::RuleReadUnsaved { opcode, what } => {
+                write!(f, "the rule of `{opcode}` read something not saved: {what}")
+            }
+            InternalError::NoCallee => write!(f, "a call without a callee"),
+        }
+    }
+}
+
+impl std::error::Error for InternalError {}
 
 impl fmt::Display for AdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -156,9 +255,9 @@ impl fmt::Display for AdError {
             AdError::Unsupported { func, what } => {
                 write!(f, "cannot differentiate @{func} yet: {what}")
             }
-            AdError::Internal { func, message } => write!(
+            AdError::Internal { func, error } => write!(
                 f,
-                "internal error (a bug in gradlift) while differentiating @{func}: {message}"
+                "internal error (a bug in gradlift) while differentiating @{func}: {error}"
             ),
         }
     }

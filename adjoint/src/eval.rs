@@ -2,21 +2,8 @@
 //! convention, written once ([`run_rule`] on borrowed arguments, [`run_rule_vals`]
 //! and [`value_and_gradient`] on owned values).
 //!
-//! For `func @f(params) -> results` and its [`Rule`]:
-//!
-//! 1. `@f.fwd(params...) -> results` runs with the primal arguments (`mut` slices are
-//!    updated in place, as the primal would update them) and leaves what the
-//!    pullback needs on the interpreter's tape;
-//! 2. `@f.rvs(slices..., shadows..., dy...) -> (dx...)` runs with every slice
-//!    argument (as the forward pass left it), one shadow per `dup`/`dupnoneed`
-//!    parameter, and one cotangent per float result when the return is `active`. It
-//!    returns one cotangent per `active` parameter and adds (`+=`) the slices'
-//!    cotangents into the shadows.
-//!
-//! A shadow starts as the caller's (zeros by default). A `mut` slice's shadow is how a
-//! caller seeds the derivative of what the function writes into it: the shadow's
-//! initial contents are the cotangent of the slice's final contents, and it ends
-//! holding the cotangent of its initial contents.
+//! [`run_rule`]'s docs state the convention; the example runs it on the
+//! interpreter.
 //!
 //! ```
 //! use gradlift_adjoint::{RuleConfig, Seeds, build_rrule, value_and_gradient};
@@ -155,7 +142,23 @@ pub struct EvalBuffers {
 
 /// Runs `rule`'s forward pass and its pullback on `engine` (which must run
 /// `rule.module`) with borrowed arguments: the rule's calling convention, the one
-/// implementation of it (see the [module docs](self)).
+/// implementation of it.
+///
+/// For `func @f(params) -> results` and its [`Rule`]:
+///
+/// 1. `@f.fwd(params...) -> results` runs with the primal arguments (`mut` slices are
+///    updated in place, as the primal would update them) and leaves what the
+///    pullback needs on the engine's tape;
+/// 2. `@f.rvs(slices..., shadows..., dy...) -> (dx...)` runs with every slice
+///    argument (as the forward pass left it), one shadow per `dup`/`dupnoneed`
+///    parameter, and one cotangent per float result when the return is `active`. It
+///    returns one cotangent per `active` parameter and adds (`+=`) the slices'
+///    cotangents into the shadows.
+///
+/// A shadow starts as the caller's (zeros by default). A `mut` slice's shadow is how a
+/// caller seeds the derivative of what the function writes into it: the shadow's
+/// initial contents are the cotangent of the slice's final contents, and it ends
+/// holding the cotangent of its initial contents.
 ///
 /// `args` are the primal's arguments (`mut` slices are written in place, as the
 /// primal writes them). `shadows` holds one writable slice per `dup`/`dupnoneed`
@@ -385,7 +388,7 @@ fn check_seeds(rule: &Rule, args: &[Val], seeds: &Seeds) -> Result<(), EvalError
 
 /// Runs `rule`'s forward pass at `args` and its pullback from `seeds` on `engine`
 /// (the interpreter, or the JIT, running `rule.module`), with fresh buffers. See
-/// [`run_rule_vals`] and the [module docs](self).
+/// [`run_rule_vals`] and [`run_rule`].
 pub fn value_and_gradient<E: Engine>(
     engine: &mut E,
     rule: &Rule,

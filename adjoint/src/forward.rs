@@ -27,10 +27,12 @@
 use cranelift_entity::SecondaryMap;
 use gradlift_ir::flowgraph::ControlFlowGraph;
 use gradlift_ir::{
-    Block, Function, Imm, Opcode, Scalar, Signature, Terminator, Type, Value, ValueDef,
+    Block, FuncId, Function, Imm, Inst, Opcode, Scalar, Signature, Terminator, Type, Value,
+    ValueDef,
 };
 use smallvec::SmallVec;
 
+use crate::error::InternalError;
 use crate::plan::Plan;
 use crate::stmt::{CallRule, SaveItem};
 
@@ -59,120 +61,175 @@ impl ValueMap {
 ///
 /// In debug mode (`marker`), the entry first pushes the marker, which the pullback
 /// pops and compares last.
-pub fn forward_ir(
+///
+/// The steps, in the order they write (each numbers the values it makes, so the
+/// order is part of the output): the blocks; their phis and block-stack entries;
+/// the debug marker; every block's instructions, in reverse postorder; every
+/// block's saves, terminator and phi edges, in reverse postorder.
+pub(crate) fn forward_ir(
     primal: &Function,
     sig: &Signature,
     plan: &Plan,
     needs_primal: bool,
     marker: Option<i64>,
-) -> Result<Function, String> {
-    let mut fwd = Function::new(sig);
-    let mut vmap = ValueMap {
-        map: SecondaryMap::new(),
-    };
-    for (&p, &q) in primal.params.iter().zip(&fwd.params) {
-        vmap.map[p] = Some(q);
-        fwd.values[q].name = primal.values[p].name.clone();
-    }
-    let tape = !plan.trivial;
-
-    // Blocks in layout order, with their phis (edges come last, once every value
-    // exists).
-    let mut bmap: SecondaryMap<Block, Option<Block>> = SecondaryMap::new();
-    for &b in primal
-        .layout
-        .iter()
-        .filter(|&&b| plan.reachable.contains(b))
-    {
-        let nb = fwd.make_block(primal.blocks[b].name.as_deref());
-        fwd.append_block(nb);
-        bmap[b] = Some(nb);
-    }
-    let block = |b: Block| bmap[b].expect("reachable blocks are mapped");
-    for &b in primal
-        .layout
-        .iter()
-        .filter(|&&b| plan.reachable.contains(b))
-    {
-        let nb = block(b);
-        for phi in &primal.blocks[b].phis {
-            let v = fwd.append_phi(nb, primal.value_type(phi.value), &[]);
-            fwd.values[v].name = primal.values[phi.value].name.clone();
-            vmap.map[phi.value] = Some(v);
-        }
-        if tape && plan.live.contains(b) && plan.stack.records_pred(b) && !plan.tape.replays(b) {
-            let incoming: SmallVec<[(Block, Value); 2]> = plan
-                .stack
-                .preds(b)
-                .iter()
-                .enumerate()
-                .map(|(i, &p)| (block(p), fwd.make_const(Scalar::I64(i as i64 + 1))))
-                .collect();
-            let from = fwd.append_phi(nb, Type::I64, &incoming);
-            fwd.set_value_name(from, "from");
-            push(&mut fwd, nb, from);
-        }
-    }
-
-    // Instructions in reverse postorder, so that operands exist before their uses.
-    // The handles of local buffers kept on the tape, and of shadow buffers.
-    let mut buf_handle: SecondaryMap<Value, Option<Value>> = SecondaryMap::new();
-    let mut shadow_handle: SecondaryMap<Value, Option<Value>> = SecondaryMap::new();
+) -> Result<Function, InternalError> {
+    let mut pass = ForwardPass::new(primal, sig, plan, needs_primal);
+    pass.lay_out_blocks();
+    pass.copy_phis_and_record_preds();
     let cfg = ControlFlowGraph::new(primal);
-    if let (Some(m), Some(&entry)) = (marker, primal.layout.first()) {
-        let m = fwd.make_const(Scalar::I64(m));
-        push(&mut fwd, block(entry), m);
+    if let Some(m) = marker {
+        pass.push_marker(m);
     }
     for &b in cfg.reverse_postorder() {
-        let nb = block(b);
-        let data = &primal.blocks[b];
-        for &inst in &data.insts {
+        pass.copy_insts(b);
+    }
+    for &b in cfg.reverse_postorder() {
+        pass.end_block(b)?;
+    }
+    Ok(pass.fwd)
+}
+
+/// The forward pass being written, and how the primal maps into it.
+///
+/// Invariant: every reachable primal block has its copy in `bmap` once
+/// [`lay_out_blocks`](Self::lay_out_blocks) ran, and a primal value is in `vmap`
+/// once its definition was copied.
+struct ForwardPass<'a> {
+    primal: &'a Function,
+    plan: &'a Plan,
+    needs_primal: bool,
+    /// Whether the rule has a tape at all (the plan is not trivial).
+    tape: bool,
+    fwd: Function,
+    vmap: ValueMap,
+    bmap: SecondaryMap<Block, Option<Block>>,
+    /// The handles of local buffers kept on the tape.
+    buf_handle: SecondaryMap<Value, Option<Value>>,
+    /// The handles of shadow buffers.
+    shadow_handle: SecondaryMap<Value, Option<Value>>,
+}
+
+impl<'a> ForwardPass<'a> {
+    /// An empty forward pass with `sig`, its parameters mapped to the primal's and
+    /// named alike.
+    fn new(primal: &'a Function, sig: &Signature, plan: &'a Plan, needs_primal: bool) -> Self {
+        let mut fwd = Function::new(sig);
+        let mut vmap = ValueMap {
+            map: SecondaryMap::new(),
+        };
+        for (&p, &q) in primal.params.iter().zip(&fwd.params) {
+            vmap.map[p] = Some(q);
+            fwd.values[q].name = primal.values[p].name.clone();
+        }
+        ForwardPass {
+            primal,
+            plan,
+            needs_primal,
+            tape: !plan.trivial,
+            fwd,
+            vmap,
+            bmap: SecondaryMap::new(),
+            buf_handle: SecondaryMap::new(),
+            shadow_handle: SecondaryMap::new(),
+        }
+    }
+
+    /// The copy of the reachable primal block `b`.
+    fn block(&self, b: Block) -> Block {
+        self.bmap[b].expect("reachable blocks are mapped")
+    }
+
+    /// The reachable blocks of the primal, in layout order.
+    fn reachable_blocks(&self) -> impl Iterator<Item = Block> + use<'a> {
+        let plan = self.plan;
+        self.primal
+            .layout
+            .iter()
+            .copied()
+            .filter(move |&b| plan.reachable.contains(b))
+    }
+
+    /// Makes a block for each reachable primal block, in layout order, with the same
+    /// name.
+    fn lay_out_blocks(&mut self) {
+        for b in self.reachable_blocks() {
+            let nb = self.fwd.make_block(self.primal.blocks[b].name.as_deref());
+            self.fwd.append_block(nb);
+            self.bmap[b] = Some(nb);
+        }
+    }
+
+    /// Copies each block's phis (without edges: they come last, once every value
+    /// exists), and in a live block whose predecessor the pullback pops, adds
+    /// `%from = phi i64 [P1: 1, P2: 2, ...]` and `push %from` (the block stack,
+    /// Mooncake's `__push_blk_stack!`).
+    fn copy_phis_and_record_preds(&mut self) {
+        let (primal, plan) = (self.primal, self.plan);
+        for b in self.reachable_blocks() {
+            let nb = self.block(b);
+            for phi in &primal.blocks[b].phis {
+                let v = self.fwd.append_phi(nb, primal.value_type(phi.value), &[]);
+                self.fwd.values[v].name = primal.values[phi.value].name.clone();
+                self.vmap.map[phi.value] = Some(v);
+            }
+            if self.tape
+                && plan.live.contains(b)
+                && plan.stack.records_pred(b)
+                && !plan.tape.replays(b)
+            {
+                let (fwd, bmap) = (&mut self.fwd, &self.bmap);
+                let incoming: SmallVec<[(Block, Value); 2]> = plan
+                    .stack
+                    .preds(b)
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &p)| {
+                        let number = fwd.make_const(Scalar::I64(i as i64 + 1));
+                        (bmap[p].expect("reachable blocks are mapped"), number)
+                    })
+                    .collect();
+                let from = self.fwd.append_phi(nb, Type::I64, &incoming);
+                self.fwd.set_value_name(from, "from");
+                push(&mut self.fwd, nb, from);
+            }
+        }
+    }
+
+    /// Pushes the debug marker first thing in the entry.
+    fn push_marker(&mut self, marker: i64) {
+        if let Some(&entry) = self.primal.layout.first() {
+            let m = self.fwd.make_const(Scalar::I64(marker));
+            let nb = self.block(entry);
+            push(&mut self.fwd, nb, m);
+        }
+    }
+
+    /// Copies the instructions of the primal block `b`; an `alloc` gets its tape
+    /// buffers ([`copy_alloc`](Self::copy_alloc)) and a differentiated call calls
+    /// the callee's forward pass ([`call_target`](Self::call_target)). Blocks are
+    /// copied in reverse postorder, so operands exist before their uses.
+    fn copy_insts(&mut self, b: Block) {
+        let primal = self.primal;
+        let nb = self.block(b);
+        for &inst in &primal.blocks[b].insts {
             let d = &primal.insts[inst];
             let args: SmallVec<[Value; 3]> = d
                 .args
                 .iter()
-                .map(|&a| vmap.get(primal, &mut fwd, a))
+                .map(|&a| self.vmap.get(primal, &mut self.fwd, a))
                 .collect();
             let types: SmallVec<[Type; 1]> =
                 d.results.iter().map(|&r| primal.value_type(r)).collect();
-            let name = |v: Value| primal.values[v].name.clone();
-            if d.opcode == Opcode::Alloc && tape {
-                let a = d.results[0];
-                if plan.tape_bufs.contains(a) {
-                    let h = append(&mut fwd, nb, Opcode::TapeAlloc, d.imm, &args, Type::I64);
-                    let view = append(&mut fwd, nb, Opcode::TapeView, d.imm, &[h], types[0]);
-                    fwd.values[view].name = name(a);
-                    fwd.values[h].name = name(a).map(|n| format!("{n}.buf").into());
-                    vmap.map[a] = Some(view);
-                    buf_handle[a] = Some(h);
-                } else {
-                    let v = append(&mut fwd, nb, d.opcode, d.imm, &args, types[0]);
-                    fwd.values[v].name = name(a);
-                    vmap.map[a] = Some(v);
-                }
-                if plan.shadow_bufs.contains(a) {
-                    let h = append(&mut fwd, nb, Opcode::TapeAlloc, d.imm, &args, Type::I64);
-                    fwd.values[h].name = name(a).map(|n| format!("d{n}.buf").into());
-                    shadow_handle[a] = Some(h);
-                }
+            if d.opcode == Opcode::Alloc && self.tape {
+                self.copy_alloc(nb, inst, &args, types[0]);
                 continue;
             }
-            let (imm, overlay) = match plan.calls.get(&inst) {
-                Some(CallRule::Derived {
-                    fwd: f, overlay, ..
-                }) if tape => {
-                    if *overlay {
-                        (d.imm, Some(*f))
-                    } else {
-                        (Imm::Func(*f), None)
-                    }
-                }
-                _ => (d.imm, None),
-            };
+            let (imm, overlay) = self.call_target(inst);
+            let fwd = &mut self.fwd;
             let ni = fwd.make_inst(d.opcode, imm, &args, &types);
             for (&r, &nr) in d.results.iter().zip(&fwd.insts[ni].results.clone()) {
-                fwd.values[nr].name = name(r);
-                vmap.map[r] = Some(nr);
+                fwd.values[nr].name = primal.values[r].name.clone();
+                self.vmap.map[r] = Some(nr);
             }
             fwd.append_inst(nb, ni);
             if let Some(f) = overlay {
@@ -182,72 +239,135 @@ pub fn forward_ir(
         }
     }
 
-    // Saved values, the `ret` number, terminators, phi edges.
-    for &b in cfg.reverse_postorder() {
-        let nb = block(b);
-        let data = &primal.blocks[b];
-        let saves = |fwd: &mut Function, items: &[SaveItem]| -> Result<(), String> {
-            for &item in items {
-                let nv = match item {
-                    SaveItem::Value(v) => Some(vmap.get(primal, fwd, v)),
-                    SaveItem::Buf(a) => buf_handle[a],
-                    SaveItem::Shadow(a) => shadow_handle[a],
-                };
-                let nv = nv.ok_or_else(|| format!("the plan saves {item:?}, never made"))?;
-                push(fwd, nb, nv);
+    /// Copies `%a = alloc T, %n` into `nb` (with a tape): as `%a.buf = tape_alloc`
+    /// and `%a = tape_view` when the pullback needs the buffer, followed by
+    /// `%da.buf = tape_alloc` when it has a shadow.
+    fn copy_alloc(&mut self, nb: Block, inst: Inst, args: &[Value], ty: Type) {
+        let d = &self.primal.insts[inst];
+        let a = d.results[0];
+        let name = self.primal.values[a].name.clone();
+        let fwd = &mut self.fwd;
+        if self.plan.tape_bufs.contains(a) {
+            let h = append(fwd, nb, Opcode::TapeAlloc, d.imm, args, Type::I64);
+            let view = append(fwd, nb, Opcode::TapeView, d.imm, &[h], ty);
+            fwd.values[view].name = name.clone();
+            fwd.values[h].name = name.as_ref().map(|n| format!("{n}.buf").into());
+            self.vmap.map[a] = Some(view);
+            self.buf_handle[a] = Some(h);
+        } else {
+            let v = append(fwd, nb, d.opcode, d.imm, args, ty);
+            fwd.values[v].name = name.clone();
+            self.vmap.map[a] = Some(v);
+        }
+        if self.plan.shadow_bufs.contains(a) {
+            let h = append(fwd, nb, Opcode::TapeAlloc, d.imm, args, Type::I64);
+            fwd.values[h].name = name.map(|n| format!("d{n}.buf").into());
+            self.shadow_handle[a] = Some(h);
+        }
+    }
+
+    /// What `inst` calls in the forward pass: the callee's forward pass for a
+    /// differentiated call (with a tape); for an overlaid one, the callee itself and
+    /// the overlay's forward pass to call after it. Anything else is unchanged.
+    fn call_target(&self, inst: Inst) -> (Imm, Option<FuncId>) {
+        let imm = self.primal.insts[inst].imm;
+        match self.plan.calls.get(&inst) {
+            Some(CallRule::Derived {
+                fwd: f, overlay, ..
+            }) if self.tape => {
+                if *overlay {
+                    (imm, Some(*f))
+                } else {
+                    (Imm::Func(*f), None)
+                }
             }
-            Ok(())
-        };
-        let live = tape && plan.live.contains(b);
+            _ => (imm, None),
+        }
+    }
+
+    /// Ends the copy of block `b`: in a live block, the pushes of what its reverse
+    /// reads (and, before a `ret`, what is saved once: Mooncake's
+    /// `create_comms_insts!`), then the terminator, then the edges of its phis.
+    fn end_block(&mut self, b: Block) -> Result<(), InternalError> {
+        let (primal, plan) = (self.primal, self.plan);
+        let data = &primal.blocks[b];
+        let live = self.tape && plan.live.contains(b);
         if live {
-            saves(&mut fwd, plan.tape.pushed(b))?;
+            self.push_saves(b, plan.tape.pushed(b))?;
         }
         if live && matches!(data.term, Some(Terminator::Ret(_))) {
-            saves(&mut fwd, plan.tape.once())?;
+            self.push_saves(b, plan.tape.once())?;
         }
-        let term = match data
+        let term = self.terminator(b);
+        let nb = self.block(b);
+        self.fwd.set_terminator(nb, term);
+        for phi in &data.phis {
+            let nphi = self.vmap.map[phi.value].expect("phis are mapped");
+            for &(p, v) in &phi.incoming {
+                if plan.reachable.contains(p) {
+                    let nv = self.vmap.get(primal, &mut self.fwd, v);
+                    self.fwd.add_phi_incoming(nphi, self.block(p), nv);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Pushes `items` at the end of the copy of `b`, in order.
+    fn push_saves(&mut self, b: Block, items: &[SaveItem]) -> Result<(), InternalError> {
+        let nb = self.block(b);
+        for &item in items {
+            let nv = match item {
+                SaveItem::Value(v) => Some(self.vmap.get(self.primal, &mut self.fwd, v)),
+                SaveItem::Buf(a) => self.buf_handle[a],
+                SaveItem::Shadow(a) => self.shadow_handle[a],
+            };
+            let nv = nv.ok_or_else(|| InternalError::NeverMade {
+                item: format!("{item:?}"),
+            })?;
+            push(&mut self.fwd, nb, nv);
+        }
+        Ok(())
+    }
+
+    /// The terminator of the copy of `b`; before a `ret`, the push of the returning
+    /// block's number when the pullback pops it (and no results when the primal is
+    /// not needed).
+    fn terminator(&mut self, b: Block) -> Terminator {
+        let (primal, plan) = (self.primal, self.plan);
+        let nb = self.block(b);
+        match primal.blocks[b]
             .term
             .as_ref()
             .expect("verified blocks have terminators")
         {
-            Terminator::Jump(d) => Terminator::Jump(block(*d)),
+            Terminator::Jump(d) => Terminator::Jump(self.block(*d)),
             Terminator::Br {
                 cond,
                 then_dest,
                 else_dest,
             } => Terminator::Br {
-                cond: vmap.get(primal, &mut fwd, *cond),
-                then_dest: block(*then_dest),
-                else_dest: block(*else_dest),
+                cond: self.vmap.get(primal, &mut self.fwd, *cond),
+                then_dest: self.block(*then_dest),
+                else_dest: self.block(*else_dest),
             },
             Terminator::Ret(vals) => {
-                if tape && plan.stack.records_ret() {
+                if self.tape && plan.stack.records_ret() {
                     let n = plan.stack.ret_number(b).unwrap_or(0);
-                    let n = fwd.make_const(Scalar::I64(n));
-                    push(&mut fwd, nb, n);
+                    let n = self.fwd.make_const(Scalar::I64(n));
+                    push(&mut self.fwd, nb, n);
                 }
-                let vals = if needs_primal {
+                let vals = if self.needs_primal {
                     vals.iter()
-                        .map(|&v| vmap.get(primal, &mut fwd, v))
+                        .map(|&v| self.vmap.get(primal, &mut self.fwd, v))
                         .collect()
                 } else {
                     SmallVec::new()
                 };
                 Terminator::Ret(vals)
             }
-        };
-        fwd.set_terminator(nb, term);
-        for phi in &data.phis {
-            let nphi = vmap.map[phi.value].expect("phis are mapped");
-            for &(p, v) in &phi.incoming {
-                if plan.reachable.contains(p) {
-                    let nv = vmap.get(primal, &mut fwd, v);
-                    fwd.add_phi_incoming(nphi, block(p), nv);
-                }
-            }
         }
     }
-    Ok(fwd)
 }
 
 /// Appends an instruction with one result to `block`; returns the result.

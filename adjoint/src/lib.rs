@@ -36,47 +36,54 @@
 //! ```
 //!
 //! The derived functions print, parse back and verify like any others; the design,
-//! with the signatures and the tape protocol, is in the module docs of [`forward`],
-//! [`pullback`] and [`plan`]. [`check::check_rule`] tests a rule against finite
-//! differences and the dot-product test.
+//! with the signatures and the tape protocol, is in `docs/reverse-mode.md` and in
+//! the module docs of the crate's sources. [`check_rule`] tests a rule against
+//! finite differences and the dot-product test.
 //!
 //! It derives functions of scalars and slices with any control flow, local buffers
 //! (`alloc`), mutation, and calls: a callee's rule is derived too, once per activity
 //! pattern, into the same module (recursion and mutual recursion included), unless a
 //! declaration says otherwise (`vjp`, `nodiff`, `overlay`; an `extern` has a
-//! derivative only through one). [`eval::value_and_gradient`] runs a rule with the
+//! derivative only through one). [`value_and_gradient`] runs a rule with the
 //! calling convention (shadows, seeds); what cannot be derived is an [`AdError`]
 //! that says what and where.
 //!
-//! The crate reads and writes IR and never runs user code, except [`check`], which
-//! runs the interpreter.
+//! The crate reads and writes IR and never runs user code, except [`check_rule`]
+//! and [`check_derived`], which run the interpreter, and [`run_rule`] and its
+//! wrappers, which run a rule on the engine they are given (any
+//! [`Engine`](gradlift_ir::Engine): the interpreter, or the JIT): the rule's calling
+//! convention, written once.
 //!
-//! Modules, in pipeline order: [`config`] (the request), [`callee`] (how calls are
-//! differentiated), [`activity`] (which values get derivatives), [`rules`] (the rule
-//! table), [`stmt`] (each statement's forward and reverse pieces), [`plan`] (block
-//! stack, saved values, calls), [`liveness`] (where cotangents are known zero),
-//! [`forward`] and [`pullback`] (assembly), [`rrule`] (the pipeline and the cache of
-//! callee rules), [`eval`] (running a rule), [`check`].
+//! The public API is the items re-exported here; the mechanisms are
+//! private modules, in pipeline order: `config` (the request), `callee` (how calls
+//! are differentiated), `activity` (which values get derivatives), `rules` (the rule
+//! table), `stmt` (each statement's forward and reverse pieces), `plan` (block
+//! stack, saved values, calls), `tape` (what is pushed and what is had otherwise),
+//! `liveness` (where cotangents are known zero), `forward` and `pullback`
+//! (assembly), `rrule` (the pipeline and the cache of callee rules), `eval`
+//! (running a rule), `check`.
 
-pub mod activity;
-pub mod callee;
-pub mod check;
-pub mod config;
-pub mod error;
-pub mod eval;
-pub mod forward;
-pub mod liveness;
-pub mod plan;
-pub mod pullback;
-pub mod rrule;
-pub mod rules;
-pub mod stmt;
-pub mod tape;
+#![warn(unreachable_pub)]
+
+mod activity;
+mod callee;
+mod check;
+mod config;
+mod error;
+mod eval;
+mod forward;
+mod liveness;
+mod plan;
+mod pullback;
+mod rrule;
+mod rules;
+mod stmt;
+mod tape;
 
 pub use check::Coord;
 pub use check::{CheckError, CheckOptions, CheckReport, check_derived, check_rule};
 pub use config::{Activity, RetActivity, RuleConfig, TapePolicy};
-pub use error::AdError;
+pub use error::{AdError, InternalError};
 pub use eval::{
     EvalBuffers, EvalError, Gradient, Seeds, run_rule, run_rule_vals, value_and_gradient,
 };

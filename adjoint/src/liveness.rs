@@ -31,34 +31,34 @@ use crate::stmt::{RevPhi, RevStmt};
 /// For each live block, the active values whose cotangents the block's reverse sets
 /// to zero on entry. See the [module docs](self).
 #[derive(Clone, Debug, Default)]
-pub struct CotangentLiveness {
+pub(crate) struct CotangentLiveness {
     zero_on_entry: SecondaryMap<Block, Vec<Value>>,
 }
 
 /// The inputs of the analysis: the plan's pieces.
-pub struct Inputs<'a> {
+pub(crate) struct Inputs<'a> {
     /// The primal.
-    pub func: &'a Function,
+    pub(crate) func: &'a Function,
     /// Its activity.
-    pub activity: &'a ActivityInfo,
+    pub(crate) activity: &'a ActivityInfo,
     /// The live blocks, in layout order.
-    pub live: &'a [Block],
+    pub(crate) live: &'a [Block],
     /// Predecessors of the live blocks.
-    pub stack: &'a BlockStack,
+    pub(crate) stack: &'a BlockStack,
     /// Per block, the reverse of each statement that has one.
-    pub insts: &'a SecondaryMap<Block, Vec<RevStmt>>,
+    pub(crate) insts: &'a SecondaryMap<Block, Vec<RevStmt>>,
     /// Per block, the reverse of each active phi.
-    pub phis: &'a SecondaryMap<Block, Vec<RevPhi>>,
+    pub(crate) phis: &'a SecondaryMap<Block, Vec<RevPhi>>,
     /// Per `ret` block, the seeded values.
-    pub seeds: &'a SecondaryMap<Block, Vec<(Value, usize)>>,
+    pub(crate) seeds: &'a SecondaryMap<Block, Vec<(Value, usize)>>,
     /// The active parameters' values (the reverse of the entry returns their
     /// cotangents).
-    pub params: &'a [Value],
+    pub(crate) params: &'a [Value],
 }
 
 impl CotangentLiveness {
     /// Computes the analysis.
-    pub fn new(inp: &Inputs<'_>) -> CotangentLiveness {
+    pub(crate) fn new(inp: &Inputs<'_>) -> CotangentLiveness {
         let func = inp.func;
         let Some(&entry) = func.layout.first() else {
             return CotangentLiveness::default();
@@ -132,7 +132,7 @@ impl CotangentLiveness {
     }
 
     /// The values whose cotangents the reverse of `b` sets to zero on entry.
-    pub fn zero_on_entry(&self, b: Block) -> &[Value] {
+    pub(crate) fn zero_on_entry(&self, b: Block) -> &[Value] {
         &self.zero_on_entry[b]
     }
 }

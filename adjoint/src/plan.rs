@@ -40,7 +40,7 @@ use crate::tape::{TapeInputs, TapePlan};
 /// [`BlockStack::rets`], from 1) just before the `ret`, and the pullback's entry pops
 /// it to find where to start.
 #[derive(Clone, Debug, Default)]
-pub struct BlockStack {
+pub(crate) struct BlockStack {
     preds: SecondaryMap<Block, SmallVec<[Block; 2]>>,
     rets: Vec<Block>,
 }
@@ -48,27 +48,27 @@ pub struct BlockStack {
 impl BlockStack {
     /// The predecessors of a live block that are reachable, in the order of the
     /// control-flow graph (`br %c, b, b` counts once).
-    pub fn preds(&self, b: Block) -> &[Block] {
+    pub(crate) fn preds(&self, b: Block) -> &[Block] {
         &self.preds[b]
     }
 
     /// Whether the forward pass records which predecessor it came to `b` from.
-    pub fn records_pred(&self, b: Block) -> bool {
+    pub(crate) fn records_pred(&self, b: Block) -> bool {
         self.preds[b].len() > 1
     }
 
     /// The live blocks ending in `ret`, in layout order.
-    pub fn rets(&self) -> &[Block] {
+    pub(crate) fn rets(&self) -> &[Block] {
         &self.rets
     }
 
     /// Whether the forward pass records which `ret` it left by.
-    pub fn records_ret(&self) -> bool {
+    pub(crate) fn records_ret(&self) -> bool {
         self.rets.len() > 1
     }
 
     /// The number `b` is pushed as when it returns (from 1).
-    pub fn ret_number(&self, b: Block) -> Option<i64> {
+    pub(crate) fn ret_number(&self, b: Block) -> Option<i64> {
         self.rets.iter().position(|&r| r == b).map(|i| i as i64 + 1)
     }
 }
@@ -80,60 +80,57 @@ impl BlockStack {
 /// everything the reverse of `C`'s statements reads ([`SaveItem`]s: scalar values,
 /// wherever they are defined, and the handles of local buffers kept on the tape),
 /// each once, in this order; the reverse block pops them first, last first.
-/// Constants are never saved: the pullback writes them itself. Everything the
-/// reverse reads is saved; nothing is recomputed (for now).
+/// Constants are never saved: the pullback writes them itself. This lists
+/// everything the reverse reads; under [`TapePolicy::Minimal`](crate::TapePolicy)
+/// the [tape plan](crate::tape) pushes only what the pullback cannot have otherwise.
 #[derive(Clone, Debug, Default)]
-pub struct SavedValues {
+pub(crate) struct SavedValues {
     per_block: SecondaryMap<Block, Vec<SaveItem>>,
 }
 
 impl SavedValues {
     /// What `b` saves, in push order.
-    pub fn of(&self, b: Block) -> &[SaveItem] {
+    pub(crate) fn of(&self, b: Block) -> &[SaveItem] {
         &self.per_block[b]
     }
 }
 
 /// Derives (or finds) the rule of a callee for an activity pattern: the forward
 /// pass and the pullback, declared in the output module.
-pub type Requester<'r> = dyn FnMut(FuncId, RuleConfig) -> Result<(FuncId, FuncId), AdError> + 'r;
+pub(crate) type Requester<'r> =
+    dyn FnMut(FuncId, RuleConfig) -> Result<(FuncId, FuncId), AdError> + 'r;
 
 /// Everything decided about a rule before code is written.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Blocks reachable from the entry.
-    pub reachable: EntitySet<Block>,
+    pub(crate) reachable: EntitySet<Block>,
     /// Reachable blocks that can reach a `ret`: the ones with reverse code.
-    pub live: EntitySet<Block>,
+    pub(crate) live: EntitySet<Block>,
     /// The block stack.
-    pub stack: BlockStack,
-    /// What each block saves.
-    pub saved: SavedValues,
+    pub(crate) stack: BlockStack,
     /// Which values are active.
-    pub activity: ActivityInfo,
+    pub(crate) activity: ActivityInfo,
     /// Per block, the reverse of each statement that has one, in block order.
-    pub insts: SecondaryMap<Block, Vec<RevStmt>>,
+    pub(crate) insts: SecondaryMap<Block, Vec<RevStmt>>,
     /// Per block, the reverse of each active phi.
-    pub phis: SecondaryMap<Block, Vec<RevPhi>>,
+    pub(crate) phis: SecondaryMap<Block, Vec<RevPhi>>,
     /// Per `ret` block, the seeds: (returned value, pullback parameter).
-    pub seeds: SecondaryMap<Block, Vec<(Value, usize)>>,
-    /// For each result of the primal, the pullback parameter carrying its cotangent
-    /// (float results of an active return).
-    pub seeded: Vec<Option<usize>>,
+    pub(crate) seeds: SecondaryMap<Block, Vec<(Value, usize)>>,
     /// The calls whose derivative is taken, and how.
-    pub calls: HashMap<Inst, CallRule>,
+    pub(crate) calls: HashMap<Inst, CallRule>,
     /// `alloc`s whose buffer the forward pass keeps on the tape (`tape_alloc` and
     /// `tape_view`), because the pullback needs it.
-    pub tape_bufs: EntitySet<Value>,
+    pub(crate) tape_bufs: EntitySet<Value>,
     /// `alloc`s with a shadow buffer (a `tape_alloc` of the same length).
-    pub shadow_bufs: EntitySet<Value>,
+    pub(crate) shadow_bufs: EntitySet<Value>,
     /// No derivative flows: the forward pass saves nothing and the pullback returns
     /// zeros.
-    pub trivial: bool,
+    pub(crate) trivial: bool,
     /// Where each block's reverse may reset cotangents to zero on entry.
-    pub liveness: CotangentLiveness,
+    pub(crate) liveness: CotangentLiveness,
     /// What is pushed, and how the pullback has the rest (the tape policy).
-    pub tape: TapePlan,
+    pub(crate) tape: TapePlan,
 }
 
 impl Plan {
@@ -141,7 +138,14 @@ impl Plan {
     /// checked against the signature, whose result types are `results`; the
     /// pullback takes the parameters `slice_params` as slices. Callees' rules come
     /// from `request`.
-    pub fn new(
+    ///
+    /// The steps: which blocks are reachable and live; which values are active (and
+    /// the refusal of `const` slices written with active values); which pullback
+    /// parameter seeds each result ([`seeded_results`]); each block's block-stack
+    /// entry, saves and statement reverses ([`BlockPlans`], Mooncake's
+    /// `create_comms_insts!` and `make_ad_stmts!`); where cotangents are known zero
+    /// ([`CotangentLiveness`]); and the tape policy ([`TapePlan`]).
+    pub(crate) fn new(
         module: &Module,
         fname: &str,
         func: &Function,
@@ -158,34 +162,20 @@ impl Plan {
         let live = co_reachable(func, &cfg, &reachable);
         let activity = ActivityInfo::analyse(module, func, &reachable, config);
         check_const_writes(module, fname, func, &reachable, &activity)?;
-
-        let mut seeded = Vec::with_capacity(results.len());
-        let mut n = 0;
-        for &t in results {
-            if config.ret == RetActivity::Active && t.is_float() {
-                seeded.push(Some(n));
-                n += 1;
-            } else {
-                seeded.push(None);
-            }
-        }
-
-        let mut stack = BlockStack::default();
-        let mut saved = SavedValues::default();
-        let mut insts: SecondaryMap<Block, Vec<RevStmt>> = SecondaryMap::new();
-        let mut phis: SecondaryMap<Block, Vec<RevPhi>> = SecondaryMap::new();
-        let mut seeds: SecondaryMap<Block, Vec<(Value, usize)>> = SecondaryMap::new();
-        let mut calls = HashMap::new();
-        let mut tape_bufs = EntitySet::new();
-        let mut shadow_bufs = EntitySet::new();
-        for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
-            for &inst in &func.blocks[b].insts {
-                let d = &func.insts[inst];
-                if d.opcode == Opcode::Alloc && activity.has_shadow(d.results[0], func) {
-                    shadow_bufs.insert(d.results[0]);
-                }
-            }
-        }
+        let seeded = seeded_results(results, config);
+        let mut blocks = BlockPlans {
+            shadow_bufs: shadow_bufs(func, &reachable, &activity),
+            ..BlockPlans::default()
+        };
+        let mut cx = BlockCx {
+            module,
+            fname,
+            func,
+            activity: &activity,
+            config,
+            seeded: &seeded,
+            request,
+        };
         for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
             let preds: SmallVec<[Block; 2]> = cfg
                 .preds(b)
@@ -193,49 +183,169 @@ impl Plan {
                 .copied()
                 .filter(|&p| reachable.contains(p))
                 .collect();
-            let data = &func.blocks[b];
-            let is_live = live.contains(b);
-            if is_live {
-                for phi in &data.phis {
-                    if let Some(rev) = phi_stmt(func, &activity, b, phi.value, &preds) {
-                        phis[b].push(rev);
-                    }
-                }
-            }
-            stack.preds[b] = preds;
-            let mut block_saves = Vec::new();
-            let mut seen = HashSet::new();
-            for &inst in &data.insts {
-                let info = if !is_live {
-                    // A block that never returns is followed by no pullback: its
-                    // calls stay plain calls.
-                    continue;
-                } else if func.insts[inst].opcode == Opcode::Call {
-                    let (info, rule) =
-                        call_stmt(module, fname, func, &activity, inst, config, request)?;
-                    if let Some(rule) = rule {
-                        calls.insert(inst, rule);
-                    }
-                    info
-                } else {
-                    inst_stmt(func, &activity, inst)
-                };
-                for item in info.saves {
-                    if let SaveItem::Buf(a) = item {
-                        tape_bufs.insert(a);
-                    }
-                    if seen.insert(item) {
-                        block_saves.push(item);
-                    }
-                }
-                insts[b].extend(info.reverse);
-            }
-            saved.per_block[b] = block_saves;
-            if is_live && let Some(Terminator::Ret(vals)) = &data.term {
-                stack.rets.push(b);
-                seeds[b] = ret_stmt(func, &activity, vals, &seeded);
+            blocks.plan_block(&mut cx, b, preds, live.contains(b))?;
+        }
+        let (liveness, trivial) = blocks.liveness(func, &activity, &live, config);
+        let stack = &blocks.stack;
+        let tape = TapePlan::new(&TapeInputs {
+            func,
+            cfg: &cfg,
+            reachable: &reachable,
+            live: &live,
+            preds: &|b| stack.preds(b),
+            saved: &|b| blocks.saved.of(b),
+            config,
+            slice_params,
+        });
+        Ok(Plan {
+            reachable,
+            live,
+            stack: blocks.stack,
+            activity,
+            insts: blocks.insts,
+            phis: blocks.phis,
+            seeds: blocks.seeds,
+            calls: blocks.calls,
+            tape_bufs: blocks.tape_bufs,
+            shadow_bufs: blocks.shadow_bufs,
+            trivial,
+            liveness,
+            tape,
+        })
+    }
+}
+
+/// For each result of a function with result types `results`, the pullback
+/// parameter carrying its cotangent: the float results of an active return, in
+/// order.
+fn seeded_results(results: &[Type], config: &RuleConfig) -> Vec<Option<usize>> {
+    let mut seeded = Vec::with_capacity(results.len());
+    let mut n = 0;
+    for &t in results {
+        if config.ret == RetActivity::Active && t.is_float() {
+            seeded.push(Some(n));
+            n += 1;
+        } else {
+            seeded.push(None);
+        }
+    }
+    seeded
+}
+
+/// The reachable `alloc`s whose buffers have a shadow.
+fn shadow_bufs(
+    func: &Function,
+    reachable: &EntitySet<Block>,
+    activity: &ActivityInfo,
+) -> EntitySet<Value> {
+    let mut shadow_bufs = EntitySet::new();
+    for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
+        for &inst in &func.blocks[b].insts {
+            let d = &func.insts[inst];
+            if d.opcode == Opcode::Alloc && activity.has_shadow(d.results[0], func) {
+                shadow_bufs.insert(d.results[0]);
             }
         }
+    }
+    shadow_bufs
+}
+
+/// What planning a block reads: the function, its activity, the request and the
+/// way to callees' rules.
+struct BlockCx<'a, 'r> {
+    module: &'a Module,
+    fname: &'a str,
+    func: &'a Function,
+    activity: &'a ActivityInfo,
+    config: &'a RuleConfig,
+    seeded: &'a [Option<usize>],
+    request: &'a mut Requester<'r>,
+}
+
+/// The per-block parts of a [`Plan`], filled block by block in layout order.
+///
+/// Invariant: after [`plan_block`](Self::plan_block) ran for a reachable block,
+/// its predecessors are in the block stack and its saves are final; a block that
+/// is not live has no statement reverses, phi reverses or seeds.
+#[derive(Default)]
+struct BlockPlans {
+    stack: BlockStack,
+    saved: SavedValues,
+    insts: SecondaryMap<Block, Vec<RevStmt>>,
+    phis: SecondaryMap<Block, Vec<RevPhi>>,
+    seeds: SecondaryMap<Block, Vec<(Value, usize)>>,
+    calls: HashMap<Inst, CallRule>,
+    tape_bufs: EntitySet<Value>,
+    shadow_bufs: EntitySet<Value>,
+}
+
+impl BlockPlans {
+    /// Plans the reachable block `b`, whose reachable predecessors are `preds`
+    /// (`live`: whether it can reach a `ret`): the reverse of its active phis, its
+    /// predecessors in the block stack, the reverse and the saves of each
+    /// statement (requesting callees' rules), and its seeds when it returns.
+    fn plan_block(
+        &mut self,
+        cx: &mut BlockCx<'_, '_>,
+        b: Block,
+        preds: SmallVec<[Block; 2]>,
+        live: bool,
+    ) -> Result<(), AdError> {
+        let (func, activity) = (cx.func, cx.activity);
+        let data = &func.blocks[b];
+        if live {
+            for phi in &data.phis {
+                if let Some(rev) = phi_stmt(func, activity, b, phi.value, &preds) {
+                    self.phis[b].push(rev);
+                }
+            }
+        }
+        self.stack.preds[b] = preds;
+        let mut block_saves = Vec::new();
+        let mut seen = HashSet::new();
+        for &inst in &data.insts {
+            let info = if !live {
+                // A block that never returns is followed by no pullback: its
+                // calls stay plain calls.
+                continue;
+            } else if func.insts[inst].opcode == Opcode::Call {
+                let (info, rule) = call_stmt(
+                    cx.module, cx.fname, func, activity, inst, cx.config, cx.request,
+                )?;
+                if let Some(rule) = rule {
+                    self.calls.insert(inst, rule);
+                }
+                info
+            } else {
+                inst_stmt(func, activity, inst)
+            };
+            for item in info.saves {
+                if let SaveItem::Buf(a) = item {
+                    self.tape_bufs.insert(a);
+                }
+                if seen.insert(item) {
+                    block_saves.push(item);
+                }
+            }
+            self.insts[b].extend(info.reverse);
+        }
+        self.saved.per_block[b] = block_saves;
+        if live && let Some(Terminator::Ret(vals)) = &data.term {
+            self.stack.rets.push(b);
+            self.seeds[b] = ret_stmt(func, activity, vals, cx.seeded);
+        }
+        Ok(())
+    }
+
+    /// Where the reverse blocks may reset cotangents to zero, and whether the rule
+    /// is trivial (no live block has anything to reverse or seed).
+    fn liveness(
+        &self,
+        func: &Function,
+        activity: &ActivityInfo,
+        live: &EntitySet<Block>,
+        config: &RuleConfig,
+    ) -> (CotangentLiveness, bool) {
         let live_order: Vec<Block> = func
             .layout
             .iter()
@@ -249,51 +359,25 @@ impl Plan {
             .filter(|&(&p, &a)| a == Activity::Active && activity.is_active(p, func))
             .map(|(&p, _)| p)
             .collect();
-        let trivial = live_order
-            .iter()
-            .all(|&b| insts[b].is_empty() && phis[b].is_empty() && seeds[b].is_empty());
+        let trivial = live_order.iter().all(|&b| {
+            self.insts[b].is_empty() && self.phis[b].is_empty() && self.seeds[b].is_empty()
+        });
         let liveness = CotangentLiveness::new(&Inputs {
             func,
-            activity: &activity,
+            activity,
             live: &live_order,
-            stack: &stack,
-            insts: &insts,
-            phis: &phis,
-            seeds: &seeds,
+            stack: &self.stack,
+            insts: &self.insts,
+            phis: &self.phis,
+            seeds: &self.seeds,
             params: &params,
         });
-        let tape = TapePlan::new(&TapeInputs {
-            func,
-            cfg: &cfg,
-            reachable: &reachable,
-            live: &live,
-            preds: &|b| stack.preds(b),
-            saved: &|b| saved.of(b),
-            config,
-            slice_params,
-        });
-        Ok(Plan {
-            reachable,
-            live,
-            stack,
-            saved,
-            activity,
-            insts,
-            phis,
-            seeds,
-            seeded,
-            calls,
-            tape_bufs,
-            shadow_bufs,
-            trivial,
-            liveness,
-            tape,
-        })
+        (liveness, trivial)
     }
 }
 
 /// `` `%y = call @g(%x)` (3:5) ``: an instruction as an error message shows it.
-pub fn describe_inst(module: &Module, func: &Function, inst: Inst) -> String {
+pub(crate) fn describe_inst(module: &Module, func: &Function, inst: Inst) -> String {
     let names = Names::new(func);
     let line = write::inst_line(module, func, &names, inst);
     let pos = func.srcmap.insts.get(inst).copied().unwrap_or(Pos::NONE);
@@ -354,24 +438,7 @@ fn call_stmt(
     let Imm::Func(g) = d.imm else {
         return Ok((InstInfo::default(), None));
     };
-    let params: Vec<Activity> = d
-        .args
-        .iter()
-        .map(|&a| {
-            if act.is_active(a, func) {
-                Activity::Active
-            } else if act.has_shadow(a, func) {
-                Activity::Dup
-            } else {
-                Activity::Const
-            }
-        })
-        .collect();
-    let ret = if d.results.iter().any(|&r| act.is_active(r, func)) {
-        RetActivity::Active
-    } else {
-        RetActivity::Const
-    };
+    let (params, ret) = call_activities(func, act, inst);
     let any_active = params.contains(&Activity::Active);
     let any_dup = params.contains(&Activity::Dup);
     if !(any_dup || (any_active && ret == RetActivity::Active)) {
@@ -407,30 +474,9 @@ fn call_stmt(
                     ),
                 });
             }
-            // A read-only slice argument stays frozen for the callee when it is a
-            // frozen parameter of this function: nothing writes into it before the
-            // pullback runs. Any other buffer may be written after the call.
-            let gsig = module.sig(g);
-            let frozen = d
-                .args
-                .iter()
-                .zip(&gsig.params)
-                .map(|(&a, t)| {
-                    freezable(*t)
-                        && matches!(func.value_def(a), ValueDef::Param(i) if config.is_frozen(i as usize))
-                })
-                .collect();
-            let callee_config = RuleConfig {
-                params: params.clone(),
-                ret,
-                needs_primal: true,
-                debug: config.debug,
-                check_nan: config.check_nan,
-                tape: config.tape,
-                frozen,
-            };
+            let callee_config = callee_config(module, func, inst, g, params, ret, config);
             let (fwd, rvs) = request(target, callee_config.clone())?;
-            for (&a, &p) in d.args.iter().zip(&params) {
+            for (&a, &p) in d.args.iter().zip(&callee_config.params) {
                 if p == Activity::Dup && matches!(func.value_def(a), ValueDef::Result(..)) {
                     info.saves.push(SaveItem::Buf(a));
                     info.saves.push(SaveItem::Shadow(a));
@@ -456,6 +502,72 @@ fn call_stmt(
         call: rule.clone(),
     });
     Ok((info, Some(rule)))
+}
+
+/// The activities of the call `inst` as its callee sees them: `active` for an
+/// active argument, `dup` for a slice with a shadow, `const` otherwise; an active
+/// return when any result is active.
+fn call_activities(
+    func: &Function,
+    act: &ActivityInfo,
+    inst: Inst,
+) -> (Vec<Activity>, RetActivity) {
+    let d = &func.insts[inst];
+    let params: Vec<Activity> = d
+        .args
+        .iter()
+        .map(|&a| {
+            if act.is_active(a, func) {
+                Activity::Active
+            } else if act.has_shadow(a, func) {
+                Activity::Dup
+            } else {
+                Activity::Const
+            }
+        })
+        .collect();
+    let ret = if d.results.iter().any(|&r| act.is_active(r, func)) {
+        RetActivity::Active
+    } else {
+        RetActivity::Const
+    };
+    (params, ret)
+}
+
+/// The configuration of the rule of `g` for the call `inst` with activities
+/// `params` and `ret`: the caller's debug and tape settings, the primal needed, and
+/// a read-only slice argument frozen when it is a frozen parameter of the caller
+/// (nothing writes into it before the pullback runs; any other buffer may be
+/// written after the call).
+fn callee_config(
+    module: &Module,
+    func: &Function,
+    inst: Inst,
+    g: FuncId,
+    params: Vec<Activity>,
+    ret: RetActivity,
+    config: &RuleConfig,
+) -> RuleConfig {
+    let d = &func.insts[inst];
+    let gsig = module.sig(g);
+    let frozen = d
+        .args
+        .iter()
+        .zip(&gsig.params)
+        .map(|(&a, t)| {
+            freezable(*t)
+                && matches!(func.value_def(a), ValueDef::Param(i) if config.is_frozen(i as usize))
+        })
+        .collect();
+    RuleConfig {
+        params,
+        ret,
+        needs_primal: true,
+        debug: config.debug,
+        check_nan: config.check_nan,
+        tape: config.tape,
+        frozen,
+    }
 }
 
 /// The reachable blocks from which a `ret` is reachable.

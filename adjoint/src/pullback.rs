@@ -28,12 +28,13 @@ use cranelift_entity::SecondaryMap;
 use gradlift_ir::write::{self, Names};
 use gradlift_ir::{
     Block, CmpPred, Elem, FuncId, Function, FunctionBuilder, Imm, Inst, Module, Opcode, Scalar,
-    Terminator, Type, Value, ValueDef, Variable,
+    Signature, Terminator, Type, Value, ValueDef, Variable,
 };
 use hashbrown::HashMap;
 use smallvec::SmallVec;
 
-use crate::config::{Activity, RetActivity};
+use crate::config::{Activity, RetActivity, RuleConfig};
+use crate::error::InternalError;
 use crate::plan::Plan;
 use crate::rules::{ArgVal, RevCtx};
 use crate::stmt::{CallRule, RevInst, RevStmt, SaveItem};
@@ -52,6 +53,63 @@ struct Cotangents {
 }
 
 impl Cotangents {
+    /// The zeros, made first thing in the pullback's entry: the literal `0.0`, and
+    /// when the primal has any `f32`, `%zero = const f32 0.0`. No variables yet.
+    fn new(b: &mut FunctionBuilder<'_>, primal: &Function) -> Cotangents {
+        let needs_f32 = primal
+            .values
+            .values()
+            .any(|d| d.ty.elem() == Some(Elem::F32) || d.ty == Type::F32);
+        let mut cts = Cotangents {
+            vars: SecondaryMap::new(),
+            zero_f64: b.fconst(0.0),
+            zero_f32: None,
+        };
+        if needs_f32 {
+            let z = b.const_inst(Scalar::F32(0.0));
+            cts.zero_f32 = Some(b.named("zero", z));
+        }
+        cts
+    }
+
+    /// Declares the variable `%dNAME` of every active value of the primal, defined
+    /// as its zero here (in the entry).
+    fn declare(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        primal: &Function,
+        names: &Names,
+        plan: &Plan,
+    ) {
+        for (v, d) in primal.values.iter() {
+            if plan.activity.is_active(v, primal) {
+                let var = b.declare_named_var(&format!("d{}", names.value(v)), d.ty);
+                b.def_var(var, self.zero(d.ty));
+                self.vars[v] = Some(var);
+            }
+        }
+    }
+
+    /// The cotangents of the primal parameters `active` (by index) here: their
+    /// variables, or the zero for a parameter nothing flows into.
+    fn of_params(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        primal: &Function,
+        active: &[usize],
+    ) -> Vec<Value> {
+        active
+            .iter()
+            .map(|&i| {
+                let p = primal.params[i];
+                match self.vars[p] {
+                    Some(var) => b.use_var(var),
+                    None => self.zero(primal.value_type(p)),
+                }
+            })
+            .collect()
+    }
+
     /// The zero of a float type, as the pullback writes it: the literal `0.0` for
     /// `f64`; for `f32`, a `const f32 0.0` instruction in the entry (an `f32`
     /// literal next to another literal would parse back as `f64`).
@@ -107,28 +165,28 @@ impl Sealer {
 }
 
 /// Which primal parameters the pullback deals with, by index, in order.
-pub struct ParamSets<'a> {
+pub(crate) struct ParamSets<'a> {
     /// The `active` ones (the pullback returns their cotangents).
-    pub active: &'a [usize],
+    pub(crate) active: &'a [usize],
     /// The slices it takes: the `dup` and `dupnoneed` ones, and the frozen `const`
     /// ones.
-    pub slices: &'a [usize],
+    pub(crate) slices: &'a [usize],
     /// The `dup` and `dupnoneed` ones (it takes their shadows).
-    pub dup: &'a [usize],
+    pub(crate) dup: &'a [usize],
 }
 
 /// Debug mode's checks in the pullback (see `docs/reverse-mode.md`, "Debug mode").
-pub struct Debug<'a> {
+pub(crate) struct DebugChecks<'a> {
     /// The marker the forward pass pushed first, popped and compared last (`None`:
     /// not in debug mode).
-    pub marker: Option<i64>,
+    pub(crate) marker: Option<i64>,
     /// Check that no reverse statement creates a NaN.
-    pub check_nan: bool,
+    pub(crate) check_nan: bool,
     /// The primal's name, for messages.
-    pub func: &'a str,
+    pub(crate) func: &'a str,
 }
 
-impl Debug<'_> {
+impl DebugChecks<'_> {
     /// Pops the marker and traps unless it is the one the forward pass pushed.
     fn check_marker(&self, b: &mut FunctionBuilder<'_>) {
         if let Some(m) = self.marker {
@@ -181,17 +239,85 @@ struct SliceParams {
 /// its signature. `names` are the primal's print names (the pullback's values are
 /// named after them); `params_of` says which parameters are active and which have
 /// shadows.
-pub fn pullback_ir(
+///
+/// The steps, against Mooncake's `pullback_ir`: the parameters
+/// ([`bind_params`]) and the cotangent variables ([`Cotangents`]); the blocks
+/// ([`RevBlocks`]); the entry, which pops what every block needs and dispatches on
+/// the returning block ([`build_entry`]); the reverse of each live block, last
+/// first ([`reverse_block`]), each ending in the dispatch back to its predecessors
+/// ([`leave_block`], Mooncake's `make_switch_stmts`); then the clean-up and the
+/// layout ([`finish`]). Every step writes through one builder, in this order, so
+/// the order is part of the output.
+pub(crate) fn pullback_ir(
     module: &Module,
     id: FuncId,
     primal: &Function,
     names: &Names,
     plan: &Plan,
     params_of: &ParamSets<'_>,
-    debug: &Debug<'_>,
-) -> Result<Function, String> {
-    let (active, slices, dup) = (params_of.active, params_of.slices, params_of.dup);
+    debug: &DebugChecks<'_>,
+) -> Result<Function, InternalError> {
     let mut b = FunctionBuilder::new(module, id);
+    let (params, seed_base) = bind_params(&mut b, module, id, primal, names, params_of, debug);
+    let mut cts = Cotangents::new(&mut b, primal);
+    if plan.trivial || plan.stack.rets().is_empty() {
+        let vals = cts.of_params(&mut b, primal, params_of.active);
+        debug.check_marker(&mut b);
+        b.ret(&vals);
+        return b.finish().map_err(InternalError::Build);
+    }
+    cts.declare(&mut b, primal, names, plan);
+    let pb = Pullback {
+        module,
+        primal,
+        names,
+        plan,
+        debug,
+        active: params_of.active,
+        params,
+        seed_base,
+        cts,
+    };
+    let mut blocks = RevBlocks::new(&mut b, primal, names, plan);
+    let entry = build_entry(&mut b, &pb, &mut blocks);
+    let live = blocks.live.clone();
+    for (idx, &c) in live.iter().rev().enumerate() {
+        reverse_block(&mut b, &pb, &entry, &mut blocks, idx, c)?;
+    }
+    finish(b, &pb.cts, blocks)
+}
+
+/// What every step of the pullback reads: the primal, its plan, and the pullback's
+/// parameters and cotangent variables (declared before any reverse block is
+/// written).
+struct Pullback<'a> {
+    module: &'a Module,
+    primal: &'a Function,
+    names: &'a Names,
+    plan: &'a Plan,
+    debug: &'a DebugChecks<'a>,
+    /// The `active` parameters, by index.
+    active: &'a [usize],
+    params: SliceParams,
+    /// The position of the first seed (result cotangent) among the parameters.
+    seed_base: usize,
+    cts: Cotangents,
+}
+
+/// Names the pullback's parameters after the primal's: the slices it takes, their
+/// shadows (`%dx`) and the seeds (`%dy`, or `%dy0`, `%dy1`, ...). In debug mode,
+/// traps when a shadow's length differs from its slice's. Returns the slice
+/// parameters and the position of the first seed.
+fn bind_params(
+    b: &mut FunctionBuilder<'_>,
+    module: &Module,
+    id: FuncId,
+    primal: &Function,
+    names: &Names,
+    params_of: &ParamSets<'_>,
+    debug: &DebugChecks<'_>,
+) -> (SliceParams, usize) {
+    let (slices, dup) = (params_of.slices, params_of.dup);
     let mut params = SliceParams {
         slice: HashMap::new(),
         shadow: HashMap::new(),
@@ -237,91 +363,101 @@ pub fn pullback_ir(
         };
         b.named(&name, p);
     }
+    (params, seed_base)
+}
 
-    let needs_f32 = primal
-        .values
-        .values()
-        .any(|d| d.ty.elem() == Some(Elem::F32) || d.ty == Type::F32);
-    let mut cts = Cotangents {
-        vars: SecondaryMap::new(),
-        zero_f64: b.fconst(0.0),
-        zero_f32: None,
-    };
-    if needs_f32 {
-        let z = b.const_inst(Scalar::F32(0.0));
-        cts.zero_f32 = Some(b.named("zero", z));
-    }
-    let param_cts = |b: &mut FunctionBuilder<'_>, cts: &Cotangents| -> Vec<Value> {
-        active
+/// The pullback's blocks: the reverse of each live block, the auxiliary blocks each
+/// owns (its dispatch chain and edge blocks), and the entry's.
+///
+/// Invariant: every live block has its reverse, made before any code is written,
+/// in reverse layout order; the sealer expects, for each, one jump per live
+/// successor of the primal block, plus one from the entry's dispatch for a block
+/// ending in `ret`.
+struct RevBlocks {
+    /// The live blocks, in layout order.
+    live: Vec<Block>,
+    rev: SecondaryMap<Block, Option<Block>>,
+    /// Each reverse block, in reverse layout order, with the blocks it owns.
+    owned: Vec<(Block, Vec<Block>)>,
+    entry: Block,
+    /// The entry's dispatch chain.
+    entry_aux: Vec<Block>,
+    sealer: Sealer,
+}
+
+impl RevBlocks {
+    /// Makes the reverse block `rev_NAME` of each live block of `primal`, last first,
+    /// and counts the jumps each will get.
+    fn new(b: &mut FunctionBuilder<'_>, primal: &Function, names: &Names, plan: &Plan) -> Self {
+        let live: Vec<Block> = primal
+            .layout
             .iter()
-            .map(|&i| {
-                let p = primal.params[i];
-                match cts.vars[p] {
-                    Some(var) => b.use_var(var),
-                    None => cts.zero(primal.value_type(p)),
-                }
-            })
-            .collect()
-    };
-    if plan.trivial || plan.stack.rets().is_empty() {
-        let vals = param_cts(&mut b, &cts);
-        debug.check_marker(&mut b);
-        b.ret(&vals);
-        return b.finish().map_err(|e| e.to_string());
-    }
-
-    for (v, d) in primal.values.iter() {
-        if plan.activity.is_active(v, primal) {
-            let var = b.declare_named_var(&format!("d{}", names.value(v)), d.ty);
-            b.def_var(var, cts.zero(d.ty));
-            cts.vars[v] = Some(var);
+            .copied()
+            .filter(|&blk| plan.live.contains(blk))
+            .collect();
+        let mut rev: SecondaryMap<Block, Option<Block>> = SecondaryMap::new();
+        let mut owned: Vec<(Block, Vec<Block>)> = Vec::new();
+        let mut sealer = Sealer {
+            expected: SecondaryMap::new(),
+        };
+        for &c in live.iter().rev() {
+            let rb = b.create_block(&format!("rev_{}", names.block(c)));
+            rev[c] = Some(rb);
+            owned.push((rb, Vec::new()));
         }
-    }
-
-    // The reverse of each live block, in reverse layout order; auxiliary blocks (the
-    // dispatch chain, edge blocks) are placed after their owner at the end.
-    let live: Vec<Block> = primal
-        .layout
-        .iter()
-        .copied()
-        .filter(|&blk| plan.live.contains(blk))
-        .collect();
-    let mut rev: SecondaryMap<Block, Option<Block>> = SecondaryMap::new();
-    let mut owned: Vec<(Block, Vec<Block>)> = Vec::new();
-    let mut sealer = Sealer {
-        expected: SecondaryMap::new(),
-    };
-    for &c in live.iter().rev() {
-        let rb = b.create_block(&format!("rev_{}", names.block(c)));
-        rev[c] = Some(rb);
-        owned.push((rb, Vec::new()));
-    }
-    for &s in &live {
-        for &p in plan.stack.preds(s) {
-            if let Some(rp) = rev[p] {
-                sealer.expected[rp] += 1;
+        for &s in &live {
+            for &p in plan.stack.preds(s) {
+                if let Some(rp) = rev[p] {
+                    sealer.expected[rp] += 1;
+                }
             }
         }
-    }
-    for &r in plan.stack.rets() {
-        if let Some(rr) = rev[r] {
-            sealer.expected[rr] += 1;
+        for &r in plan.stack.rets() {
+            if let Some(rr) = rev[r] {
+                sealer.expected[rr] += 1;
+            }
+        }
+        RevBlocks {
+            live,
+            rev,
+            owned,
+            entry: b.current_block(),
+            entry_aux: Vec::new(),
+            sealer,
         }
     }
-    let rev_of = |c: Block| rev[c].expect("live blocks have a reverse");
-    let entry = b.current_block();
-    let mut entry_aux = Vec::new();
 
-    // Entry: the returning block's number, the values saved once (pushed after the
-    // returning block's own, before its number), the counters of counted loops;
-    // then dispatch on the returning block.
+    /// The reverse of the live block `c`.
+    fn of(&self, c: Block) -> Block {
+        self.rev[c].expect("live blocks have a reverse")
+    }
+}
+
+/// What the entry pops or makes for every reverse block.
+struct EntryValues {
+    /// The values saved once (pushed before `ret`).
+    once: HashMap<SaveItem, Value>,
+    /// Per counted loop, the variables of its counter and initial value.
+    counters: Vec<(Variable, Variable)>,
+}
+
+/// Writes the entry: pops the returning block's number (when several blocks
+/// return) and the values saved once (pushed after the returning block's own,
+/// before its number), defines the counters of counted loops, then dispatches to
+/// the reverse of the returning block.
+fn build_entry(
+    b: &mut FunctionBuilder<'_>,
+    pb: &Pullback<'_>,
+    blocks: &mut RevBlocks,
+) -> EntryValues {
+    let (plan, names) = (pb.plan, pb.names);
     let ret_n = plan.stack.records_ret().then(|| {
         let n = b.pop(Type::I64);
         b.named("ret_block", n)
     });
     let mut once: HashMap<SaveItem, Value> = HashMap::new();
     for &item in plan.tape.once().iter().rev() {
-        let p = pop_item(&mut b, primal, names, item);
+        let p = pop_item(b, pb.primal, names, item);
         once.insert(item, p);
     }
     let counters: Vec<(Variable, Variable)> = plan
@@ -338,172 +474,210 @@ pub fn pullback_ir(
             (i, init)
         })
         .collect();
-    let targets: Vec<Block> = plan.stack.rets().iter().map(|&r| rev_of(r)).collect();
+    let targets: Vec<Block> = plan.stack.rets().iter().map(|&r| blocks.of(r)).collect();
     if let Some(n) = ret_n {
-        dispatch(&mut b, &mut sealer, n, &targets, "rev_ret", &mut entry_aux);
+        let (sealer, aux) = (&mut blocks.sealer, &mut blocks.entry_aux);
+        dispatch(b, sealer, n, &targets, "rev_ret", aux);
     } else {
         b.jump(targets[0]);
-        sealer.check(&mut b, &targets);
+        blocks.sealer.check(b, &targets);
     }
+    EntryValues { once, counters }
+}
 
-    for (idx, &c) in live.iter().rev().enumerate() {
-        let rb = rev_of(c);
-        b.switch_to(rb);
-        // Cotangents dead at the end of `c` are zero here (see `liveness`): saying so
-        // keeps every lookup within its value's live range.
-        for &v in plan.liveness.zero_on_entry(c) {
-            if let Some(var) = cts.vars[v] {
-                b.def_var(var, cts.zero(primal.value_type(v)));
-            }
+/// Writes `rev_C`, the reverse of the live block `c` (the `idx`-th reversed): the
+/// cotangents known zero on entry, the seeds when `c` returns, the pops of what
+/// `c` saved, what the tape plan has otherwise ([`RevBlock::recover`]), the
+/// reverse of `c`'s statements, last first, and the cotangents of its phis; then
+/// the way back to its predecessors ([`leave_block`]).
+fn reverse_block(
+    b: &mut FunctionBuilder<'_>,
+    pb: &Pullback<'_>,
+    entry: &EntryValues,
+    blocks: &mut RevBlocks,
+    idx: usize,
+    c: Block,
+) -> Result<(), InternalError> {
+    let (plan, primal, cts) = (pb.plan, pb.primal, &pb.cts);
+    b.switch_to(blocks.of(c));
+    // Cotangents dead at the end of `c` are zero here (see `liveness`): saying so
+    // keeps every lookup within its value's live range.
+    for &v in plan.liveness.zero_on_entry(c) {
+        if let Some(var) = cts.vars[v] {
+            b.def_var(var, cts.zero(primal.value_type(v)));
         }
-        for &(v, s) in &plan.seeds[c] {
-            let dy = b.param(seed_base + s);
-            cts.add(&mut b, primal, v, dy);
+    }
+    for &(v, s) in &plan.seeds[c] {
+        let dy = b.param(pb.seed_base + s);
+        cts.add(b, primal, v, dy);
+    }
+    let mut saved: HashMap<SaveItem, Value> = HashMap::new();
+    for &item in plan.tape.pushed(c).iter().rev() {
+        let p = pop_item(b, primal, pb.names, item);
+        saved.insert(item, p);
+    }
+    let mut rev = RevBlock {
+        module: pb.module,
+        primal,
+        names: pb.names,
+        debug: pb.debug,
+        cts,
+        params: &pb.params,
+        saved,
+        views: HashMap::new(),
+        tape: &plan.tape,
+        once: &entry.once,
+        counters: &entry.counters,
+        block: c,
+    };
+    rev.recover(b)?;
+    for r in plan.insts[c].iter().rev() {
+        match r {
+            RevStmt::Float(r) => rev.float(b, r)?,
+            RevStmt::Load { inst } => rev.load(b, *inst)?,
+            RevStmt::Store { inst, value_active } => rev.store(b, *inst, *value_active)?,
+            RevStmt::Call { inst, call } => rev.call(b, *inst, call)?,
         }
-        let mut saved: HashMap<SaveItem, Value> = HashMap::new();
-        for &item in plan.tape.pushed(c).iter().rev() {
-            let p = pop_item(&mut b, primal, names, item);
-            saved.insert(item, p);
+    }
+    let phis: Vec<(usize, Value)> = plan.phis[c]
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, cts.take(b, primal, p.phi)?)))
+        .collect();
+    let phis: Vec<(usize, Value)> = phis
+        .into_iter()
+        .filter(|&(i, g)| g != cts.zero(primal.value_type(plan.phis[c][i].phi)))
+        .collect();
+    leave_block(b, pb, &mut rev, blocks, idx, &phis)
+}
+
+/// Ends `rev_C` (for the block `rev.block`, whose phis' nonzero cotangents are
+/// `phis`): in the entry, returns the cotangents of the active parameters; with one
+/// predecessor, adds each phi's cotangent into the incoming value of that edge and
+/// jumps to the predecessor's reverse; with several, goes back by
+/// [`switch_back`], through an edge block per predecessor that has additions.
+fn leave_block(
+    b: &mut FunctionBuilder<'_>,
+    pb: &Pullback<'_>,
+    rev: &mut RevBlock<'_>,
+    blocks: &mut RevBlocks,
+    idx: usize,
+    phis: &[(usize, Value)],
+) -> Result<(), InternalError> {
+    let c = rev.block;
+    let preds = pb.plan.stack.preds(c);
+    match preds {
+        [] => {
+            let vals = pb.cts.of_params(b, pb.primal, pb.active);
+            pb.debug.check_marker(b);
+            b.ret(&vals);
         }
-        let mut rev = RevBlock {
-            module,
-            primal,
-            names,
-            debug,
-            cts: &cts,
-            params: &params,
-            saved,
-            views: HashMap::new(),
-            tape: &plan.tape,
-            once: &once,
-            counters: &counters,
-            block: c,
-        };
-        // What is not pushed: made once, the counter, recomputed, reloaded.
-        for &item in plan.tape.needed(c) {
-            if rev.saved.contains_key(&item) {
-                continue;
-            }
-            match item {
-                SaveItem::Value(v) => {
-                    rev.materialize(&mut b, v, MAX_DEPTH)?;
-                }
-                SaveItem::Buf(_) | SaveItem::Shadow(_) => {
-                    let h = *once.get(&item).ok_or_else(|| {
-                        format!("the handle {item:?} was neither pushed nor saved once")
-                    })?;
-                    rev.saved.insert(item, h);
-                }
-            }
+        [p] => {
+            add_edge_cts(b, pb, c, phis, 0);
+            b.jump(blocks.of(*p));
+            blocks.sealer.check(b, &[blocks.of(*p)]);
         }
-        // Leaving a counted loop backwards: its counter starts at the induction
-        // variable's last value.
-        for &k in plan.tape.exit_loops(c) {
-            let l = &plan.tape.loops[k];
-            let iv = rev.materialize(&mut b, l.iv, MAX_DEPTH)?;
-            let init = rev.materialize(&mut b, l.init, MAX_DEPTH)?;
-            b.def_var(counters[k].0, iv);
-            b.def_var(counters[k].1, init);
-        }
-        for r in plan.insts[c].iter().rev() {
-            match r {
-                RevStmt::Float(r) => rev.float(&mut b, r)?,
-                RevStmt::Load { inst } => rev.load(&mut b, *inst)?,
-                RevStmt::Store { inst, value_active } => rev.store(&mut b, *inst, *value_active)?,
-                RevStmt::Call { inst, call } => rev.call(&mut b, *inst, call)?,
-            }
-        }
-        let phis: Vec<(usize, Value)> = plan.phis[c]
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| Some((i, cts.take(&mut b, primal, p.phi)?)))
-            .collect();
-        let phis: Vec<(usize, Value)> = phis
-            .into_iter()
-            .filter(|&(i, g)| g != cts.zero(primal.value_type(plan.phis[c][i].phi)))
-            .collect();
-        // Adds each phi's cotangent into the incoming value of edge `e`.
-        let edge_adds = |b: &mut FunctionBuilder<'_>, e: usize| {
-            for &(i, g) in &phis {
-                if let Some(v) = plan.phis[c][i].edges[e] {
-                    cts.add(b, primal, v, g);
-                }
-            }
-        };
-        let has_adds = |e: usize| {
-            phis.iter()
-                .any(|&(i, _)| plan.phis[c][i].edges[e].is_some())
-        };
-        let preds = plan.stack.preds(c);
-        match preds {
-            [] => {
-                let vals = param_cts(&mut b, &cts);
-                debug.check_marker(&mut b);
-                b.ret(&vals);
-            }
-            [p] => {
-                edge_adds(&mut b, 0);
-                b.jump(rev_of(*p));
-                sealer.check(&mut b, &[rev_of(*p)]);
-            }
-            _ => {
-                let aux = &mut owned[idx].1;
-                let name = format!("rev_{}", names.block(c));
-                let mut targets = Vec::with_capacity(preds.len());
-                let mut edges = Vec::new();
-                for (e, &p) in preds.iter().enumerate() {
-                    if has_adds(e) {
-                        let eb = b.create_block(&format!("{name}.from_{}", names.block(p)));
-                        sealer.expected[eb] = 1;
-                        aux.push(eb);
-                        edges.push((e, eb, p));
-                        targets.push(eb);
-                    } else {
-                        targets.push(rev_of(p));
-                    }
-                }
-                if let Some(k) = plan.tape.header_loop_index(c) {
-                    // A counted loop's header: back to the preheader when the counter
-                    // is at its initial value, else one iteration back.
-                    let l = &plan.tape.loops[k];
-                    let (iv, init) = (b.use_var(counters[k].0), b.use_var(counters[k].1));
-                    let first = b.icmp(CmpPred::Eq, iv, init);
-                    let back = b.iconst(-l.step);
-                    let prev = b.ins(Opcode::Iadd, Imm::None, &[iv, back]);
-                    let prev = b.results(prev)[0];
-                    b.def_var(counters[k].0, prev);
-                    let (t, e) = (targets[l.pre_index], targets[l.latch_index]);
-                    b.br(first, t, e);
-                    sealer.check(&mut b, &[t, e]);
-                } else if let Some((cond, true_index)) = plan.tape.cond_merge(c) {
-                    // A replayed branch: the condition says which side it came from.
-                    let cv = rev.materialize(&mut b, cond, MAX_DEPTH)?;
-                    let (t, e) = (targets[true_index], targets[1 - true_index]);
-                    b.br(cv, t, e);
-                    sealer.check(&mut b, &[t, e]);
+        _ => {
+            let name = format!("rev_{}", pb.names.block(c));
+            let mut targets = Vec::with_capacity(preds.len());
+            let mut edges = Vec::new();
+            for (e, &p) in preds.iter().enumerate() {
+                let has_adds = phis
+                    .iter()
+                    .any(|&(i, _)| pb.plan.phis[c][i].edges[e].is_some());
+                if has_adds {
+                    let eb = b.create_block(&format!("{name}.from_{}", pb.names.block(p)));
+                    blocks.sealer.expected[eb] = 1;
+                    blocks.owned[idx].1.push(eb);
+                    edges.push((e, eb, p));
+                    targets.push(eb);
                 } else {
-                    let from = b.pop(Type::I64);
-                    let from = b.named("from", from);
-                    dispatch(&mut b, &mut sealer, from, &targets, &name, aux);
+                    targets.push(blocks.of(p));
                 }
-                for (e, eb, p) in edges {
-                    b.switch_to(eb);
-                    edge_adds(&mut b, e);
-                    b.jump(rev_of(p));
-                    sealer.check(&mut b, &[rev_of(p)]);
-                }
+            }
+            switch_back(b, pb, rev, blocks, idx, &targets)?;
+            for (e, eb, p) in edges {
+                b.switch_to(eb);
+                add_edge_cts(b, pb, c, phis, e);
+                b.jump(blocks.of(p));
+                blocks.sealer.check(b, &[blocks.of(p)]);
             }
         }
     }
+    Ok(())
+}
 
-    let mut func = b.finish().map_err(|e| e.to_string())?;
+/// Adds the cotangent of each phi of `c` (`phis`) into its incoming value along
+/// edge `e` (the `e`-th predecessor).
+fn add_edge_cts(
+    b: &mut FunctionBuilder<'_>,
+    pb: &Pullback<'_>,
+    c: Block,
+    phis: &[(usize, Value)],
+    e: usize,
+) {
+    for &(i, g) in phis {
+        if let Some(v) = pb.plan.phis[c][i].edges[e] {
+            pb.cts.add(b, pb.primal, v, g);
+        }
+    }
+}
+
+/// Branches from the reverse of a block with several predecessors to `targets`
+/// (one per predecessor, in the block stack's order; Mooncake's
+/// `make_switch_stmts`): for a counted loop's header, to the preheader when the
+/// counter is at its initial value and else one iteration back; for a replayed
+/// branch, on its condition; otherwise on the popped `%from` number.
+fn switch_back(
+    b: &mut FunctionBuilder<'_>,
+    pb: &Pullback<'_>,
+    rev: &mut RevBlock<'_>,
+    blocks: &mut RevBlocks,
+    idx: usize,
+    targets: &[Block],
+) -> Result<(), InternalError> {
+    let (plan, c) = (pb.plan, rev.block);
+    if let Some(k) = plan.tape.header_loop_index(c) {
+        let l = &plan.tape.loops[k];
+        let counters = rev.counters;
+        let (iv, init) = (b.use_var(counters[k].0), b.use_var(counters[k].1));
+        let first = b.icmp(CmpPred::Eq, iv, init);
+        let back = b.iconst(-l.step);
+        let prev = b.ins(Opcode::Iadd, Imm::None, &[iv, back]);
+        let prev = b.results(prev)[0];
+        b.def_var(counters[k].0, prev);
+        let (t, e) = (targets[l.pre_index], targets[l.latch_index]);
+        b.br(first, t, e);
+        blocks.sealer.check(b, &[t, e]);
+    } else if let Some((cond, true_index)) = plan.tape.cond_merge(c) {
+        let cv = rev.materialize(b, cond, MAX_DEPTH)?;
+        let (t, e) = (targets[true_index], targets[1 - true_index]);
+        b.br(cv, t, e);
+        blocks.sealer.check(b, &[t, e]);
+    } else {
+        let from = b.pop(Type::I64);
+        let from = b.named("from", from);
+        let name = format!("rev_{}", pb.names.block(c));
+        let aux = &mut blocks.owned[idx].1;
+        dispatch(b, &mut blocks.sealer, from, targets, &name, aux);
+    }
+    Ok(())
+}
+
+/// Finishes the pullback: drops the additions of zero that late sealing left,
+/// and lays the blocks out as the entry and its dispatch chain, then each reverse
+/// block followed by the blocks it owns.
+fn finish(
+    b: FunctionBuilder<'_>,
+    cts: &Cotangents,
+    blocks: RevBlocks,
+) -> Result<Function, InternalError> {
+    let mut func = b.finish().map_err(InternalError::Build)?;
     let zeros: SmallVec<[Value; 2]> = cts.zero_f32.into_iter().chain([cts.zero_f64]).collect();
     drop_zero_adds(&mut func, &zeros);
-    // Layout: the entry and its dispatch chain, then each reverse block followed by
-    // the blocks it owns.
-    let mut layout = vec![entry];
-    layout.extend(entry_aux);
-    for (rb, aux) in owned {
+    let mut layout = vec![blocks.entry];
+    layout.extend(blocks.entry_aux);
+    for (rb, aux) in blocks.owned {
         layout.push(rb);
         layout.extend(aux);
     }
@@ -519,7 +693,7 @@ struct RevBlock<'a> {
     module: &'a Module,
     primal: &'a Function,
     names: &'a Names,
-    debug: &'a Debug<'a>,
+    debug: &'a DebugChecks<'a>,
     cts: &'a Cotangents,
     params: &'a SliceParams,
     saved: HashMap<SaveItem, Value>,
@@ -535,6 +709,42 @@ struct RevBlock<'a> {
 }
 
 impl RevBlock<'_> {
+    /// Has what the tape plan does not push for this block (values made once, the
+    /// counter, recomputed or reloaded; buffer handles saved once); and, where the
+    /// block is an exit of a counted loop (leaving it backwards), starts the loop's
+    /// counter at the induction variable's last value.
+    fn recover(&mut self, b: &mut FunctionBuilder<'_>) -> Result<(), InternalError> {
+        let (tape, c) = (self.tape, self.block);
+        for &item in tape.needed(c) {
+            if self.saved.contains_key(&item) {
+                continue;
+            }
+            match item {
+                SaveItem::Value(v) => {
+                    self.materialize(b, v, MAX_DEPTH)?;
+                }
+                SaveItem::Buf(_) | SaveItem::Shadow(_) => {
+                    let h = *self
+                        .once
+                        .get(&item)
+                        .ok_or_else(|| InternalError::HandleNotSaved {
+                            item: format!("{item:?}"),
+                            once: true,
+                        })?;
+                    self.saved.insert(item, h);
+                }
+            }
+        }
+        for &k in tape.exit_loops(c) {
+            let l = &tape.loops[k];
+            let iv = self.materialize(b, l.iv, MAX_DEPTH)?;
+            let init = self.materialize(b, l.init, MAX_DEPTH)?;
+            b.def_var(self.counters[k].0, iv);
+            b.def_var(self.counters[k].1, init);
+        }
+        Ok(())
+    }
+
     /// The latest instance of the primal `v` as the tape plan has it (popped,
     /// saved once, the counter, recomputed or reloaded), made once per block.
     fn materialize(
@@ -542,12 +752,14 @@ impl RevBlock<'_> {
         b: &mut FunctionBuilder<'_>,
         v: Value,
         depth: u32,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, InternalError> {
         if let Some(&x) = self.saved.get(&SaveItem::Value(v)) {
             return Ok(x);
         }
         let primal = self.primal;
-        let missing = || format!("%{} is read but was not saved", self.names.value(v));
+        let missing = || InternalError::NotSaved {
+            value: self.names.value(v).to_string(),
+        };
         let how = self
             .tape
             .how(primal, v, self.block, depth)
@@ -584,14 +796,14 @@ impl RevBlock<'_> {
     }
 
     /// The primal `v` as the pullback has it: a constant, or a saved value.
-    fn scalar(&self, b: &mut FunctionBuilder<'_>, v: Value) -> Result<Value, String> {
+    fn scalar(&self, b: &mut FunctionBuilder<'_>, v: Value) -> Result<Value, InternalError> {
         match self.primal.value_def(v) {
             ValueDef::Const(k) => Ok(constant(b, k)),
-            _ => self
-                .saved
-                .get(&SaveItem::Value(v))
-                .copied()
-                .ok_or_else(|| format!("%{} is read but was not saved", self.names.value(v))),
+            _ => self.saved.get(&SaveItem::Value(v)).copied().ok_or_else(|| {
+                InternalError::NotSaved {
+                    value: self.names.value(v).to_string(),
+                }
+            }),
         }
     }
 
@@ -602,25 +814,32 @@ impl RevBlock<'_> {
         b: &mut FunctionBuilder<'_>,
         item: SaveItem,
         a: Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, InternalError> {
         if let Some(&v) = self.views.get(&item) {
             return Ok(v);
         }
         let h = *self
             .saved
             .get(&item)
-            .ok_or_else(|| format!("the handle {item:?} was not saved"))?;
+            .ok_or_else(|| InternalError::HandleNotSaved {
+                item: format!("{item:?}"),
+                once: false,
+            })?;
         let elem = self
             .primal
             .value_type(a)
             .elem()
-            .ok_or_else(|| format!("%{} is not a slice", self.names.value(a)))?;
+            .ok_or_else(|| InternalError::NotASlice {
+                value: self.names.value(a).to_string(),
+            })?;
         let inst = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
         let v = b
             .results(inst)
             .first()
             .copied()
-            .ok_or_else(|| "`tape_view` made no result".to_string())?;
+            .ok_or_else(|| InternalError::NoResult {
+                opcode: Opcode::TapeView.to_string(),
+            })?;
         let name = match item {
             SaveItem::Shadow(_) => format!("d{}", self.names.value(a)),
             _ => self.names.value(a).to_string(),
@@ -631,7 +850,7 @@ impl RevBlock<'_> {
     }
 
     /// The shadow of the float slice `s` (a `dup` parameter or a local buffer).
-    fn shadow(&mut self, b: &mut FunctionBuilder<'_>, s: Value) -> Result<Value, String> {
+    fn shadow(&mut self, b: &mut FunctionBuilder<'_>, s: Value) -> Result<Value, InternalError> {
         match self.params.shadow.get(&s) {
             Some(&v) => Ok(v),
             None => self.view(b, SaveItem::Shadow(s), s),
@@ -639,7 +858,7 @@ impl RevBlock<'_> {
     }
 
     /// The primal slice `s` (a `dup` parameter or a local buffer kept on the tape).
-    fn slice(&mut self, b: &mut FunctionBuilder<'_>, s: Value) -> Result<Value, String> {
+    fn slice(&mut self, b: &mut FunctionBuilder<'_>, s: Value) -> Result<Value, InternalError> {
         match self.params.slice.get(&s) {
             Some(&v) => Ok(v),
             None => self.view(b, SaveItem::Buf(s), s),
@@ -656,7 +875,7 @@ impl RevBlock<'_> {
     }
 
     /// The reverse of a float op.
-    fn float(&mut self, b: &mut FunctionBuilder<'_>, r: &RevInst) -> Result<(), String> {
+    fn float(&mut self, b: &mut FunctionBuilder<'_>, r: &RevInst) -> Result<(), InternalError> {
         let primal = self.primal;
         let d = &primal.insts[r.inst];
         let y = d.results[0];
@@ -678,13 +897,13 @@ impl RevBlock<'_> {
             .collect();
         let arg_types: SmallVec<[Type; 3]> = d.args.iter().map(|&a| primal.value_type(a)).collect();
         for &k in &r.operands {
-            let mut ctx = RevCtx::new(b, &args, &arg_types, saved(y), ty, d.imm, g);
+            let mut ctx = RevCtx::new(b, &args, &arg_types, saved(y), ty, g);
             let contribution = r.rule.emit(&mut ctx, k);
             if let Some(m) = ctx.missing {
-                return Err(format!(
-                    "the rule of `{}` read something not saved: {m}",
-                    d.opcode
-                ));
+                return Err(InternalError::RuleReadUnsaved {
+                    opcode: d.opcode.to_string(),
+                    what: m,
+                });
             }
             if let Some(c) = contribution {
                 let what = || {
@@ -699,7 +918,7 @@ impl RevBlock<'_> {
     }
 
     /// `%y = load %s[%i]`: `ds[i] += ct[y]`.
-    fn load(&mut self, b: &mut FunctionBuilder<'_>, inst: Inst) -> Result<(), String> {
+    fn load(&mut self, b: &mut FunctionBuilder<'_>, inst: Inst) -> Result<(), InternalError> {
         let primal = self.primal;
         let d = &primal.insts[inst];
         let y = d.results[0];
@@ -723,7 +942,7 @@ impl RevBlock<'_> {
         b: &mut FunctionBuilder<'_>,
         inst: Inst,
         value_active: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), InternalError> {
         let primal = self.primal;
         let d = &primal.insts[inst];
         let ds = self.shadow(b, d.args[0])?;
@@ -744,11 +963,11 @@ impl RevBlock<'_> {
         b: &mut FunctionBuilder<'_>,
         inst: Inst,
         call: &CallRule,
-    ) -> Result<(), String> {
+    ) -> Result<(), InternalError> {
         let primal = self.primal;
         let d = &primal.insts[inst];
         let Imm::Func(g) = d.imm else {
-            return Err("a call without a callee".to_string());
+            return Err(InternalError::NoCallee);
         };
         let gsig = self.module.sig(g).clone();
         // The cotangent of each float result (zero where it is not active).
@@ -762,69 +981,101 @@ impl RevBlock<'_> {
         }
         match call {
             CallRule::Derived { rvs, config, .. } => {
-                let mut args: SmallVec<[Value; 6]> = SmallVec::new();
-                let dups: SmallVec<[Value; 2]> = d
-                    .args
-                    .iter()
-                    .zip(&config.params)
-                    .filter(|&(_, &a)| matches!(a, Activity::Dup | Activity::DupNoNeed))
-                    .map(|(&v, _)| v)
-                    .collect();
-                for i in crate::rrule::slice_params(&gsig, config) {
-                    args.push(self.slice(b, d.args[i])?);
-                }
-                for &s in &dups {
-                    args.push(self.shadow(b, s)?);
-                }
-                if config.ret == RetActivity::Active {
-                    args.extend(seeds);
-                }
-                let outs = b.call(*rvs, &args);
-                let active = d
-                    .args
-                    .iter()
-                    .zip(&config.params)
-                    .filter(|&(_, &a)| a == Activity::Active)
-                    .map(|(&v, _)| v);
-                for (v, ct) in active.zip(outs) {
-                    self.cts.add(b, primal, v, ct);
+                self.derived_call(b, inst, &gsig, *rvs, config, seeds)
+            }
+            CallRule::Vjp { rule } => self.vjp_call(b, inst, &gsig, *rule, &seeds),
+        }
+    }
+
+    /// A call with a derived rule: calls the callee's pullback `rvs` (derived for
+    /// `config`) with the slices, shadows and `seeds` it takes, and adds its results
+    /// into the cotangents of the active arguments.
+    fn derived_call(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        inst: Inst,
+        gsig: &Signature,
+        rvs: FuncId,
+        config: &RuleConfig,
+        seeds: SmallVec<[Value; 2]>,
+    ) -> Result<(), InternalError> {
+        let primal = self.primal;
+        let d = &primal.insts[inst];
+        let mut args: SmallVec<[Value; 6]> = SmallVec::new();
+        let dups: SmallVec<[Value; 2]> = d
+            .args
+            .iter()
+            .zip(&config.params)
+            .filter(|&(_, &a)| matches!(a, Activity::Dup | Activity::DupNoNeed))
+            .map(|(&v, _)| v)
+            .collect();
+        for i in crate::rrule::slice_params(gsig, config) {
+            args.push(self.slice(b, d.args[i])?);
+        }
+        for &s in &dups {
+            args.push(self.shadow(b, s)?);
+        }
+        if config.ret == RetActivity::Active {
+            args.extend(seeds);
+        }
+        let outs = b.call(rvs, &args);
+        let active = d
+            .args
+            .iter()
+            .zip(&config.params)
+            .filter(|&(_, &a)| a == Activity::Active)
+            .map(|(&v, _)| v);
+        for (v, ct) in active.zip(outs) {
+            self.cts.add(b, primal, v, ct);
+        }
+        Ok(())
+    }
+
+    /// A call to a function with a `vjp` declaration: calls `rule` with the
+    /// arguments and `seeds`, and adds its results into the cotangents of the float
+    /// arguments (in debug mode, after checking that it made no NaN).
+    fn vjp_call(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        inst: Inst,
+        gsig: &Signature,
+        rule: FuncId,
+        seeds: &[Value],
+    ) -> Result<(), InternalError> {
+        let primal = self.primal;
+        let d = &primal.insts[inst];
+        let mut args: SmallVec<[Value; 6]> = SmallVec::new();
+        for &a in &d.args {
+            args.push(self.scalar(b, a)?);
+        }
+        args.extend(seeds.iter().copied());
+        let outs = b.call(rule, &args);
+        if self.debug.check_nan {
+            // The rule's outputs against its cotangents: NaN out, none in.
+            let line = write::inst_line(self.module, primal, self.names, inst);
+            let what = || {
+                format!(
+                    "the vjp rule @{} of `{}`",
+                    self.module.name(rule),
+                    line.trim()
+                )
+            };
+            let any_seed = seeds.iter().copied().reduce(|a, c| b.fadd(a, c));
+            if let Some(sum) = any_seed {
+                for &o in &outs {
+                    self.debug.check_nan(b, o, sum, &what);
                 }
             }
-            CallRule::Vjp { rule } => {
-                let mut args: SmallVec<[Value; 6]> = SmallVec::new();
-                for &a in &d.args {
-                    args.push(self.scalar(b, a)?);
-                }
-                args.extend(seeds.iter().copied());
-                let outs = b.call(*rule, &args);
-                if self.debug.check_nan {
-                    // The rule's outputs against its cotangents: NaN out, none in.
-                    let line = write::inst_line(self.module, primal, self.names, inst);
-                    let what = || {
-                        format!(
-                            "the vjp rule @{} of `{}`",
-                            self.module.name(*rule),
-                            line.trim()
-                        )
-                    };
-                    let any_seed = seeds.iter().copied().reduce(|a, c| b.fadd(a, c));
-                    if let Some(sum) = any_seed {
-                        for &o in &outs {
-                            self.debug.check_nan(b, o, sum, &what);
-                        }
-                    }
-                }
-                let floats = d
-                    .args
-                    .iter()
-                    .zip(&gsig.params)
-                    .filter(|&(_, t)| t.is_float())
-                    .map(|(&v, _)| v);
-                for (v, ct) in floats.zip(outs) {
-                    if self.cts.vars[v].is_some() {
-                        self.cts.add(b, primal, v, ct);
-                    }
-                }
+        }
+        let floats = d
+            .args
+            .iter()
+            .zip(&gsig.params)
+            .filter(|&(_, t)| t.is_float())
+            .map(|(&v, _)| v);
+        for (v, ct) in floats.zip(outs) {
+            if self.cts.vars[v].is_some() {
+                self.cts.add(b, primal, v, ct);
             }
         }
         Ok(())

@@ -18,10 +18,10 @@ use hashbrown::HashMap;
 use smallvec::SmallVec;
 
 use crate::config::{Activity, RetActivity, RuleConfig, freezable};
-use crate::error::AdError;
+use crate::error::{AdError, InternalError};
 use crate::forward::forward_ir;
 use crate::plan::{Plan, describe_inst};
-use crate::pullback::{Debug, ParamSets, pullback_ir};
+use crate::pullback::{DebugChecks, ParamSets, pullback_ir};
 use crate::rules::{OpRule, op_rule};
 
 /// A derived rule: the input module with the forward pass and the pullback added.
@@ -78,7 +78,9 @@ pub struct RuleLayout {
 /// says. Refused with an [`AdError`]: activities that do not fit, functions that do
 /// not verify, slice results, float slices chosen by a phi or `select`, tape ops in
 /// the input, calls to functions without a derivative. With `config.debug`, the
-/// derived functions check their invariants at run time (see [`debug_marker`]).
+/// derived functions check their invariants at run time: the forward pass pushes a
+/// marker first, which the pullback pops and compares last, so a tape out of step
+/// traps (see `docs/reverse-mode.md`, "Debug mode").
 pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result<Rule, AdError> {
     let decl = module
         .funcs
@@ -109,11 +111,10 @@ pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result
         if !errors.is_empty() {
             return Err(AdError::Internal {
                 func: fname,
-                message: format!(
-                    "@{} does not verify:\n{}",
-                    out.name(id),
-                    VerifierErrors(errors)
-                ),
+                error: InternalError::Unverified {
+                    func: out.name(id).to_string(),
+                    errors: VerifierErrors(errors),
+                },
             });
         }
     }
@@ -241,19 +242,19 @@ impl Deriver<'_> {
             .map(|i| sig.params[i])
             .collect();
         let rvs_sig = Signature::new(rvs_params, active);
-        let internal = |message: String| AdError::Internal {
+        let internal = |error: InternalError| AdError::Internal {
             func: fname.clone(),
-            message,
+            error,
         };
         let (fwd_name, rvs_name) = derived_names(&self.out, &fname, sig, &config);
         let fwd = self
             .out
             .declare(&fwd_name, fwd_sig)
-            .map_err(|e| internal(e.to_string()))?;
+            .map_err(|e| internal(InternalError::Module(e)))?;
         let rvs = self
             .out
             .declare(&rvs_name, rvs_sig)
-            .map_err(|e| internal(e.to_string()))?;
+            .map_err(|e| internal(InternalError::Module(e)))?;
         self.cache.insert((func, config.clone()), (fwd, rvs));
         self.derived.extend([fwd, rvs]);
         self.queue.push_back(Job {
@@ -278,9 +279,9 @@ impl Deriver<'_> {
                 &wrapped
             }
         };
-        let internal = |message: String| AdError::Internal {
+        let internal = |error: InternalError| AdError::Internal {
             func: fname.clone(),
-            message,
+            error,
         };
         let names = Names::new(primal);
         let plan = Plan::new(
@@ -310,7 +311,7 @@ impl Deriver<'_> {
                 slices: &slice_params(&decl.sig, &job.config),
                 dup: &dup_params(&job.config),
             },
-            &Debug {
+            &DebugChecks {
                 marker,
                 check_nan: job.config.debug && job.config.check_nan,
                 func: &fname,
@@ -319,10 +320,10 @@ impl Deriver<'_> {
         .map_err(internal)?;
         self.out
             .define(job.fwd, fwd)
-            .map_err(|e| internal(e.to_string()))?;
+            .map_err(|e| internal(InternalError::Module(e)))?;
         self.out
             .define(job.rvs, rvs)
-            .map_err(|e| internal(e.to_string()))?;
+            .map_err(|e| internal(InternalError::Module(e)))?;
         Ok(())
     }
 }
@@ -331,7 +332,7 @@ impl Deriver<'_> {
 /// compares last: `0x6772_6164` ("grad") in the high half, the primal's index in the
 /// low half, so a pullback that finds another function's marker, or a saved value,
 /// says the tape is out of step.
-pub fn debug_marker(func: FuncId) -> i64 {
+pub(crate) fn debug_marker(func: FuncId) -> i64 {
     (0x6772_6164_i64 << 32) | i64::from(func.as_u32())
 }
 

@@ -29,13 +29,14 @@
 //! cotangent to the chosen arm; `cast` between `f32` and `f64` converts the cotangent.
 //! Every rule here is needed for correctness: none exists for speed only.
 
-use gradlift_ir::{CmpPred, FunctionBuilder, Imm, Opcode, Scalar, Type, Value};
+use gradlift_ir::{CmpPred, FunctionBuilder, Opcode, Scalar, Type, Value};
 
 /// What the reverse of an op does. See the [module docs](self).
 #[derive(Copy, Clone, Debug)]
-pub enum OpRule {
-    /// No derivative flows through the op; the string says why.
-    Zero(&'static str),
+pub(crate) enum OpRule {
+    /// No derivative flows through the op; the string says why (to the reader of
+    /// the table: nothing prints it).
+    Zero(#[allow(dead_code, reason = "documents the table")] &'static str),
     /// A float op with a derivative.
     Float(FloatRule),
     /// A memory op or a call (`load`, `store`, `alloc`, `call`): reversed by the
@@ -49,19 +50,19 @@ pub enum OpRule {
 /// The reverse of a float op: per operand, what its contribution reads, and how to
 /// emit it.
 #[derive(Copy, Clone, Debug)]
-pub struct FloatRule {
+pub(crate) struct FloatRule {
     /// One entry per operand: `None` if no derivative flows to it (the condition of
     /// `select`, the exponent of `powi`), else what its contribution reads.
-    pub operands: &'static [Option<Reads>],
+    pub(crate) operands: &'static [Option<Reads>],
     /// How the contribution is written.
-    pub emit: Emit,
+    pub(crate) emit: Emit,
 }
 
 impl FloatRule {
     /// Emits the contribution `∂y/∂a_k · ct[y]` to operand `k` into the pullback, or
     /// returns `None` when it is known to be zero. Reads only what `operands[k]`
     /// lists.
-    pub fn emit(&self, r: &mut RevCtx<'_, '_>, k: usize) -> Option<Value> {
+    pub(crate) fn emit(&self, r: &mut RevCtx<'_, '_>, k: usize) -> Option<Value> {
         match self.emit {
             Emit::Custom(f) => f(r, k),
             Emit::OfArg(d) => {
@@ -81,7 +82,7 @@ impl FloatRule {
 /// The shapes of [`FloatRule`]s (JAX's `deflinear`, `defjvp`): the helpers that
 /// make them keep the table short.
 #[derive(Copy, Clone, Debug)]
-pub enum Emit {
+pub(crate) enum Emit {
     /// Any rule: the contribution to operand `k`, or `None` when it is zero.
     Custom(fn(&mut RevCtx<'_, '_>, usize) -> Option<Value>),
     /// A unary op with derivative `d(x)`: the contribution is `ct · d(x)`.
@@ -94,11 +95,11 @@ pub enum Emit {
 /// The values a contribution reads, beyond the result's cotangent: the forward pass
 /// saves them (constants need no saving).
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
-pub struct Reads {
+pub(crate) struct Reads {
     /// Operands, by index.
-    pub args: &'static [usize],
+    pub(crate) args: &'static [usize],
     /// The result.
-    pub result: bool,
+    pub(crate) result: bool,
 }
 
 const NOTHING: Reads = Reads {
@@ -124,7 +125,7 @@ const RESULT: Reads = Reads {
 
 /// An operand as the pullback has it.
 #[derive(Copy, Clone, Debug)]
-pub enum ArgVal {
+pub(crate) enum ArgVal {
     /// Saved by the forward pass and popped: this pullback value.
     Saved(Value),
     /// A constant of the primal.
@@ -135,14 +136,13 @@ pub enum ArgVal {
 
 /// What a rule's `emit` function gets: the builder of the pullback, the operands and
 /// result as the pullback has them, and the result's cotangent.
-pub struct RevCtx<'a, 'm> {
+pub(crate) struct RevCtx<'a, 'm> {
     /// The pullback's builder, positioned where the contribution goes.
-    pub b: &'a mut FunctionBuilder<'m>,
+    pub(crate) b: &'a mut FunctionBuilder<'m>,
     args: &'a [ArgVal],
     arg_types: &'a [Type],
     result: Option<Value>,
     ty: Type,
-    imm: Imm,
     ct: Value,
     /// Set when the rule read something that was not saved (a bug in the table).
     pub(crate) missing: Option<String>,
@@ -158,7 +158,6 @@ impl<'a, 'm> RevCtx<'a, 'm> {
         arg_types: &'a [Type],
         result: Option<Value>,
         ty: Type,
-        imm: Imm,
         ct: Value,
     ) -> RevCtx<'a, 'm> {
         RevCtx {
@@ -167,7 +166,6 @@ impl<'a, 'm> RevCtx<'a, 'm> {
             arg_types,
             result,
             ty,
-            imm,
             ct,
             missing: None,
         }
@@ -176,7 +174,7 @@ impl<'a, 'm> RevCtx<'a, 'm> {
     /// Operand `k` in the pullback. An `f32` constant becomes a `const f32`
     /// instruction, so that no op ever has two `f32` literals (which would parse back
     /// as `f64`).
-    pub fn arg(&mut self, k: usize) -> Value {
+    pub(crate) fn arg(&mut self, k: usize) -> Value {
         match self.args.get(k) {
             Some(ArgVal::Saved(v)) => *v,
             Some(ArgVal::Const(c @ Scalar::F32(_))) => self.b.const_inst(*c),
@@ -190,7 +188,7 @@ impl<'a, 'm> RevCtx<'a, 'm> {
     }
 
     /// Operand `k` if it is a constant of the primal.
-    pub fn arg_const(&self, k: usize) -> Option<Scalar> {
+    pub(crate) fn arg_const(&self, k: usize) -> Option<Scalar> {
         match self.args.get(k) {
             Some(ArgVal::Const(c)) => Some(*c),
             _ => None,
@@ -198,12 +196,12 @@ impl<'a, 'm> RevCtx<'a, 'm> {
     }
 
     /// The type of operand `k`.
-    pub fn arg_type(&self, k: usize) -> Type {
+    pub(crate) fn arg_type(&self, k: usize) -> Type {
         self.arg_types.get(k).copied().unwrap_or(self.ty)
     }
 
     /// The result in the pullback (saved by the forward pass).
-    pub fn result(&mut self) -> Value {
+    pub(crate) fn result(&mut self) -> Value {
         match self.result {
             Some(v) => v,
             None => {
@@ -215,23 +213,18 @@ impl<'a, 'm> RevCtx<'a, 'm> {
     }
 
     /// The result's cotangent.
-    pub fn ct(&self) -> Value {
+    pub(crate) fn ct(&self) -> Value {
         self.ct
     }
 
     /// The result's type.
-    pub fn ty(&self) -> Type {
+    pub(crate) fn ty(&self) -> Type {
         self.ty
-    }
-
-    /// The instruction's immediate.
-    pub fn imm(&self) -> Imm {
-        self.imm
     }
 
     /// A float literal of the result's type. Rules combine it only with values that
     /// are not constants.
-    pub fn lit(&mut self, x: f64) -> Value {
+    pub(crate) fn lit(&mut self, x: f64) -> Value {
         match self.ty {
             Type::F32 => self.b.f32const(x as f32),
             _ => self.b.fconst(x),
@@ -292,7 +285,7 @@ fn unary_of_result(d: fn(&mut RevCtx<'_, '_>, Value) -> Value) -> OpRule {
 }
 
 /// The rule of `op`. See the [module docs](self).
-pub fn op_rule(op: Opcode) -> OpRule {
+pub(crate) fn op_rule(op: Opcode) -> OpRule {
     use Opcode::*;
     const INTS: &str = "integers carry no derivative";
     const BOOLS: &str = "booleans carry no derivative";

@@ -36,7 +36,7 @@ use crate::rules::{FloatRule, OpRule, op_rule};
 /// Something the forward pass saves for the pullback: a scalar value of the
 /// primal, or the handle of a local buffer kept on the tape.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
-pub enum SaveItem {
+pub(crate) enum SaveItem {
     /// A scalar value of the primal.
     Value(Value),
     /// The handle of the tape buffer that replaces this `alloc`'s buffer (the
@@ -48,7 +48,7 @@ pub enum SaveItem {
 
 /// The reverse of a statement, in the order the pullback needs them.
 #[derive(Clone, Debug)]
-pub enum RevStmt {
+pub(crate) enum RevStmt {
     /// An instruction with an active float result and a rule.
     Float(RevInst),
     /// `%y = load %s[%i]` with an active result: `ds[i] += ct[y]`.
@@ -74,7 +74,7 @@ pub enum RevStmt {
 
 /// How a differentiated call is reversed.
 #[derive(Clone, PartialEq, Eq, Debug)]
-pub enum CallRule {
+pub(crate) enum CallRule {
     /// Through the callee's derived rule (or, for `overlay @g = @h`, `@h`'s): the
     /// forward pass calls `fwd`, the pullback `rvs`.
     Derived {
@@ -98,7 +98,7 @@ pub enum CallRule {
 
 impl RevStmt {
     /// The instruction reversed.
-    pub fn inst(&self) -> Inst {
+    pub(crate) fn inst(&self) -> Inst {
         match self {
             RevStmt::Float(r) => r.inst,
             RevStmt::Load { inst } | RevStmt::Store { inst, .. } | RevStmt::Call { inst, .. } => {
@@ -108,7 +108,7 @@ impl RevStmt {
     }
 
     /// The values whose cotangents the reverse reads and resets (the results).
-    pub fn taken(&self, func: &Function, act: &ActivityInfo) -> SmallVec<[Value; 2]> {
+    pub(crate) fn taken(&self, func: &Function, act: &ActivityInfo) -> SmallVec<[Value; 2]> {
         let d = &func.insts[self.inst()];
         match self {
             RevStmt::Float(_) | RevStmt::Load { .. } => d.results.iter().copied().collect(),
@@ -123,7 +123,7 @@ impl RevStmt {
     }
 
     /// The values whose cotangents the reverse adds to (the active operands).
-    pub fn added(&self, func: &Function, act: &ActivityInfo) -> SmallVec<[Value; 3]> {
+    pub(crate) fn added(&self, func: &Function, act: &ActivityInfo) -> SmallVec<[Value; 3]> {
         let d = &func.insts[self.inst()];
         match self {
             RevStmt::Float(r) => r.operands.iter().map(|&k| d.args[k]).collect(),
@@ -156,22 +156,22 @@ impl RevStmt {
 
 /// The reverse of an instruction with an active result.
 #[derive(Clone, Debug)]
-pub struct RevInst {
+pub(crate) struct RevInst {
     /// The instruction.
-    pub inst: Inst,
+    pub(crate) inst: Inst,
     /// Its rule.
-    pub rule: FloatRule,
+    pub(crate) rule: FloatRule,
     /// The operands, by index, whose cotangents get a contribution (the active ones).
-    pub operands: SmallVec<[usize; 3]>,
+    pub(crate) operands: SmallVec<[usize; 3]>,
 }
 
 /// What an instruction needs from the forward pass, and its reverse.
 #[derive(Clone, Debug, Default)]
-pub struct InstInfo {
+pub(crate) struct InstInfo {
     /// What its reverse reads: saved at the end of its block (no constants).
-    pub saves: SmallVec<[SaveItem; 3]>,
+    pub(crate) saves: SmallVec<[SaveItem; 3]>,
     /// Its reverse, if it has one.
-    pub reverse: Option<RevStmt>,
+    pub(crate) reverse: Option<RevStmt>,
 }
 
 /// Saves `v` unless it is a constant (the pullback writes constants itself).
@@ -191,7 +191,7 @@ fn save_shadow(func: &Function, saves: &mut SmallVec<[SaveItem; 3]>, s: Value) {
 }
 
 /// An instruction other than a call. See the [module docs](self).
-pub fn inst_stmt(func: &Function, act: &ActivityInfo, inst: Inst) -> InstInfo {
+pub(crate) fn inst_stmt(func: &Function, act: &ActivityInfo, inst: Inst) -> InstInfo {
     let d = &func.insts[inst];
     match d.opcode {
         Opcode::Load => {
@@ -253,16 +253,16 @@ pub fn inst_stmt(func: &Function, act: &ActivityInfo, inst: Inst) -> InstInfo {
 /// order of the plan's predecessor list) the incoming value to add its cotangent
 /// into, if that one is active.
 #[derive(Clone, Debug)]
-pub struct RevPhi {
+pub(crate) struct RevPhi {
     /// The phi's value.
-    pub phi: Value,
+    pub(crate) phi: Value,
     /// For each predecessor, the active incoming value of that edge, if any.
-    pub edges: SmallVec<[Option<Value>; 2]>,
+    pub(crate) edges: SmallVec<[Option<Value>; 2]>,
 }
 
 /// A phi. See the [module docs](self). `preds` are the block's predecessors, as the
 /// plan numbers them.
-pub fn phi_stmt(
+pub(crate) fn phi_stmt(
     func: &Function,
     act: &ActivityInfo,
     block: Block,
@@ -289,7 +289,7 @@ pub fn phi_stmt(
 /// A `ret`. See the [module docs](self). `seeded[j]` is the pullback parameter that
 /// carries the cotangent of result `j`, if it is seeded. Returns the seeds:
 /// (returned value, pullback parameter index).
-pub fn ret_stmt(
+pub(crate) fn ret_stmt(
     func: &Function,
     act: &ActivityInfo,
     vals: &[Value],

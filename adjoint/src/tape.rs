@@ -44,6 +44,8 @@
 use cranelift_entity::{EntitySet, SecondaryMap};
 use gradlift_ir::dominators::DominatorTree;
 use gradlift_ir::flowgraph::ControlFlowGraph;
+use gradlift_ir::loops::LoopForest;
+use gradlift_ir::scc::Sccs;
 use gradlift_ir::{Block, Function, Imm, Inst, Opcode, Scalar, Terminator, Type, Value, ValueDef};
 use hashbrown::HashSet;
 use smallvec::SmallVec;
@@ -52,11 +54,11 @@ use crate::config::{RuleConfig, TapePolicy, freezable};
 use crate::stmt::SaveItem;
 
 /// How many levels of operands a recomputation may go through.
-pub const MAX_DEPTH: u32 = 3;
+pub(crate) const MAX_DEPTH: u32 = 3;
 
 /// How the pullback gets a primal value (see the [module docs](self)).
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
-pub enum How {
+pub(crate) enum How {
     /// A constant.
     Const(Scalar),
     /// Pushed once before `ret`, popped in the pullback's entry.
@@ -71,34 +73,32 @@ pub enum How {
 
 /// A loop reversed by its induction variable. See the [module docs](self).
 #[derive(Clone, Debug)]
-pub struct CountedLoop {
-    /// The header.
-    pub header: Block,
+pub(crate) struct CountedLoop {
     /// The position of the preheader among the header's predecessors
     /// ([`BlockStack::preds`](crate::plan::BlockStack::preds)).
-    pub pre_index: usize,
+    pub(crate) pre_index: usize,
     /// The position of the latch among them.
-    pub latch_index: usize,
+    pub(crate) latch_index: usize,
     /// The induction variable: a phi of the header.
-    pub iv: Value,
+    pub(crate) iv: Value,
     /// Its value on entry (the preheader's incoming value).
-    pub init: Value,
+    pub(crate) init: Value,
     /// What each iteration adds to it.
-    pub step: i64,
+    pub(crate) step: i64,
     /// The blocks of the loop, the header included.
-    pub blocks: EntitySet<Block>,
+    pub(crate) blocks: EntitySet<Block>,
     /// The live blocks the loop exits to (each has the header as its only
     /// predecessor).
-    pub exits: SmallVec<[Block; 1]>,
+    pub(crate) exits: SmallVec<[Block; 1]>,
 }
 
 /// For each reverse block, what is pushed for it and how the rest is had. See the
 /// [module docs](self).
 #[derive(Clone, Debug, Default)]
-pub struct TapePlan {
+pub(crate) struct TapePlan {
     minimal: bool,
     /// The counted loops.
-    pub loops: Vec<CountedLoop>,
+    pub(crate) loops: Vec<CountedLoop>,
     header_loop: SecondaryMap<Block, Option<usize>>,
     exit_loops: SecondaryMap<Block, SmallVec<[usize; 1]>>,
     /// Blocks whose values may be pushed once.
@@ -126,28 +126,28 @@ pub struct TapePlan {
 }
 
 /// The inputs of the tape plan: the primal and what the plan decided.
-pub struct TapeInputs<'a> {
+pub(crate) struct TapeInputs<'a> {
     /// The primal.
-    pub func: &'a Function,
+    pub(crate) func: &'a Function,
     /// Its control-flow graph.
-    pub cfg: &'a ControlFlowGraph,
+    pub(crate) cfg: &'a ControlFlowGraph,
     /// Blocks reachable from the entry.
-    pub reachable: &'a EntitySet<Block>,
+    pub(crate) reachable: &'a EntitySet<Block>,
     /// Reachable blocks that reach a `ret`.
-    pub live: &'a EntitySet<Block>,
+    pub(crate) live: &'a EntitySet<Block>,
     /// Each reachable block's reachable predecessors, in the block stack's order.
-    pub preds: &'a dyn Fn(Block) -> &'a [Block],
+    pub(crate) preds: &'a dyn Fn(Block) -> &'a [Block],
     /// What each block's reverse reads.
-    pub saved: &'a dyn Fn(Block) -> &'a [SaveItem],
+    pub(crate) saved: &'a dyn Fn(Block) -> &'a [SaveItem],
     /// The configuration.
-    pub config: &'a RuleConfig,
+    pub(crate) config: &'a RuleConfig,
     /// The parameters the pullback takes as slices, by index.
-    pub slice_params: &'a [usize],
+    pub(crate) slice_params: &'a [usize],
 }
 
 impl TapePlan {
     /// Plans the tape of `inp.func` under `inp.config.tape`.
-    pub fn new(inp: &TapeInputs<'_>) -> TapePlan {
+    pub(crate) fn new(inp: &TapeInputs<'_>) -> TapePlan {
         let func = inp.func;
         let mut plan = TapePlan {
             minimal: inp.config.tape == TapePolicy::Minimal,
@@ -182,47 +182,61 @@ impl TapePlan {
         }
         let dom = DominatorTree::new(inp.cfg);
         plan.find_once_blocks(inp, &blocks, &dom);
-        plan.find_counted_loops(inp, &blocks, &dom);
-        // A counted loop's exits need its induction variable and initial value.
-        for (k, l) in plan.loops.iter().enumerate() {
+        let forest = LoopForest::new(inp.cfg, &dom);
+        plan.find_counted_loops(inp, &blocks, &dom, &forest);
+        plan.add_exit_needs(func, &blocks);
+        plan.find_cond_merges(inp, &blocks, &dom);
+        plan.classify(func, &blocks);
+        plan
+    }
+
+    /// Records the exits of each counted loop, and adds to each exit's needs the
+    /// loop's induction variable and initial value (unless constant): the counter
+    /// starts from them.
+    fn add_exit_needs(&mut self, func: &Function, blocks: &[Block]) {
+        for (k, l) in self.loops.iter().enumerate() {
             for &e in &l.exits {
-                plan.exit_loops[e].push(k);
+                self.exit_loops[e].push(k);
             }
         }
-        for &e in &blocks {
-            let loops = plan.exit_loops[e].clone();
+        for &e in blocks {
+            let loops = self.exit_loops[e].clone();
             for k in loops {
-                let (iv, init) = (plan.loops[k].iv, plan.loops[k].init);
+                let (iv, init) = (self.loops[k].iv, self.loops[k].init);
                 for v in [iv, init] {
                     let item = SaveItem::Value(v);
                     if !matches!(func.value_def(v), ValueDef::Const(_))
-                        && !plan.needed[e].contains(&item)
+                        && !self.needed[e].contains(&item)
                     {
-                        plan.needed[e].push(item);
+                        self.needed[e].push(item);
                     }
                 }
             }
         }
-        plan.find_cond_merges(inp, &blocks, &dom);
-        // Classify: what is pushed per block, what once.
+    }
+
+    /// Decides, for each block, what its end pushes and what is pushed once before
+    /// `ret` (values by definition order, then handles), the rest being had
+    /// another way.
+    fn classify(&mut self, func: &Function, blocks: &[Block]) {
         let mut once = HashSet::new();
-        for &b in &blocks {
+        for &b in blocks {
             let mut pushed = Vec::new();
-            for &item in &plan.needed[b] {
+            for &item in &self.needed[b] {
                 match item {
                     SaveItem::Value(v) => {
                         // The exit's copy of a counted loop's induction variable is
                         // what the counter starts from: always pushed.
-                        if plan.how(func, v, b, MAX_DEPTH).is_some() {
-                            plan.collect_once(func, v, b, MAX_DEPTH, &mut once);
+                        if self.how(func, v, b, MAX_DEPTH).is_some() {
+                            self.collect_once(func, v, b, MAX_DEPTH, &mut once);
                         } else {
                             pushed.push(item);
                         }
                     }
                     SaveItem::Buf(a) | SaveItem::Shadow(a) => {
-                        if plan
+                        if self
                             .def_block(func, a)
-                            .is_some_and(|d| plan.once_ok.contains(d))
+                            .is_some_and(|d| self.once_ok.contains(d))
                         {
                             once.insert(item);
                         } else {
@@ -231,14 +245,14 @@ impl TapePlan {
                     }
                 }
             }
-            plan.pushed[b] = pushed;
+            self.pushed[b] = pushed;
         }
-        for (b, &(c, _)) in plan
+        for (b, &(c, _)) in self
             .cond_merge
             .iter()
             .filter_map(|(b, m)| Some((b, m.as_ref()?)))
         {
-            plan.collect_once(func, c, b, MAX_DEPTH, &mut once);
+            self.collect_once(func, c, b, MAX_DEPTH, &mut once);
         }
         // Push order: values by definition order (deterministic), then handles.
         let mut once: Vec<SaveItem> = once.into_iter().collect();
@@ -247,55 +261,44 @@ impl TapePlan {
             SaveItem::Buf(a) => (1, a.as_u32()),
             SaveItem::Shadow(a) => (2, a.as_u32()),
         });
-        plan.once = once;
-        plan
+        self.once = once;
     }
 
     /// What block `b` pushes at its end, in push order.
-    pub fn pushed(&self, b: Block) -> &[SaveItem] {
+    pub(crate) fn pushed(&self, b: Block) -> &[SaveItem] {
         &self.pushed[b]
     }
 
     /// What the reverse of `b` reads (pushed or not).
-    pub fn needed(&self, b: Block) -> &[SaveItem] {
+    pub(crate) fn needed(&self, b: Block) -> &[SaveItem] {
         &self.needed[b]
     }
 
     /// What is pushed once, before every `ret`, in push order.
-    pub fn once(&self) -> &[SaveItem] {
+    pub(crate) fn once(&self) -> &[SaveItem] {
         &self.once
     }
 
     /// Whether block `b` needs no block-stack entry: a counted loop's header or a
     /// replayed branch.
-    pub fn replays(&self, b: Block) -> bool {
+    pub(crate) fn replays(&self, b: Block) -> bool {
         self.header_loop[b].is_some() || self.cond_merge[b].is_some()
     }
 
-    /// The counted loop whose header `b` is.
-    pub fn header_loop(&self, b: Block) -> Option<&CountedLoop> {
-        self.header_loop[b].map(|k| &self.loops[k])
-    }
-
     /// The index of the counted loop whose header `b` is.
-    pub fn header_loop_index(&self, b: Block) -> Option<usize> {
+    pub(crate) fn header_loop_index(&self, b: Block) -> Option<usize> {
         self.header_loop[b]
     }
 
     /// The counted loops `b` is an exit of, by index.
-    pub fn exit_loops(&self, b: Block) -> &[usize] {
+    pub(crate) fn exit_loops(&self, b: Block) -> &[usize] {
         &self.exit_loops[b]
     }
 
     /// For a replayed branch `b`: its condition, and the position of the
     /// predecessor reached when it is true.
-    pub fn cond_merge(&self, b: Block) -> Option<(Value, usize)> {
+    pub(crate) fn cond_merge(&self, b: Block) -> Option<(Value, usize)> {
         self.cond_merge[b]
-    }
-
-    /// Whether `v` (a parameter) is a slice the pullback takes.
-    pub fn is_pullback_slice(&self, v: Value) -> bool {
-        self.slices.contains(&v)
     }
 
     /// The block defining `v` (the entry for parameters), if it is placed.
@@ -311,7 +314,7 @@ impl TapePlan {
     /// How the reverse of block `c` gets the latest instance of `v` without its
     /// being pushed for `c`, looking through at most `depth` levels of operands;
     /// `None` if it must be pushed.
-    pub fn how(&self, func: &Function, v: Value, c: Block, depth: u32) -> Option<How> {
+    pub(crate) fn how(&self, func: &Function, v: Value, c: Block, depth: u32) -> Option<How> {
         if !self.minimal {
             return None;
         }
@@ -400,7 +403,12 @@ impl TapePlan {
                 inp.live.contains(b) && matches!(func.blocks[b].term, Some(Terminator::Ret(_)))
             })
             .collect();
-        self.in_cycle = cyclic_blocks(inp.cfg, blocks, inp.reachable);
+        let sccs = Sccs::new(blocks.iter().copied(), |b| inp.cfg.succs(b).iter().copied());
+        for &b in blocks {
+            if sccs.on_cycle(b) {
+                self.in_cycle.insert(b);
+            }
+        }
         for &b in blocks {
             if !self.in_cycle.contains(b) && rets.iter().all(|&r| dom.dominates(b, r)) {
                 self.once_ok.insert(b);
@@ -409,7 +417,13 @@ impl TapePlan {
     }
 
     /// The counted loops (see [`CountedLoop`]).
-    fn find_counted_loops(&mut self, inp: &TapeInputs<'_>, blocks: &[Block], dom: &DominatorTree) {
+    fn find_counted_loops(
+        &mut self,
+        inp: &TapeInputs<'_>,
+        blocks: &[Block],
+        dom: &DominatorTree,
+        forest: &LoopForest,
+    ) {
         let func = inp.func;
         let entry = func.layout.first().copied();
         for &h in blocks {
@@ -427,7 +441,15 @@ impl TapePlan {
             let Some((iv, init, step)) = induction_variable(func, h, pre, latch) else {
                 continue;
             };
-            let body = natural_loop(inp.cfg, h, latch);
+            // `latch -> h` is the only back edge to `h` (its other predecessor is not
+            // dominated by it), so the natural loop of `h` is the loop of that edge.
+            let Some(l) = forest.header_loop(h) else {
+                continue;
+            };
+            let mut body = EntitySet::new();
+            for &b in forest.blocks(l) {
+                body.insert(b);
+            }
             let mut exits: SmallVec<[Block; 1]> = SmallVec::new();
             let mut ok = true;
             for x in body.iter() {
@@ -447,7 +469,6 @@ impl TapePlan {
             }
             self.header_loop[h] = Some(self.loops.len());
             self.loops.push(CountedLoop {
-                header: h,
                 pre_index,
                 latch_index,
                 iv,
@@ -597,95 +618,4 @@ fn induction_variable(
         }
     }
     None
-}
-
-/// The natural loop of the back edge `latch -> h`: `h` and every block that reaches
-/// `latch` without passing through `h`.
-fn natural_loop(cfg: &ControlFlowGraph, h: Block, latch: Block) -> EntitySet<Block> {
-    let mut body = EntitySet::new();
-    body.insert(h);
-    let mut work = vec![latch];
-    while let Some(b) = work.pop() {
-        if body.insert(b) {
-            work.extend(
-                cfg.preds(b)
-                    .iter()
-                    .copied()
-                    .filter(|&p| cfg.is_reachable(p)),
-            );
-        }
-    }
-    body
-}
-
-/// The reachable blocks on a cycle of the control-flow graph (Tarjan's strongly
-/// connected components, iteratively).
-fn cyclic_blocks(
-    cfg: &ControlFlowGraph,
-    blocks: &[Block],
-    reachable: &EntitySet<Block>,
-) -> EntitySet<Block> {
-    let mut index: SecondaryMap<Block, u32> = SecondaryMap::new();
-    let mut low: SecondaryMap<Block, u32> = SecondaryMap::new();
-    let mut on_stack = EntitySet::new();
-    let mut stack: Vec<Block> = Vec::new();
-    let mut cyclic = EntitySet::new();
-    let mut next = 1u32;
-    for &root in blocks {
-        if index[root] != 0 {
-            continue;
-        }
-        // (block, next successor to visit)
-        let mut frames: Vec<(Block, usize)> = vec![(root, 0)];
-        index[root] = next;
-        low[root] = next;
-        next += 1;
-        stack.push(root);
-        on_stack.insert(root);
-        while let Some(&(b, k)) = frames.last() {
-            let succs = cfg.succs(b);
-            if k < succs.len() {
-                let top = frames.len() - 1;
-                frames[top].1 += 1;
-                let s = succs[k];
-                if !reachable.contains(s) {
-                    continue;
-                }
-                if s == b {
-                    cyclic.insert(b);
-                }
-                if index[s] == 0 {
-                    index[s] = next;
-                    low[s] = next;
-                    next += 1;
-                    stack.push(s);
-                    on_stack.insert(s);
-                    frames.push((s, 0));
-                } else if on_stack.contains(s) {
-                    low[b] = low[b].min(index[s]);
-                }
-                continue;
-            }
-            frames.pop();
-            if let Some(&(parent, _)) = frames.last() {
-                low[parent] = low[parent].min(low[b]);
-            }
-            if low[b] == index[b] {
-                let mut component = Vec::new();
-                while let Some(w) = stack.pop() {
-                    on_stack.remove(w);
-                    component.push(w);
-                    if w == b {
-                        break;
-                    }
-                }
-                if component.len() > 1 {
-                    for w in component {
-                        cyclic.insert(w);
-                    }
-                }
-            }
-        }
-    }
-    cyclic
 }

@@ -12,6 +12,9 @@
 //!   with `print(parse(text))` a fixed point;
 //! - a [verifier](verify()) that reports every error it finds, never panicking;
 //! - a reference [interpreter](interp), the oracle for every other engine;
+//! - analyses, computed once and never updated: the [control-flow graph](flowgraph),
+//!   [dominators], natural [loops], [strongly connected components](scc) and the
+//!   [call graph](callgraph);
 //! - [Graphviz](dot) of control-flow graphs, for looking at functions;
 //! - an [optimiser](opt) (folding, DCE, CSE, CFG simplification, inlining, LICM).
 //!
@@ -36,6 +39,7 @@
 //! ```
 
 pub mod builder;
+pub mod callgraph;
 pub mod dominators;
 pub mod dot;
 pub mod engine;
@@ -43,10 +47,12 @@ pub mod entities;
 pub mod flowgraph;
 pub mod function;
 pub mod interp;
+pub mod loops;
 pub mod module;
 pub mod ops;
 pub mod opt;
 pub mod parser;
+pub mod scc;
 pub mod ssa;
 pub mod types;
 pub mod verify;

@@ -135,6 +135,7 @@ impl Decl {
 
 /// Why a module edit was refused.
 #[derive(Clone, PartialEq, Eq, Debug)]
+#[non_exhaustive]
 pub enum ModuleError {
     /// A function of that name exists already.
     DuplicateName(String),

@@ -1858,7 +1858,9 @@ fn a_module_that_does_not_verify_is_refused_unchanged() {
     .unwrap();
     let before = m.to_string();
     let e = optimize(&mut m, &OptConfig::default()).unwrap_err();
-    let OptError::Invalid(errors) = &e;
+    let OptError::Invalid(errors) = &e else {
+        panic!("expected OptError::Invalid, got {e:?}");
+    };
     assert!(!errors.0.is_empty());
     assert!(e.to_string().contains("does not verify"), "{e}");
     assert_eq!(m.to_string(), before);

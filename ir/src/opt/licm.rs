@@ -42,12 +42,13 @@ use crate::dominators::DominatorTree;
 use crate::entities::{Block, Inst, Value};
 use crate::flowgraph::ControlFlowGraph;
 use crate::function::{Function, Terminator};
+use crate::loops::LoopForest;
 use crate::module::Module;
 use crate::ops::{Imm, Opcode};
 use crate::types::Scalar;
 
 use super::ModuleFacts;
-use super::util::{self, LoopForest, is_speculatable};
+use super::util::{self, is_speculatable};
 
 /// What LICM did.
 #[derive(Default)]
@@ -176,7 +177,7 @@ fn hoist_pure(func: &mut Function, stats: &mut LicmStats) -> bool {
     let domtree = DominatorTree::new(&cfg);
     let forest = LoopForest::new(&cfg, &domtree);
     let mut pos = util::inst_positions(func);
-    let mut stale = vec![false; forest.loops.len()];
+    let mut stale = vec![false; forest.len()];
     let mut edits = Edits::default();
     let mut changed = false;
     for l in forest.innermost_first() {
@@ -185,7 +186,7 @@ fn hoist_pure(func: &mut Function, stats: &mut LicmStats) -> bool {
         }
         let mut hoisted_values: HashSet<Value> = HashSet::new();
         let mut moves: Vec<(Block, Inst)> = Vec::new();
-        for &b in &forest.loops[l].blocks {
+        for &b in forest.blocks(l) {
             for &inst in &func.blocks[b].insts {
                 if !is_speculatable(func, inst) {
                     continue;
@@ -232,7 +233,7 @@ fn ensure_preheader(
     l: usize,
     edits: &mut Edits,
 ) -> (Block, bool) {
-    let h = forest.loops[l].header;
+    let h = forest.header(l);
     let outside: SmallVec<[Block; 2]> = cfg
         .preds(h)
         .iter()
@@ -289,14 +290,14 @@ fn hoist_calls(
     let domtree = DominatorTree::new(&cfg);
     let forest = LoopForest::new(&cfg, &domtree);
     let pos = util::inst_positions(func);
-    let mut stale = vec![false; forest.loops.len()];
+    let mut stale = vec![false; forest.len()];
     let mut edits = Edits::default();
     let mut changed = false;
     for l in forest.innermost_first() {
         if stale[l] {
             continue;
         }
-        let h = forest.loops[l].header;
+        let h = forest.header(l);
         let Some(Terminator::Br {
             cond,
             then_dest,
@@ -322,7 +323,7 @@ fn hoist_calls(
             continue;
         }
         // The loop writes no memory.
-        let writes = forest.loops[l].blocks.iter().any(|&b| {
+        let writes = forest.blocks(l).iter().any(|&b| {
             func.blocks[b].insts.iter().any(|&i| {
                 let d = &func.insts[i];
                 match (d.opcode, d.imm) {
@@ -409,7 +410,7 @@ fn hoist_batch(
         first,
         first_is_then,
     } = *site;
-    let h = forest.loops[l].header;
+    let h = forest.header(l);
     let (ph, _) = ensure_preheader(func, cfg, forest, l, edits);
 
     // The header's test on the initial values, in the preheader.

@@ -91,12 +91,13 @@ mod util;
 
 use core::fmt;
 
-use cranelift_entity::{EntityRef, EntitySet, SecondaryMap};
+use cranelift_entity::{EntitySet, SecondaryMap};
 
+use crate::callgraph::CallGraph;
 use crate::entities::{FuncId, Value};
 use crate::function::Function;
 use crate::module::{Body, Module};
-use crate::ops::{Imm, Opcode};
+use crate::ops::Opcode;
 use crate::verify::{VerifierErrors, verify, verify_function};
 
 /// Which passes run, and their limits. [`Default`] runs every pass.
@@ -231,6 +232,7 @@ impl fmt::Display for OptReport {
 
 /// Why [`optimize`] refused a module.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OptError {
     /// The module does not verify: the optimiser only takes well-formed IR.
     Invalid(VerifierErrors),
@@ -389,19 +391,14 @@ pub(crate) struct ModuleFacts {
 
 impl ModuleFacts {
     fn new(module: &Module) -> ModuleFacts {
+        let graph = CallGraph::new(module);
         let mut declared = SecondaryMap::new();
         for (d, _) in &module.decls {
             declared[d.func()] = true;
         }
         let mut recursive = SecondaryMap::new();
-        for scc in sccs(module) {
-            let cyclic = scc.len() > 1
-                || scc
-                    .first()
-                    .is_some_and(|&f| callees(module, f).contains(&f));
-            for f in scc {
-                recursive[f] = cyclic;
-            }
+        for f in graph.bottom_up() {
+            recursive[f] = graph.is_recursive(f);
         }
         let mut writes: SecondaryMap<FuncId, bool> = SecondaryMap::new();
         for (id, decl) in &module.funcs {
@@ -416,7 +413,7 @@ impl ModuleFacts {
         loop {
             let mut changed = false;
             for (id, _) in module.defined() {
-                if !writes[id] && callees(module, id).iter().any(|&g| writes[g]) {
+                if !writes[id] && graph.callees(id).iter().any(|&g| writes[g]) {
                     writes[id] = true;
                     changed = true;
                 }
@@ -431,19 +428,6 @@ impl ModuleFacts {
             writes,
         }
     }
-}
-
-/// The functions `f` calls (with repeats).
-fn callees(module: &Module, f: FuncId) -> Vec<FuncId> {
-    let Some(func) = module.function(f) else {
-        return Vec::new();
-    };
-    func.placed_insts()
-        .filter_map(|(_, i)| match (func.insts[i].opcode, func.insts[i].imm) {
-            (Opcode::Call, Imm::Func(g)) if module.funcs.is_valid(g) => Some(g),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Whether `func` itself (not its callees) writes memory others can see or changes
@@ -509,81 +493,11 @@ fn local_buffers(func: &Function) -> EntitySet<Value> {
     local
 }
 
-/// The strongly connected components of the call graph of the defined functions,
-/// callees before callers (Tarjan's algorithm, iteratively).
-fn sccs(module: &Module) -> Vec<Vec<FuncId>> {
-    let n = module.funcs.len();
-    let edges: Vec<Vec<FuncId>> = module
-        .funcs
-        .keys()
-        .map(|f| {
-            let mut c = callees(module, f);
-            c.sort();
-            c.dedup();
-            c
-        })
-        .collect();
-    let mut index = vec![u32::MAX; n];
-    let mut low = vec![0u32; n];
-    let mut on_stack = vec![false; n];
-    let mut stack: Vec<FuncId> = Vec::new();
-    let mut out = Vec::new();
-    let mut counter = 0u32;
-    for root in module.funcs.keys() {
-        if index[root.index()] != u32::MAX {
-            continue;
-        }
-        // Frames: a function and the next edge to follow.
-        let mut frames: Vec<(FuncId, usize)> = vec![(root, 0)];
-        index[root.index()] = counter;
-        low[root.index()] = counter;
-        counter += 1;
-        stack.push(root);
-        on_stack[root.index()] = true;
-        while let Some(top) = frames.last_mut() {
-            let (v, next) = *top;
-            let vi = v.index();
-            if let Some(&w) = edges[vi].get(next) {
-                top.1 += 1;
-                let wi = w.index();
-                if index[wi] == u32::MAX {
-                    index[wi] = counter;
-                    low[wi] = counter;
-                    counter += 1;
-                    stack.push(w);
-                    on_stack[wi] = true;
-                    frames.push((w, 0));
-                } else if on_stack[wi] {
-                    low[vi] = low[vi].min(index[wi]);
-                }
-            } else {
-                frames.pop();
-                if let Some(&(u, _)) = frames.last() {
-                    low[u.index()] = low[u.index()].min(low[vi]);
-                }
-                if low[vi] == index[vi] {
-                    let mut scc = Vec::new();
-                    while let Some(w) = stack.pop() {
-                        on_stack[w.index()] = false;
-                        scc.push(w);
-                        if w == v {
-                            break;
-                        }
-                    }
-                    out.push(scc);
-                }
-            }
-        }
-    }
-    out
-}
-
 /// The defined functions, callees before callers (a function of a cycle in any order
 /// among the others of its cycle).
 fn bottom_up(module: &Module) -> Vec<FuncId> {
-    sccs(module)
-        .into_iter()
-        .flatten()
+    CallGraph::new(module)
+        .bottom_up()
         .filter(|&f| module.function(f).is_some())
         .collect()
 }

@@ -1,17 +1,18 @@
 //! What the passes share: which instructions may be removed, merged or moved; value
-//! substitution that keeps literal operands printable; removal of unreachable blocks;
-//! natural loops.
+//! substitution that keeps literal operands printable; removal of unreachable blocks.
+//! The analyses they share (loops, strongly connected components, the call graph)
+//! are modules of the crate: [`crate::loops`], [`crate::scc`], [`crate::callgraph`].
 
 use cranelift_entity::SecondaryMap;
 use hashbrown::HashMap;
 use smallvec::SmallVec;
 
-use crate::dominators::DominatorTree;
 use crate::entities::{Block, Inst, Value};
 use crate::flowgraph::ControlFlowGraph;
 use crate::function::{Function, Terminator, ValueDef};
 use crate::module::Module;
 use crate::ops::{Imm, Opcode, Shape};
+use crate::scc::Sccs;
 use crate::types::Scalar;
 
 /// The constant `v` is, if it is one (a constant value, not a `const` instruction).
@@ -261,121 +262,7 @@ pub(crate) fn inst_count(func: &Function) -> usize {
 /// not) has a cycle.
 pub(crate) fn has_cycle(func: &Function) -> bool {
     let cfg = ControlFlowGraph::new(func);
-    // Kahn's algorithm over the nodes.
-    let mut indeg: SecondaryMap<Block, u32> = SecondaryMap::new();
-    let nodes: Vec<Block> = func
-        .layout
-        .iter()
-        .copied()
-        .filter(|&b| cfg.is_node(b))
-        .collect();
-    for &b in &nodes {
-        for &s in cfg.succs(b) {
-            indeg[s] += 1;
-        }
-    }
-    let mut ready: Vec<Block> = nodes.iter().copied().filter(|&b| indeg[b] == 0).collect();
-    let mut seen = 0;
-    while let Some(b) = ready.pop() {
-        seen += 1;
-        for &s in cfg.succs(b) {
-            indeg[s] -= 1;
-            if indeg[s] == 0 {
-                ready.push(s);
-            }
-        }
-    }
-    seen != nodes.len()
-}
-
-/// A natural loop: a header that dominates the sources of its back edges (latches),
-/// and the blocks that reach a latch without passing the header.
-pub(crate) struct Loop {
-    pub(crate) header: Block,
-    /// Its blocks (the header first), in reverse postorder.
-    pub(crate) blocks: Vec<Block>,
-    /// The smallest loop that contains this one.
-    pub(crate) parent: Option<usize>,
-}
-
-/// The natural loops of a function, one per header, and which contains which. Two
-/// natural loops with different headers are disjoint or one contains the other, so
-/// they form a forest; each block knows its innermost loop, and membership walks up
-/// the parents. Built in time linear in the total size of the loops.
-pub(crate) struct LoopForest {
-    /// Outermost (largest) first.
-    pub(crate) loops: Vec<Loop>,
-    /// Index plus one of each block's innermost loop; zero outside every loop.
-    innermost: SecondaryMap<Block, u32>,
-}
-
-impl LoopForest {
-    pub(crate) fn new(cfg: &ControlFlowGraph, domtree: &DominatorTree) -> LoopForest {
-        let mut loops = Vec::new();
-        let mut stamp: SecondaryMap<Block, u32> = SecondaryMap::new();
-        for &h in cfg.reverse_postorder() {
-            let latches: Vec<Block> = cfg
-                .preds(h)
-                .iter()
-                .copied()
-                .filter(|&p| cfg.is_reachable(p) && domtree.dominates(h, p))
-                .collect();
-            if latches.is_empty() {
-                continue;
-            }
-            let mark = loops.len() as u32 + 1;
-            stamp[h] = mark;
-            let mut blocks = vec![h];
-            let mut stack = latches;
-            while let Some(b) = stack.pop() {
-                if stamp[b] != mark {
-                    stamp[b] = mark;
-                    blocks.push(b);
-                    stack.extend(
-                        cfg.preds(b)
-                            .iter()
-                            .copied()
-                            .filter(|&p| cfg.is_reachable(p)),
-                    );
-                }
-            }
-            blocks.sort_by_key(|&b| cfg.rpo_index(b));
-            loops.push(Loop {
-                header: h,
-                blocks,
-                parent: None,
-            });
-        }
-        loops.sort_by_key(|l| core::cmp::Reverse(l.blocks.len()));
-        let mut innermost: SecondaryMap<Block, u32> = SecondaryMap::new();
-        for (k, lp) in loops.iter_mut().enumerate() {
-            lp.parent = innermost[lp.header].checked_sub(1).map(|p| p as usize);
-            for &b in &lp.blocks {
-                innermost[b] = k as u32 + 1;
-            }
-        }
-        LoopForest { loops, innermost }
-    }
-
-    /// The loops' indices, innermost (smallest) first.
-    pub(crate) fn innermost_first(&self) -> impl Iterator<Item = usize> {
-        (0..self.loops.len()).rev()
-    }
-
-    /// Whether loop `l` contains block `b`.
-    pub(crate) fn contains(&self, l: usize, b: Block) -> bool {
-        let mut cur = self.innermost[b].checked_sub(1).map(|c| c as usize);
-        while let Some(c) = cur {
-            if c == l {
-                return true;
-            }
-            cur = self.loops[c].parent;
-        }
-        false
-    }
-
-    /// The loops containing loop `l`, innermost first.
-    pub(crate) fn ancestors(&self, l: usize) -> impl Iterator<Item = usize> + '_ {
-        core::iter::successors(self.loops[l].parent, |&p| self.loops[p].parent)
-    }
+    let nodes = func.layout.iter().copied().filter(|&b| cfg.is_node(b));
+    let sccs = Sccs::new(nodes, |b| cfg.succs(b).iter().copied());
+    (0..sccs.len()).any(|k| sccs.is_cyclic(k))
 }
