@@ -159,9 +159,7 @@ impl CompiledFunction {
         name: &str,
         hosts: &Hosts,
     ) -> Result<CompiledFunction, Error> {
-        Pipeline::new()
-            .with_hosts(hosts.clone())
-            .compile_function(module, name)
+        CompiledFunction::with_options(module, name, hosts, &OptConfig::default())
     }
 
     /// Compiles `@name` after the optimiser passes `opt` select
@@ -313,9 +311,7 @@ impl CompiledGradient {
         config: &RuleConfig,
         hosts: &Hosts,
     ) -> Result<CompiledGradient, Error> {
-        Pipeline::new()
-            .with_hosts(hosts.clone())
-            .compile_gradient(module, name, Some(config))
+        CompiledGradient::with_options(module, name, config, hosts, &OptConfig::default())
     }
 
     /// [`CompiledGradient::with_config`], with the optimiser passes `opt` run

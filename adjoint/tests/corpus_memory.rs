@@ -144,7 +144,7 @@ fn the_seven_suite_programs_pass_check_rule() {
 }
 
 /// `x[i] = x[i] * x[i]` twice: with the shadow seeded with 1s, it ends holding
-/// `4 x^3` (the test of overwriting stores).
+/// `4 x^3` (a test of overwriting stores).
 #[test]
 fn square_twice_routes_cotangents_through_overwrites() {
     let m = memory();

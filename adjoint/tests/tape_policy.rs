@@ -4,7 +4,7 @@
 //! run on the interpreter at the corpus inputs: the same values and gradients, bit
 //! for bit (the minimal tape recomputes with the same ops on the same operands and
 //! reloads the same elements), and never a tape more than a few scalars bigger. And
-//! the minimal tape is O(1) in n where the issue says it must be: sumsq, rosenbrock,
+//! the minimal tape is O(1) in n where the suite needs it to be: sumsq, rosenbrock,
 //! and normalize once optimised.
 
 use gradlift_adjoint::{Gradient, RuleConfig, TapePolicy, build_rrule};
