@@ -1,5 +1,5 @@
 //! `check_derived` on functions with slice parameters, through rules written by hand
-//! (the derivation does not take slices yet): `@f.fwd` and `@f.rvs` in IR text,
+//! (written by hand, so that the checker is tested apart from the derivation): `@f.fwd` and `@f.rvs` in IR text,
 //! following the rule calling convention (`gradlift_adjoint::run_rule`), with the layout
 //! `build_rrule` would give. Correct rules pass; rules with a wrong factor, a shadow
 //! overwritten instead of added to, a pullback reading the slice as the forward pass
