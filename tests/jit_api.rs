@@ -130,9 +130,11 @@ fn errors_in_generated_code_are_errs_and_the_workspace_goes_on() {
     assert_eq!(je.func, "at.fwd");
     assert_eq!(je.op, "load");
     assert_eq!(je.kind, ErrorKind::OutOfBounds { index: 7, len: 3 });
+    // The forward pass's statements carry the primal's positions: the error
+    // points at the `load` the user wrote (line 4 of `AT`).
     assert_eq!(
         e.to_string(),
-        "in @at.fwd, load: index 7 out of bounds for length 3"
+        "in @at.fwd, load at 4:5: index 7 out of bounds for length 3"
     );
     // The same workspace: a good call, then a bad one, then a good one.
     for i in [1, -1, 2] {

@@ -114,6 +114,9 @@ impl<'a> ForwardPass<'a> {
     /// named alike.
     fn new(primal: &'a Function, sig: &Signature, plan: &'a Plan, needs_primal: bool) -> Self {
         let mut fwd = Function::new(sig);
+        // Positions are the primal's, so that a run-time error of the forward pass
+        // (an index out of bounds, say) points at the statement the user wrote.
+        fwd.srcmap.func = primal.srcmap.func;
         let mut vmap = ValueMap {
             map: SecondaryMap::new(),
         };
@@ -155,6 +158,7 @@ impl<'a> ForwardPass<'a> {
         for b in self.reachable_blocks() {
             let nb = self.fwd.make_block(self.primal.blocks[b].name.as_deref());
             self.fwd.append_block(nb);
+            self.fwd.srcmap.blocks[nb] = self.primal.srcmap.blocks[b];
             self.bmap[b] = Some(nb);
         }
     }
@@ -170,6 +174,7 @@ impl<'a> ForwardPass<'a> {
             for phi in &primal.blocks[b].phis {
                 let v = self.fwd.append_phi(nb, primal.value_type(phi.value), &[]);
                 self.fwd.values[v].name = primal.values[phi.value].name.clone();
+                self.fwd.srcmap.values[v] = primal.srcmap.values[phi.value];
                 self.vmap.map[phi.value] = Some(v);
             }
             if self.tape
@@ -212,30 +217,44 @@ impl<'a> ForwardPass<'a> {
         let primal = self.primal;
         let nb = self.block(b);
         for &inst in &primal.blocks[b].insts {
-            let d = &primal.insts[inst];
-            let args: SmallVec<[Value; 3]> = d
-                .args
-                .iter()
-                .map(|&a| self.vmap.get(primal, &mut self.fwd, a))
-                .collect();
-            let types: SmallVec<[Type; 1]> =
-                d.results.iter().map(|&r| primal.value_type(r)).collect();
-            if d.opcode == Opcode::Alloc && self.tape {
-                self.copy_alloc(nb, inst, &args, types[0]);
-                continue;
-            }
-            let (imm, overlay) = self.call_target(inst);
+            let before = self.fwd.blocks[nb].insts.len();
+            self.copy_inst(nb, inst);
+            // Everything the copy made stands where the primal's statement stood.
+            let pos = primal.srcmap.insts[inst];
             let fwd = &mut self.fwd;
-            let ni = fwd.make_inst(d.opcode, imm, &args, &types);
-            for (&r, &nr) in d.results.iter().zip(&fwd.insts[ni].results.clone()) {
-                fwd.values[nr].name = primal.values[r].name.clone();
-                self.vmap.map[r] = Some(nr);
+            for &ni in &fwd.blocks[nb].insts[before..] {
+                fwd.srcmap.insts[ni] = pos;
             }
+        }
+    }
+
+    /// Copies the primal's `inst` to the end of `nb`: the same op on the copies of
+    /// its operands, an `alloc` perhaps on the tape, a call perhaps to a derived
+    /// forward pass.
+    fn copy_inst(&mut self, nb: Block, inst: Inst) {
+        let primal = self.primal;
+        let d = &primal.insts[inst];
+        let args: SmallVec<[Value; 3]> = d
+            .args
+            .iter()
+            .map(|&a| self.vmap.get(primal, &mut self.fwd, a))
+            .collect();
+        let types: SmallVec<[Type; 1]> = d.results.iter().map(|&r| primal.value_type(r)).collect();
+        if d.opcode == Opcode::Alloc && self.tape {
+            self.copy_alloc(nb, inst, &args, types[0]);
+            return;
+        }
+        let (imm, overlay) = self.call_target(inst);
+        let fwd = &mut self.fwd;
+        let ni = fwd.make_inst(d.opcode, imm, &args, &types);
+        for (&r, &nr) in d.results.iter().zip(&fwd.insts[ni].results.clone()) {
+            fwd.values[nr].name = primal.values[r].name.clone();
+            self.vmap.map[r] = Some(nr);
+        }
+        fwd.append_inst(nb, ni);
+        if let Some(f) = overlay {
+            let ni = fwd.make_inst(Opcode::Call, Imm::Func(f), &args, &types);
             fwd.append_inst(nb, ni);
-            if let Some(f) = overlay {
-                let ni = fwd.make_inst(Opcode::Call, Imm::Func(f), &args, &types);
-                fwd.append_inst(nb, ni);
-            }
         }
     }
 
@@ -301,6 +320,7 @@ impl<'a> ForwardPass<'a> {
         let term = self.terminator(b);
         let nb = self.block(b);
         self.fwd.set_terminator(nb, term);
+        self.fwd.srcmap.terms[nb] = primal.srcmap.terms[b];
         for phi in &data.phis {
             let nphi = self.vmap.map[phi.value].expect("phis are mapped");
             for &(p, v) in &phi.incoming {

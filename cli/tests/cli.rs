@@ -1191,10 +1191,12 @@ entry:
     // d(x * (10 / n))/dx = 10 / n (integer division).
     let run = grad_interp(&file, "d", "[1.5, 4]", &[]);
     assert_grad(&run, (1.5 * 2.0).into(), serde_json::json!([2.0, null]));
+    // At the `idiv` the user wrote (line 3): the forward pass keeps the primal's
+    // positions.
     user_error(
         &grad_interp(&file, "d", "[1.5, 0]", &[]),
         &format!(
-            "{}: error: in @d.fwd, idiv: integer division by zero",
+            "{}:3:5: error: in @d.fwd, idiv: integer division by zero",
             shown(&file)
         ),
     );
@@ -2191,6 +2193,32 @@ fn a_file_that_is_not_utf8_is_reported_at_its_first_bad_byte() {
             &format!(
                 "{}:2:6: error: the file is not valid UTF-8: byte 0xE9 cannot start or continue a character here",
                 shown(&path)
+            ),
+        );
+    }
+}
+
+#[test]
+fn a_runtime_error_of_the_forward_pass_points_at_the_primal_statement() {
+    // `w` shorter than `x`: the load of `w[2]` in the loop fails, at line 39 of
+    // normalize.ir, in the forward pass as in the primal.
+    let file = example("normalize.ir");
+    for engine in ["jit", "interp"] {
+        let run = cli(&[
+            "grad",
+            &shown(&file),
+            "--func",
+            "normalize",
+            "--args",
+            "[[1, 2, 3], [1, 2]]",
+            "--engine",
+            engine,
+        ]);
+        user_error(
+            &run,
+            &format!(
+                "{}:39:5: error: in @normalize.fwd, load: index 2 out of bounds for length 2",
+                shown(&file)
             ),
         );
     }
