@@ -750,11 +750,13 @@ fn store_at(x: &Ident, idx: TokenStream, op: Option<TokenStream>, v: TokenStream
         Some(op) => quote!(::gradlift::trace::prelude::SliceRead::at(&#x, #i) #op #w),
         None => quote!(#w),
     };
+    let n = format_ident!("__gradlift_new");
     quote! {{
         let #w = #v;
         let #i = #idx;
+        let #n = #new;
         let mut #x = #x;
-        ::gradlift::trace::prelude::SliceWrite::set(&mut #x, #i, #new)
+        ::gradlift::trace::prelude::SliceWrite::set(&mut #x, #i, #n)
     }}
 }
 
