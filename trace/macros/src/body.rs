@@ -17,8 +17,7 @@ use std::collections::HashMap;
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::{
-    BinOp, Block, Expr, ExprForLoop, ExprIf, Ident, Lit, Pat, RangeLimits, Result, Stmt, Type,
-    UnOp,
+    BinOp, Block, Expr, ExprForLoop, ExprIf, Ident, Lit, Pat, RangeLimits, Result, Stmt, Type, UnOp,
 };
 
 /// What a local variable or an expression is, in the traced code.
@@ -258,7 +257,10 @@ impl Translator {
                 if ik != Kind::I {
                     return err(&i.index, "an index must be an integer");
                 }
-                Ok((quote!(::gradlift::trace::prelude::SliceRead::at(&#x, #idx)), Kind::F))
+                Ok((
+                    quote!(::gradlift::trace::prelude::SliceRead::at(&#x, #idx)),
+                    Kind::F,
+                ))
             }
             Expr::MethodCall(m) => self.method(m),
             Expr::Cast(c) => self.cast(c),
@@ -283,11 +285,9 @@ impl Translator {
                 "`break`",
                 "compute the result with a flag carried through the loop",
             ),
-            Expr::Continue(c) => unsupported(
-                c,
-                "`continue`",
-                "put the rest of the loop body in an `if`",
-            ),
+            Expr::Continue(c) => {
+                unsupported(c, "`continue`", "put the rest of the loop body in an `if`")
+            }
             Expr::Return(r) => unsupported(
                 r,
                 "`return` before the end of the function",
@@ -307,8 +307,14 @@ impl Translator {
             ),
             Expr::Tuple(t) => unsupported(t, "a tuple", "use separate variables"),
             Expr::Reference(r) => unsupported(r, "taking a reference", "use the parameter itself"),
-            Expr::Range(r) => unsupported(r, "a range outside a `for` loop", "write `for i in a..b`"),
-            _ => unsupported(e, "this expression", "see the supported subset in the gradlift_macros docs"),
+            Expr::Range(r) => {
+                unsupported(r, "a range outside a `for` loop", "write `for i in a..b`")
+            }
+            _ => unsupported(
+                e,
+                "this expression",
+                "see the supported subset in the gradlift_macros docs",
+            ),
         }
     }
 
@@ -323,17 +329,25 @@ impl Translator {
             return Ok((quote!(#id), local.kind));
         }
         // `f64::consts::PI`, `std::f64::consts::E`, `f64::EPSILON`: a float constant.
-        let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
-        let is_f64_const = match segs.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-            ["f64", _] | ["f64", "consts", _] => true,
-            ["std" | "core", "f64", "consts", _] => true,
-            _ => false,
-        };
+        let segs: Vec<String> = p
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        let is_f64_const = matches!(
+            segs.iter().map(String::as_str).collect::<Vec<_>>()[..],
+            ["f64", _] | ["f64", "consts", _] | ["std" | "core", "f64", "consts", _]
+        );
         if p.qself.is_none() && is_f64_const {
             let f = ty(FLOAT);
             return Ok((quote!(<#f>::from(#p)), Kind::F));
         }
-        unsupported(p, "this path", "use a float literal or an `f64::consts` constant")
+        unsupported(
+            p,
+            "this path",
+            "use a float literal or an `f64::consts` constant",
+        )
     }
 
     fn unary(&mut self, u: &syn::ExprUnary) -> Result<(TokenStream, Kind)> {
@@ -387,6 +401,16 @@ impl Translator {
         if let BinOp::And(_) | BinOp::Or(_) = b.op {
             // Short-circuiting, as in Rust: the right side is traced in a branch, so
             // `i < n && x[i] > 0.0` never reads out of bounds.
+            // The right side runs in a closure, which would lose its assignments.
+            let mut assigned = Vec::new();
+            assigned_in_expr(&b.right, &mut vec![Vec::new()], &mut assigned);
+            if let Some(a) = assigned.first() {
+                return unsupported(
+                    a,
+                    "assigning inside the right side of `&&` or `||`",
+                    "assign before the condition",
+                );
+            }
             let (l, lk) = self.expr(&b.left)?;
             let (r, rk) = self.expr(&b.right)?;
             if lk != Kind::B || rk != Kind::B {
@@ -419,7 +443,11 @@ impl Translator {
             BinOp::Div(_) => Some(quote!(/)),
             BinOp::Rem(_) if lk == Kind::I => Some(quote!(%)),
             BinOp::Rem(_) => {
-                return unsupported(b, "`%` on f64", "write `x - (x / y).floor() * y` (floored, not truncated, so check the sign)");
+                return unsupported(
+                    b,
+                    "`%` on f64",
+                    "write `x - (x / y).floor() * y` (floored, not truncated, so check the sign)",
+                );
             }
             _ => None,
         };
@@ -433,7 +461,13 @@ impl Translator {
             BinOp::Ge(_) => "ge",
             BinOp::Eq(_) => "eq",
             BinOp::Ne(_) => "ne",
-            _ => return unsupported(b, "this operator", "use `+ - * /`, comparisons, `&&`, `||` or `!`"),
+            _ => {
+                return unsupported(
+                    b,
+                    "this operator",
+                    "use `+ - * /`, comparisons, `&&`, `||` or `!`",
+                );
+            }
         };
         let m = format_ident!("{}", cmp);
         let v = if lk == Kind::F {
@@ -496,7 +530,11 @@ impl Translator {
                 Ok((store_at(&x, quote!(0i64), op, v), Kind::Unit))
             }
             Expr::Paren(p) => self.store(&p.expr, op, v, vk),
-            _ => unsupported(target, "assigning to this", "assign to a local variable or to `x[i]`"),
+            _ => unsupported(
+                target,
+                "assigning to this",
+                "assign to a local variable or to `x[i]`",
+            ),
         }
     }
 
@@ -524,7 +562,10 @@ impl Translator {
         }
         if name == "len" && m.args.is_empty() {
             let x = self.slice_of(&m.receiver, false)?;
-            return Ok((quote!(::gradlift::trace::prelude::SliceRead::len(&#x)), Kind::I));
+            return Ok((
+                quote!(::gradlift::trace::prelude::SliceRead::len(&#x)),
+                Kind::I,
+            ));
         }
         let (r, rk) = self.expr(&m.receiver)?;
         if rk != Kind::F {
@@ -898,7 +939,10 @@ fn assigned_in_expr(e: &Expr, scopes: &mut Vec<Vec<String>>, out: &mut Vec<Ident
         Expr::Binary(b) => {
             if matches!(
                 b.op,
-                BinOp::AddAssign(_) | BinOp::SubAssign(_) | BinOp::MulAssign(_) | BinOp::DivAssign(_)
+                BinOp::AddAssign(_)
+                    | BinOp::SubAssign(_)
+                    | BinOp::MulAssign(_)
+                    | BinOp::DivAssign(_)
             ) {
                 assigned_target(&b.left, scopes, out);
             } else {

@@ -55,7 +55,7 @@
 //! `0.0`).
 //!
 //! The first call of `NAME` traces the function and compiles its derivative with
-//! [`gradlift::autodiff`](../gradlift/fn.autodiff.html); later calls reuse it (one
+//! `gradlift::autodiff`; later calls reuse it (one
 //! compiled derivative per `NAME` for the whole process, behind a mutex, so
 //! concurrent calls take turns). If gradlift fails (a tracing or run-time error,
 //! such as an index out of bounds), `NAME` panics with the error, as the function
@@ -147,6 +147,37 @@
 //! #[autodiff_reverse(df, Active, Active)]
 //! fn f(x: f64) -> f64 {
 //!     sq(x) + 1.0 // error: a function call is not supported yet
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Active, Active)]
+//! fn f(x: f64) -> f64 {
+//!     match x > 0.0 { // error: `match` is not supported yet
+//!         true => x,
+//!         false => -x,
+//!     }
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Active, Active)]
+//! fn f(x: f64) -> f64 {
+//!     let mut n = 0.0;
+//!     if x > 0.0 && { n += 1.0; n > 0.5 } { // error: assigning inside `&&`
+//!         n = x;
+//!     }
+//!     n
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Dual, Dual)] // error: `Dual` is forward mode
+//! fn f(x: f64) -> f64 {
+//!     x
 //! }
 //! ```
 //!

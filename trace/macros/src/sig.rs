@@ -100,7 +100,10 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
         ));
     }
     if let Some(x) = &sig.asyncness {
-        return Err(syn::Error::new_spanned(x, "#[autodiff_reverse] needs a plain fn"));
+        return Err(syn::Error::new_spanned(
+            x,
+            "#[autodiff_reverse] needs a plain fn",
+        ));
     }
     let ret = match &sig.output {
         ReturnType::Default => Kind::Unit,
@@ -156,8 +159,12 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
         };
         if !fits {
             let msg = match act {
-                Activity::Active => "`Active` needs an f64 parameter; use `Duplicated` for a slice or `&mut f64`, `Const` for an integer",
-                _ => "`Duplicated` needs a `&[f64]`, `&mut [f64]` or `&mut f64` parameter; use `Active` for an f64, `Const` for an integer",
+                Activity::Active => {
+                    "`Active` needs an f64 parameter; use `Duplicated` for a slice or `&mut f64`, `Const` for an integer"
+                }
+                _ => {
+                    "`Duplicated` needs a `&[f64]`, `&mut [f64]` or `&mut f64` parameter; use `Active` for an f64, `Const` for an integer"
+                }
             };
             return Err(syn::Error::new_spanned(act_id, msg));
         }
@@ -262,7 +269,7 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
         quote!(())
     };
     let (result_ty, result) = match results.len() {
-        0 => (quote!(()), quote!(())),
+        0 => (quote!(()), TokenStream::new()),
         1 => (quote!(f64), results[0].clone()),
         n => {
             let f = std::iter::repeat_n(quote!(f64), n);
@@ -270,9 +277,7 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
         }
     };
     let vis = &func.vis;
-    let doc = format!(
-        "The reverse-mode derivative of [`{fname}`], made by `#[autodiff_reverse]`."
-    );
+    let doc = format!("The reverse-mode derivative of [`{fname}`], made by `#[autodiff_reverse]`.");
     let ad_ty = quote!(::gradlift::Autodiff<(#(#sig_types,)*), #traced_ret>);
     Ok(quote! {
         #func

@@ -3,6 +3,15 @@
 //! both sides of every branch), and the native function against values worked out
 //! by hand.
 
+// The functions are written in the subset the macro supports: loops over index
+// ranges (iterators are not supported yet), a final `return`, `!(a < b)`, `%`.
+#![allow(
+    clippy::needless_range_loop,
+    clippy::needless_return,
+    clippy::nonminimal_bool,
+    clippy::manual_is_multiple_of
+)]
+
 use gradlift_macros::autodiff_reverse;
 
 /// Central differences of `f` at `x`.
@@ -96,7 +105,11 @@ fn sum_sq(x: &[f64]) -> f64 {
 fn loop_accumulator() {
     assert_eq!(sum_sq(&[1.0, 2.0, 3.0]), 14.0);
     assert_eq!(sum_sq(&[]), 0.0);
-    for x in [vec![1.0, 2.0, 3.0], vec![-0.5], vec![0.1, -7.0, 2.0, 3.5, 1e-3]] {
+    for x in [
+        vec![1.0, 2.0, 3.0],
+        vec![-0.5],
+        vec![0.1, -7.0, 2.0, 3.5, 1e-3],
+    ] {
         let mut dx = vec![0.0; x.len()];
         let v = d_sum_sq(&x, &mut dx, 1.0);
         assert_eq!(v, sum_sq(&x));
@@ -127,7 +140,11 @@ fn rosen(x: &[f64]) -> f64 {
 fn rosenbrock_slice() {
     assert_eq!(rosen(&[1.0, 1.0, 1.0]), 0.0);
     assert_eq!(rosen(&[0.0, 1.0]), 101.0);
-    for x in [vec![0.5, 1.0, -0.25], vec![1.2, 1.1, 0.9, -0.3], vec![0.0, 2.0]] {
+    for x in [
+        vec![0.5, 1.0, -0.25],
+        vec![1.2, 1.1, 0.9, -0.3],
+        vec![0.0, 2.0],
+    ] {
         let mut dx = vec![0.0; x.len()];
         let v = d_rosen(&x, &mut dx, 1.0);
         assert_eq!(v, rosen(&x));
@@ -198,7 +215,11 @@ fn nested(x: &[f64], n: usize) -> f64 {
 #[test]
 fn nested_loops() {
     assert_eq!(nested(&[1.0, 0.0], 2), (1.0 + 4.0) / 2.0);
-    for (x, n) in [(vec![0.2, -0.4, 1.1], 3), (vec![1.5], 1), (vec![0.3, 0.9], 5)] {
+    for (x, n) in [
+        (vec![0.2, -0.4, 1.1], 3),
+        (vec![1.5], 1),
+        (vec![0.3, 0.9], 5),
+    ] {
         let mut dx = vec![0.0; x.len()];
         let v = d_nested(&x, &mut dx, n, 1.0);
         assert_eq!(v, nested(&x, n));
@@ -230,7 +251,10 @@ fn clamp_sum(x: &[f64], lo: f64, hi: f64) -> f64 {
 
 #[test]
 fn branches_in_loops() {
-    assert_eq!(clamp_sum(&[0.5, 3.0, -2.0], -1.0, 1.0), 0.25 + 1.0 - 2.0 + 1.0);
+    assert_eq!(
+        clamp_sum(&[0.5, 3.0, -2.0], -1.0, 1.0),
+        0.25 + 1.0 - 2.0 + 1.0
+    );
     let x = vec![0.5, 3.0, -2.0, 0.9, -0.2];
     for (lo, hi) in [(-1.0, 1.0), (-3.0, 0.0), (0.6, 4.0)] {
         let mut dx = vec![0.0; x.len()];
@@ -267,7 +291,10 @@ fn prefix_in_place() {
     let mut native = x0.clone();
     prefix(&mut native);
     assert_eq!(x, native);
-    let want = fd(|p| weighted(|x, _| prefix(x), &w, p), &[[0.0].as_slice(), &x0].concat());
+    let want = fd(
+        |p| weighted(|x, _| prefix(x), &w, p),
+        &[[0.0].as_slice(), &x0].concat(),
+    );
     check_close(&dx, &want[1..]);
 }
 
@@ -290,7 +317,11 @@ fn lse_dot(x: &[f64], w: &[f64]) -> f64 {
 fn logsumexp() {
     assert_eq!(lse_dot(&[0.0, 0.0], &[1.0, 1.0]), 2f64.ln());
     let w = vec![1.0, -2.0, 0.5];
-    for x in [vec![0.1, 0.2, 0.3], vec![3.0, -1.0, 8.0], vec![-4.0, 0.0, 0.0]] {
+    for x in [
+        vec![0.1, 0.2, 0.3],
+        vec![3.0, -1.0, 8.0],
+        vec![-4.0, 0.0, 0.0],
+    ] {
         let mut dx = vec![0.0; 3];
         let v = d_lse_dot(&x, &mut dx, &w, 1.0);
         assert_eq!(v, lse_dot(&x, &w));
