@@ -270,15 +270,11 @@ impl Translator {
                 Ok((quote!({ #v }), k))
             }
             Expr::ForLoop(f) => self.for_loop(f),
-            Expr::While(w) => unsupported(
-                w,
-                "`while`",
-                "write a `for i in a..b` loop with a bound, or use gradlift::trace::while_loop in a generic function",
-            ),
+            Expr::While(w) => self.while_loop(w),
             Expr::Loop(l) => unsupported(
                 l,
                 "`loop`",
-                "write a `for i in a..b` loop with a bound, or use gradlift::trace::while_loop in a generic function",
+                "write a `while` loop with the exit test, or a `for i in a..b` loop",
             ),
             Expr::Break(b) => unsupported(
                 b,
@@ -758,6 +754,55 @@ impl Translator {
                     #e,
                     #cons,
                     move |#var: #i64t, #param| { { #body }; #cons },
+                );
+                let #fresh = #out;
+                #assign
+            }
+        };
+        Ok((tokens, Kind::Unit))
+    }
+
+    /// `while c { .. }` as `while_loop`, carrying the outer mutable scalars the body
+    /// assigns; the test reads them from the carry.
+    fn while_loop(&mut self, w: &syn::ExprWhile) -> Result<(TokenStream, Kind)> {
+        if let Some(l) = &w.label {
+            return unsupported(l, "a loop label", "remove it");
+        }
+        let mut in_test = Vec::new();
+        assigned_in_expr(&w.cond, &mut vec![Vec::new()], &mut in_test);
+        if let Some(a) = in_test.first() {
+            return unsupported(
+                a,
+                "assigning inside a `while` test",
+                "assign in the loop body",
+            );
+        }
+        let mut carried = Vec::new();
+        assigned_in_block(&w.body, &mut Vec::new(), &mut carried);
+        let carried = self.check_carried(&carried);
+        let (c, ck) = self.expr(&w.cond)?;
+        if ck != Kind::B {
+            return err(&w.cond, "a `while` test must be a comparison or a bool");
+        }
+        let (body, bk) = self.block(&w.body)?;
+        if bk != Kind::Unit {
+            return err(&w.body, "a loop body must not have a value");
+        }
+        let CarryParts {
+            param,
+            value: cons,
+            fresh,
+            assign,
+            ..
+        } = carry_parts(&carried);
+        let out = format_ident!("__gradlift_carry");
+        let state = format_ident!("__gradlift_state");
+        let tokens = quote_spanned! {Span::call_site()=>
+            {
+                let #out = ::gradlift::trace::while_loop(
+                    #cons,
+                    move |#state| { let #param = *#state; #c },
+                    move |#param| { { #body }; #cons },
                 );
                 let #fresh = #out;
                 #assign

@@ -75,6 +75,7 @@
 //!   each becomes a real branch (`cond`), carrying the outer variables it assigns;
 //! - `for i in a..b` and `a..=b`: a real loop (`for_range`), carrying the outer
 //!   variables its body assigns, whatever the trip count;
+//! - `while test { .. }`: a real loop (`while_loop`), the same way;
 //! - `x[i]`, `x.len()`, `x[i] = v`, `x[i] += v` (and `-= *= /=`) on slices, `*r`
 //!   and `*r = v` on a `&mut f64`;
 //! - `as` between `f64`, `i64` and `usize` (`f64 as usize` saturates at 0, as in
@@ -87,7 +88,7 @@
 //! # Limits of this version
 //!
 //! Anything else is a compile error at the offending code, saying what to write
-//! instead; in particular `while`, `loop`, `break`, `continue`, a `return` before
+//! instead; in particular `loop`, `break`, `continue`, a `return` before
 //! the end, calls of other functions, `match`, closures, tuples, macros, and other
 //! parameter types. Integers are traced as `i64`: a `usize` subtraction that would
 //! underflow (a panic in a debug build) is a negative number in the derivative.
@@ -97,9 +98,7 @@
 //! #[autodiff_reverse(df, Active, Active)]
 //! fn f(x: f64) -> f64 {
 //!     let mut y = x;
-//!     while y > 1.0 { // error: `while` is not supported yet by #[autodiff_reverse]
-//!         y = y / 2.0;
-//!     }
+//!     while { y = y / 2.0; y > 1.0 } {} // error: assigning inside a `while` test
 //!     y
 //! }
 //! ```

@@ -445,3 +445,65 @@ fn casts_and_rounding() {
         check_close(&dx, &fd(|x| bins(x, k), &x));
     }
 }
+
+// 13. `while` loops with a data-dependent trip count: halving with a counter, and
+// Newton's iteration to a tolerance.
+
+#[autodiff_reverse(d_halve, Active, Active, Active)]
+fn halve(x: f64, r: f64) -> f64 {
+    let mut y = x;
+    let mut k = 0;
+    while y >= 1.0 {
+        y *= r;
+        k += 1;
+    }
+    y + k as f64
+}
+
+#[autodiff_reverse(d_cbrt, Active, Active)]
+fn cbrt(a: f64) -> f64 {
+    let mut y: f64 = 1.0;
+    let mut step: f64 = 1.0;
+    while step.abs() > 1e-14 * y.abs() {
+        step = (y * y * y - a) / (3.0 * y * y);
+        y -= step;
+    }
+    y
+}
+
+#[test]
+fn while_loops() {
+    assert_eq!(halve(10.0, 0.5), 0.625 + 4.0);
+    assert_eq!(halve(0.5, 0.5), 0.5);
+    for (x, r) in [(10.0, 0.5), (3.3, 0.3), (0.7, 0.9), (100.0, 0.77)] {
+        let (v, dx, dr) = d_halve(x, r, 1.0);
+        assert_eq!(v, halve(x, r));
+        check_close(&[dx, dr], &fd(|p| halve(p[0], p[1]), &[x, r]));
+    }
+    assert!((cbrt(27.0) - 3.0).abs() < 1e-12);
+    for a in [27.0, 0.5, 1000.0] {
+        let (v, da) = d_cbrt(a, 1.0);
+        assert_eq!(v, cbrt(a));
+        check_close(&[da], &[1.0 / (3.0 * v * v)]);
+    }
+}
+
+// 14. Several derivatives of one function, with different activities.
+
+#[autodiff_reverse(d_mix_x, Active, Const, Active)]
+#[autodiff_reverse(d_mix_y, Const, Active, Active)]
+#[autodiff_reverse(d_mix_none, Const, Const, Const)]
+/// A public function: its derivatives are public too, and documented.
+pub fn mix(x: f64, y: f64) -> f64 {
+    (x * y).sin() + x / y
+}
+
+#[test]
+fn several_attributes() {
+    let (x, y) = (0.7, -1.3);
+    let want = fd(|p| mix(p[0], p[1]), &[x, y]);
+    let (v, dx) = d_mix_x(x, y, 1.0);
+    let (v2, dy) = d_mix_y(x, y, 1.0);
+    assert_eq!((v, v2, d_mix_none(x, y)), (mix(x, y), mix(x, y), mix(x, y)));
+    check_close(&[dx, dy], &want);
+}
