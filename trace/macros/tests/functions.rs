@@ -507,3 +507,43 @@ fn several_attributes() {
     assert_eq!((v, v2, d_mix_none(x, y)), (mix(x, y), mix(x, y), mix(x, y)));
     check_close(&[dx, dy], &want);
 }
+
+// 15. `Const` writable parameters: updated as the native function updates them,
+// with no derivative. Storing an active value into a `Const` slice and reading it
+// back would lose its derivative: gradlift refuses, and `NAME` panics with why.
+
+#[autodiff_reverse(d_log_into, Active, Const, Const, Active)]
+fn log_into(a: f64, buf: &mut [f64], last: &mut f64) -> f64 {
+    let mut s = 0.0;
+    for i in 0..buf.len() {
+        buf[i] = i as f64 + 1.0;
+        s += a * buf[i] * buf[i];
+    }
+    *last = s;
+    s.sqrt()
+}
+
+#[test]
+fn const_writable() {
+    let (mut b1, mut b2) = ([0.0; 3], [0.0; 3]);
+    let (mut l1, mut l2) = (1.0, 1.0);
+    let v = log_into(2.0, &mut b1, &mut l1);
+    assert_eq!((v, b1, l1), (28f64.sqrt(), [1.0, 2.0, 3.0], 28.0));
+    let (v2, da) = d_log_into(2.0, &mut b2, &mut l2, 1.0);
+    assert_eq!((v2, b2, l2), (v, b1, l1));
+    check_close(&[da], &[14.0 / (2.0 * 28f64.sqrt())]);
+}
+
+#[autodiff_reverse(d_lost, Active, Const, Active)]
+fn lost(a: f64, buf: &mut [f64]) -> f64 {
+    buf[0] = a * a;
+    buf[0] + 1.0
+}
+
+#[test]
+#[should_panic(expected = "the derivative of `lost` failed: deriving the rule")]
+fn const_slice_carrying_a_derivative() {
+    let mut b = [0.0];
+    assert_eq!(lost(3.0, &mut b), 10.0);
+    d_lost(3.0, &mut b, 1.0);
+}
