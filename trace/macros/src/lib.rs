@@ -55,9 +55,8 @@
 //! `0.0`).
 //!
 //! The first call of `NAME` traces the function and compiles its derivative with
-//! `gradlift::autodiff`; later calls reuse it (one
-//! compiled derivative per `NAME` for the whole process, behind a mutex, so
-//! concurrent calls take turns). If gradlift fails (a tracing or run-time error,
+//! `gradlift::autodiff`; later calls reuse it (one compiled derivative per `NAME`
+//! for the whole process, behind a mutex, so concurrent calls take turns). If gradlift fails (a tracing or run-time error,
 //! such as an index out of bounds), `NAME` panics with the error, as the function
 //! itself would panic.
 //!
@@ -92,6 +91,9 @@
 //! the end, calls of other functions, `match`, closures, tuples, macros, and other
 //! parameter types. Integers are traced as `i64`: a `usize` subtraction that would
 //! underflow (a panic in a debug build) is a negative number in the derivative.
+//! A `Const` writable parameter must not hold a value that depends on an `Active`
+//! or `Duplicated` input if the function reads it: gradlift refuses to lose that
+//! derivative, and `NAME` panics saying to make the parameter `Duplicated`.
 //!
 //! ```compile_fail
 //! use gradlift_macros::autodiff_reverse;
