@@ -1,0 +1,1041 @@
+//! The body translation: an ordinary Rust function body over `f64`, integers and
+//! float slices, rewritten against gradlift's tracing API with every number a
+//! traced `Var` (literals become `Var` constants).
+//!
+//! Rust's `if` and `for` need a plain `bool` and a plain range, so a branch
+//! becomes `cond` and a loop `for_range`. What flows through them is found
+//! syntactically: the outer mutable scalars assigned inside the branch or body,
+//! carried as a cons list `(a, (b, ()))` (any length, since `Carry` tuples stop at
+//! eight). Closures are `move`: every traced value is `Copy`, and the carried
+//! variables are rebound inside them, so what a closure changes reaches the
+//! outside only through the carry.
+//!
+//! Anything outside the subset is a `syn::Error` at its span, never a guess.
+
+use std::collections::HashMap;
+
+use proc_macro2::{Literal, Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::{
+    BinOp, Block, Expr, ExprForLoop, ExprIf, Ident, Lit, Pat, RangeLimits, Result, Stmt, Type, UnOp,
+};
+
+/// What a local variable or an expression is, in the traced code.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// `f64`, traced as `Var<f64>`.
+    F,
+    /// `usize` or `i64`, traced as `Var<i64>`.
+    I,
+    /// `bool`, traced as `Var<bool>`.
+    B,
+    /// `&[f64]`, traced as `Slice<f64>`.
+    Slice,
+    /// `&mut [f64]`, traced as `SliceMut<f64>`.
+    SliceMut,
+    /// `&mut f64`, traced as a `SliceMut<f64>` of length 1.
+    RefMut,
+    /// `()`.
+    Unit,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::F => "f64",
+            Kind::I => "an integer",
+            Kind::B => "bool",
+            Kind::Slice => "&[f64]",
+            Kind::SliceMut => "&mut [f64]",
+            Kind::RefMut => "&mut f64",
+            Kind::Unit => "()",
+        }
+    }
+
+    fn scalar(self) -> bool {
+        matches!(self, Kind::F | Kind::I | Kind::B)
+    }
+}
+
+#[derive(Copy, Clone)]
+struct Local {
+    kind: Kind,
+    mutable: bool,
+}
+
+/// The translator: the variables in scope, innermost scope last.
+pub struct Translator {
+    scopes: Vec<HashMap<String, Local>>,
+}
+
+fn err<T>(tokens: impl quote::ToTokens, msg: impl std::fmt::Display) -> Result<T> {
+    Err(syn::Error::new_spanned(tokens, msg))
+}
+
+/// The unsupported-construct message, with what to write instead.
+fn unsupported<T>(tokens: impl quote::ToTokens, what: &str, instead: &str) -> Result<T> {
+    err(
+        tokens,
+        format!("{what} is not supported yet by #[autodiff_reverse]; {instead}"),
+    )
+}
+
+const FLOAT: &str = "::gradlift::trace::Var<f64>";
+const INT: &str = "::gradlift::trace::Var<i64>";
+
+fn ty(s: &str) -> TokenStream {
+    s.parse().expect("a type path")
+}
+
+/// The unary float methods of the tracing API, with Rust's names.
+const UNARY: &[&str] = &[
+    "sin", "cos", "tan", "exp", "ln", "sqrt", "abs", "tanh", "floor", "ceil",
+];
+
+impl Translator {
+    /// A translator with the function's parameters in scope.
+    pub fn new(params: &[(Ident, Kind, bool)]) -> Translator {
+        let mut top = HashMap::new();
+        for (name, kind, mutable) in params {
+            top.insert(
+                name.to_string(),
+                Local {
+                    kind: *kind,
+                    mutable: *mutable,
+                },
+            );
+        }
+        Translator { scopes: vec![top] }
+    }
+
+    fn lookup(&self, name: &str) -> Option<Local> {
+        self.scopes.iter().rev().find_map(|s| s.get(name).copied())
+    }
+
+    fn declare(&mut self, name: &Ident, kind: Kind, mutable: bool) {
+        self.scopes
+            .last_mut()
+            .expect("a scope")
+            .insert(name.to_string(), Local { kind, mutable });
+    }
+
+    /// The function body: statements, then the result (a tail expression or a
+    /// final `return`), whose kind must be `want`.
+    pub fn body(&mut self, block: &Block, want: Kind) -> Result<TokenStream> {
+        let (stmts, tail) = match block.stmts.split_last() {
+            Some((Stmt::Expr(Expr::Return(r), _), rest)) => (rest, r.expr.as_deref()),
+            Some((Stmt::Expr(e, None), rest)) => (rest, Some(e)),
+            _ => (&block.stmts[..], None),
+        };
+        let mut out = TokenStream::new();
+        for s in stmts {
+            out.extend(self.stmt(s)?);
+        }
+        let (value, kind) = match tail {
+            Some(e) => self.expr(e)?,
+            None => (quote!(()), Kind::Unit),
+        };
+        if kind != want {
+            return err(
+                block,
+                format!(
+                    "the body's result is {}, but the function returns {}",
+                    kind.name(),
+                    want.name()
+                ),
+            );
+        }
+        Ok(quote!(#out #value))
+    }
+
+    /// A block in its own scope, as statements and a value of the returned kind.
+    fn block(&mut self, block: &Block) -> Result<(TokenStream, Kind)> {
+        self.scopes.push(HashMap::new());
+        let r = self.block_inner(block);
+        self.scopes.pop();
+        r
+    }
+
+    fn block_inner(&mut self, block: &Block) -> Result<(TokenStream, Kind)> {
+        let mut out = TokenStream::new();
+        let mut kind = Kind::Unit;
+        for (k, s) in block.stmts.iter().enumerate() {
+            match s {
+                Stmt::Expr(e, None) if k + 1 == block.stmts.len() => {
+                    let (e, ek) = self.expr(e)?;
+                    out.extend(e);
+                    kind = ek;
+                }
+                _ => out.extend(self.stmt(s)?),
+            }
+        }
+        Ok((out, kind))
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<TokenStream> {
+        match s {
+            Stmt::Local(l) => {
+                let (name, mutable) = match &l.pat {
+                    Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
+                        (p.ident.clone(), p.mutability.is_some())
+                    }
+                    Pat::Type(t) => match &*t.pat {
+                        Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
+                            check_local_type(&t.ty)?;
+                            (p.ident.clone(), p.mutability.is_some())
+                        }
+                        _ => {
+                            return unsupported(
+                                &l.pat,
+                                "this pattern",
+                                "bind one variable per `let`",
+                            );
+                        }
+                    },
+                    _ => return unsupported(&l.pat, "this pattern", "bind one variable per `let`"),
+                };
+                let Some(init) = &l.init else {
+                    return unsupported(
+                        l,
+                        "`let` without a value",
+                        "give the variable its first value where it is declared",
+                    );
+                };
+                if let Some((_, d)) = &init.diverge {
+                    return unsupported(d, "`let ... else`", "use `if`");
+                }
+                let (value, kind) = self.expr(&init.expr)?;
+                if !(kind.scalar() || matches!(kind, Kind::Slice)) {
+                    return unsupported(
+                        &init.expr,
+                        &format!("a local of type {}", kind.name()),
+                        "use the parameter itself",
+                    );
+                }
+                if mutable && !kind.scalar() {
+                    return unsupported(l, "a mutable slice variable", "use the parameter itself");
+                }
+                self.declare(&name, kind, mutable);
+                let m = mutable.then(|| quote!(mut));
+                Ok(quote!(let #m #name = #value;))
+            }
+            Stmt::Expr(e, semi) => {
+                let (value, kind) = self.expr(e)?;
+                if semi.is_none() && kind != Kind::Unit {
+                    return err(e, "a value in the middle of a block");
+                }
+                Ok(quote!(#value;))
+            }
+            Stmt::Item(i) => unsupported(i, "an item inside the function", "define it outside"),
+            Stmt::Macro(m) => unsupported(
+                m,
+                "a macro call",
+                "write the computation with the supported expressions",
+            ),
+        }
+    }
+
+    /// An expression, translated, with its kind.
+    pub fn expr(&mut self, e: &Expr) -> Result<(TokenStream, Kind)> {
+        match e {
+            Expr::Lit(l) => lit(&l.lit),
+            Expr::Paren(p) => {
+                let (v, k) = self.expr(&p.expr)?;
+                Ok((quote!((#v)), k))
+            }
+            Expr::Group(g) => self.expr(&g.expr),
+            Expr::Path(p) => self.path(p),
+            Expr::Unary(u) => self.unary(u),
+            Expr::Binary(b) => self.binary(b),
+            Expr::Assign(a) => {
+                let (v, k) = self.expr(&a.right)?;
+                self.store(&a.left, None, v, k)
+            }
+            Expr::Index(i) => {
+                let x = self.slice_of(&i.expr, false)?;
+                let (idx, ik) = self.expr(&i.index)?;
+                if ik != Kind::I {
+                    return err(&i.index, "an index must be an integer");
+                }
+                Ok((
+                    quote!(::gradlift::trace::prelude::SliceRead::at(&#x, #idx)),
+                    Kind::F,
+                ))
+            }
+            Expr::MethodCall(m) => self.method(m),
+            Expr::Cast(c) => self.cast(c),
+            Expr::If(i) => self.if_expr(i),
+            Expr::Block(b) if b.label.is_none() => {
+                let (v, k) = self.block(&b.block)?;
+                Ok((quote!({ #v }), k))
+            }
+            Expr::ForLoop(f) => self.for_loop(f),
+            Expr::While(w) => self.while_loop(w),
+            Expr::Loop(l) => unsupported(
+                l,
+                "`loop`",
+                "write a `while` loop with the exit test, or a `for i in a..b` loop",
+            ),
+            Expr::Break(b) => unsupported(
+                b,
+                "`break`",
+                "compute the result with a flag carried through the loop",
+            ),
+            Expr::Continue(c) => {
+                unsupported(c, "`continue`", "put the rest of the loop body in an `if`")
+            }
+            Expr::Return(r) => unsupported(
+                r,
+                "`return` before the end of the function",
+                "compute the result in a variable and return it at the end",
+            ),
+            Expr::Call(c) => unsupported(
+                c,
+                "a function call",
+                "inline the callee (math functions are methods: `x.sqrt()`), or write it generically over `Real` and use gradlift::autodiff",
+            ),
+            Expr::Match(m) => unsupported(m, "`match`", "use `if` / `else if`"),
+            Expr::Closure(c) => unsupported(c, "a closure", "inline its body"),
+            Expr::Macro(m) => unsupported(
+                m,
+                "a macro call",
+                "write the computation with the supported expressions",
+            ),
+            Expr::Tuple(t) => unsupported(t, "a tuple", "use separate variables"),
+            Expr::Reference(r) => unsupported(r, "taking a reference", "use the parameter itself"),
+            Expr::Range(r) => {
+                unsupported(r, "a range outside a `for` loop", "write `for i in a..b`")
+            }
+            _ => unsupported(
+                e,
+                "this expression",
+                "see the supported subset in the gradlift_macros docs",
+            ),
+        }
+    }
+
+    fn path(&mut self, p: &syn::ExprPath) -> Result<(TokenStream, Kind)> {
+        if let Some(id) = p.path.get_ident() {
+            let Some(local) = self.lookup(&id.to_string()) else {
+                return err(
+                    id,
+                    "#[autodiff_reverse] can read only the function's parameters and its local variables here",
+                );
+            };
+            return Ok((quote!(#id), local.kind));
+        }
+        // `f64::consts::PI`, `std::f64::consts::E`, `f64::EPSILON`: a float constant.
+        let segs: Vec<String> = p
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        let is_f64_const = matches!(
+            segs.iter().map(String::as_str).collect::<Vec<_>>()[..],
+            ["f64", _] | ["f64", "consts", _] | ["std" | "core", "f64", "consts", _]
+        );
+        if p.qself.is_none() && is_f64_const {
+            let f = ty(FLOAT);
+            return Ok((quote!(<#f>::from(#p)), Kind::F));
+        }
+        unsupported(
+            p,
+            "this path",
+            "use a float literal or an `f64::consts` constant",
+        )
+    }
+
+    fn unary(&mut self, u: &syn::ExprUnary) -> Result<(TokenStream, Kind)> {
+        match u.op {
+            UnOp::Deref(_) => {
+                let x = self.slice_of(&u.expr, true)?;
+                Ok((
+                    quote!(::gradlift::trace::prelude::SliceRead::at(&#x, 0i64)),
+                    Kind::F,
+                ))
+            }
+            UnOp::Not(_) => {
+                let (v, k) = self.expr(&u.expr)?;
+                if k != Kind::B {
+                    return unsupported(u, "`!` on integers", "use a comparison");
+                }
+                Ok((quote!((!#v)), Kind::B))
+            }
+            UnOp::Neg(_) => {
+                let (v, k) = self.expr(&u.expr)?;
+                if !matches!(k, Kind::F | Kind::I) {
+                    return err(u, "`-` needs a number");
+                }
+                Ok((quote!((-#v)), k))
+            }
+            _ => unsupported(u, "this operator", "see the supported subset"),
+        }
+    }
+
+    fn binary(&mut self, b: &syn::ExprBinary) -> Result<(TokenStream, Kind)> {
+        // Assignments with an operator: `x op= v`.
+        let compound = match b.op {
+            BinOp::AddAssign(_) => Some(quote!(+)),
+            BinOp::SubAssign(_) => Some(quote!(-)),
+            BinOp::MulAssign(_) => Some(quote!(*)),
+            BinOp::DivAssign(_) => Some(quote!(/)),
+            BinOp::RemAssign(_)
+            | BinOp::BitAndAssign(_)
+            | BinOp::BitOrAssign(_)
+            | BinOp::BitXorAssign(_)
+            | BinOp::ShlAssign(_)
+            | BinOp::ShrAssign(_) => {
+                return unsupported(b, "this compound assignment", "write `x = x op y`");
+            }
+            _ => None,
+        };
+        if let Some(op) = compound {
+            let (v, k) = self.expr(&b.right)?;
+            return self.store(&b.left, Some(op), v, k);
+        }
+        if let BinOp::And(_) | BinOp::Or(_) = b.op {
+            // Short-circuiting, as in Rust: the right side is traced in a branch, so
+            // `i < n && x[i] > 0.0` never reads out of bounds.
+            // The right side runs in a closure, which would lose its assignments.
+            let mut assigned = Vec::new();
+            assigned_in_expr(&b.right, &mut vec![Vec::new()], &mut assigned);
+            if let Some(a) = assigned.first() {
+                return unsupported(
+                    a,
+                    "assigning inside the right side of `&&` or `||`",
+                    "assign before the condition",
+                );
+            }
+            let (l, lk) = self.expr(&b.left)?;
+            let (r, rk) = self.expr(&b.right)?;
+            if lk != Kind::B || rk != Kind::B {
+                return err(b, "`&&` and `||` need two comparisons or bools");
+            }
+            let bt = quote!(::gradlift::trace::Var::<bool>::from(true));
+            let bf = quote!(::gradlift::trace::Var::<bool>::from(false));
+            let v = match b.op {
+                BinOp::And(_) => quote!(::gradlift::trace::cond(#l, move || #r, move || #bf)),
+                _ => quote!(::gradlift::trace::cond(#l, move || #bt, move || #r)),
+            };
+            return Ok((v, Kind::B));
+        }
+        let (l, lk) = self.expr(&b.left)?;
+        let (r, rk) = self.expr(&b.right)?;
+        if lk != rk || !matches!(lk, Kind::F | Kind::I) {
+            return err(
+                b,
+                format!(
+                    "#[autodiff_reverse] supports this operator on two f64 or two integers, not {} and {}",
+                    lk.name(),
+                    rk.name()
+                ),
+            );
+        }
+        let arith = match b.op {
+            BinOp::Add(_) => Some(quote!(+)),
+            BinOp::Sub(_) => Some(quote!(-)),
+            BinOp::Mul(_) => Some(quote!(*)),
+            BinOp::Div(_) => Some(quote!(/)),
+            BinOp::Rem(_) if lk == Kind::I => Some(quote!(%)),
+            BinOp::Rem(_) => {
+                return unsupported(
+                    b,
+                    "`%` on f64",
+                    "write `x - (x / y).floor() * y` (floored, not truncated, so check the sign)",
+                );
+            }
+            _ => None,
+        };
+        if let Some(op) = arith {
+            return Ok((quote!((#l #op #r)), lk));
+        }
+        let cmp = match b.op {
+            BinOp::Lt(_) => "lt",
+            BinOp::Le(_) => "le",
+            BinOp::Gt(_) => "gt",
+            BinOp::Ge(_) => "ge",
+            BinOp::Eq(_) => "eq",
+            BinOp::Ne(_) => "ne",
+            _ => {
+                return unsupported(
+                    b,
+                    "this operator",
+                    "use `+ - * /`, comparisons, `&&`, `||` or `!`",
+                );
+            }
+        };
+        let m = format_ident!("{}", cmp);
+        let v = if lk == Kind::F {
+            let f = ty(FLOAT);
+            quote!(<#f as ::gradlift::trace::prelude::Float>::#m(#l, #r))
+        } else {
+            let i = ty(INT);
+            quote!(<#i as ::gradlift::trace::prelude::Int>::#m(#l, #r))
+        };
+        Ok((v, Kind::B))
+    }
+
+    /// `target = v` or `target op= v`.
+    fn store(
+        &mut self,
+        target: &Expr,
+        op: Option<TokenStream>,
+        v: TokenStream,
+        vk: Kind,
+    ) -> Result<(TokenStream, Kind)> {
+        match target {
+            Expr::Path(p) => {
+                let Some(id) = p.path.get_ident() else {
+                    return unsupported(p, "assigning to this", "assign to a local variable");
+                };
+                let Some(local) = self.lookup(&id.to_string()) else {
+                    return err(id, "not a local variable");
+                };
+                if !local.kind.scalar() {
+                    return unsupported(id, "reassigning a slice", "write into its elements");
+                }
+                if local.kind != vk {
+                    return err(
+                        target,
+                        format!("assigning {} to {}", vk.name(), local.kind.name()),
+                    );
+                }
+                let v = match op {
+                    Some(op) => quote!(#id #op (#v)),
+                    None => v,
+                };
+                Ok((quote!(#id = #v), Kind::Unit))
+            }
+            Expr::Index(i) => {
+                let x = self.slice_of(&i.expr, true)?;
+                let (idx, ik) = self.expr(&i.index)?;
+                if ik != Kind::I {
+                    return err(&i.index, "an index must be an integer");
+                }
+                if vk != Kind::F {
+                    return err(target, "only f64 values can be stored into a slice");
+                }
+                Ok((store_at(&x, idx, op, v), Kind::Unit))
+            }
+            Expr::Unary(u) if matches!(u.op, UnOp::Deref(_)) => {
+                let x = self.slice_of(&u.expr, true)?;
+                if vk != Kind::F {
+                    return err(target, "only f64 values can be stored through a `&mut f64`");
+                }
+                Ok((store_at(&x, quote!(0i64), op, v), Kind::Unit))
+            }
+            Expr::Paren(p) => self.store(&p.expr, op, v, vk),
+            _ => unsupported(
+                target,
+                "assigning to this",
+                "assign to a local variable or to `x[i]`",
+            ),
+        }
+    }
+
+    /// The slice variable `e` names (writable if `write`; `*r` for `r: &mut f64`
+    /// when `write` is for a dereference).
+    fn slice_of(&mut self, e: &Expr, write: bool) -> Result<Ident> {
+        let Expr::Path(p) = e else {
+            return unsupported(e, "indexing this", "index a slice parameter by name");
+        };
+        let Some(id) = p.path.get_ident() else {
+            return unsupported(e, "indexing this", "index a slice parameter by name");
+        };
+        match self.lookup(&id.to_string()).map(|l| l.kind) {
+            Some(Kind::SliceMut | Kind::RefMut) => Ok(id.clone()),
+            Some(Kind::Slice) if !write => Ok(id.clone()),
+            Some(Kind::Slice) => err(id, "this slice is read-only (`&[f64]`)"),
+            _ => err(id, "not a slice parameter"),
+        }
+    }
+
+    fn method(&mut self, m: &syn::ExprMethodCall) -> Result<(TokenStream, Kind)> {
+        let name = m.method.to_string();
+        if m.turbofish.is_some() {
+            return unsupported(m, "a turbofish", "remove it");
+        }
+        if name == "len" && m.args.is_empty() {
+            let x = self.slice_of(&m.receiver, false)?;
+            return Ok((
+                quote!(::gradlift::trace::prelude::SliceRead::len(&#x)),
+                Kind::I,
+            ));
+        }
+        let (r, rk) = self.expr(&m.receiver)?;
+        if rk != Kind::F {
+            return unsupported(
+                m,
+                &format!("the method `{name}` on {}", rk.name()),
+                "use the float methods `sin cos tan exp ln sqrt powi powf abs max min tanh floor ceil` on f64, and `len` on slices",
+            );
+        }
+        let f = ty(FLOAT);
+        let method = &m.method;
+        let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
+        if UNARY.contains(&name.as_str()) && m.args.is_empty() {
+            return Ok((quote!(#float::#method(#r)), Kind::F));
+        }
+        match (name.as_str(), m.args.len()) {
+            ("powi", 1) => {
+                let n = &m.args[0];
+                let lit = match n {
+                    Expr::Lit(l) => Some(l),
+                    Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => match &*u.expr {
+                        Expr::Lit(l) => Some(l),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                match lit {
+                    Some(syn::ExprLit {
+                        lit: Lit::Int(_), ..
+                    }) => Ok((quote!(#float::powi(#r, #n)), Kind::F)),
+                    _ => unsupported(
+                        n,
+                        "`powi` with an exponent that is not an integer literal",
+                        "write `x.powf(n as f64)` (for x > 0) or a loop",
+                    ),
+                }
+            }
+            ("powf" | "max" | "min", 1) => {
+                let (a, ak) = self.expr(&m.args[0])?;
+                if ak != Kind::F {
+                    return err(&m.args[0], format!("`{name}` needs an f64 argument"));
+                }
+                Ok((quote!(#float::#method(#r, #a)), Kind::F))
+            }
+            _ => unsupported(
+                m,
+                &format!("the method `{name}`"),
+                "use the float methods `sin cos tan exp ln sqrt powi powf abs max min tanh floor ceil`",
+            ),
+        }
+    }
+
+    fn cast(&mut self, c: &syn::ExprCast) -> Result<(TokenStream, Kind)> {
+        let (v, k) = self.expr(&c.expr)?;
+        let to = match &*c.ty {
+            Type::Path(p) if p.qself.is_none() => p.path.get_ident().map(Ident::to_string),
+            _ => None,
+        };
+        let f = ty(FLOAT);
+        let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
+        match (k, to.as_deref()) {
+            (Kind::F, Some("f64")) | (Kind::I, Some("i64" | "usize")) => Ok((v, k)),
+            (Kind::I, Some("f64")) => Ok((quote!(#float::from_int(#v)), Kind::F)),
+            (Kind::F, Some("i64")) => Ok((quote!(#float::to_int(#v)), Kind::I)),
+            // `as usize` saturates at 0 (and NaN becomes 0).
+            (Kind::F, Some("usize")) => Ok((
+                quote!(#float::to_int(#float::max(#v, <#f>::from(0.0f64)))),
+                Kind::I,
+            )),
+            _ => unsupported(
+                c,
+                "this cast",
+                "cast between f64, i64 and usize (booleans and other integer types are not supported)",
+            ),
+        }
+    }
+
+    /// `if c { .. } else { .. }` as `cond`, carrying the outer mutable scalars the
+    /// arms assign.
+    fn if_expr(&mut self, i: &ExprIf) -> Result<(TokenStream, Kind)> {
+        let (c, ck) = self.expr(&i.cond)?;
+        if ck != Kind::B {
+            return err(&i.cond, "an `if` condition must be a comparison or a bool");
+        }
+        let mut carried = Vec::new();
+        assigned_in_block(&i.then_branch, &mut Vec::new(), &mut carried);
+        if let Some((_, e)) = &i.else_branch {
+            assigned_in_expr(e, &mut vec![Vec::new()], &mut carried);
+        }
+        let carried = self.check_carried(&carried);
+        let (then, tk) = self.block(&i.then_branch)?;
+        let (els, ek) = match &i.else_branch {
+            Some((_, e)) => {
+                let (v, k) = self.expr(e)?;
+                (quote!(#v), k)
+            }
+            None => (quote!(()), Kind::Unit),
+        };
+        if tk != ek {
+            return err(
+                i,
+                format!(
+                    "the branches of this `if` have different types ({} and {})",
+                    tk.name(),
+                    ek.name()
+                ),
+            );
+        }
+        let CarryParts {
+            value: cons,
+            fresh,
+            rebind,
+            assign,
+            ..
+        } = carry_parts(&carried);
+        let v = format_ident!("__gradlift_v");
+        let out = format_ident!("__gradlift_carry");
+        let tokens = quote_spanned! {Span::call_site()=>
+            {
+                let (#v, #out) = ::gradlift::trace::cond(
+                    #c,
+                    move || { #rebind let #v = { #then }; (#v, #cons) },
+                    move || { #rebind let #v = { #els }; (#v, #cons) },
+                );
+                let #fresh = #out;
+                #assign
+                #v
+            }
+        };
+        Ok((tokens, tk))
+    }
+
+    /// `for i in a..b { .. }` as `for_range`, carrying the outer mutable scalars the
+    /// body assigns.
+    fn for_loop(&mut self, f: &ExprForLoop) -> Result<(TokenStream, Kind)> {
+        if let Some(l) = &f.label {
+            return unsupported(l, "a loop label", "remove it");
+        }
+        let var = match &*f.pat {
+            Pat::Ident(p) if p.mutability.is_none() && p.by_ref.is_none() && p.subpat.is_none() => {
+                p.ident.clone()
+            }
+            Pat::Wild(_) => format_ident!("__gradlift_i"),
+            p => return unsupported(p, "this loop pattern", "write `for i in a..b`"),
+        };
+        let Expr::Range(range) = &*f.expr else {
+            return unsupported(
+                &f.expr,
+                "a `for` loop over anything but a range",
+                "write `for i in a..b` and index the slice with `x[i]`",
+            );
+        };
+        let (Some(start), Some(end)) = (&range.start, &range.end) else {
+            return unsupported(range, "an open range", "give both bounds: `a..b`");
+        };
+        let (s, sk) = self.expr(start)?;
+        let (e, ek) = self.expr(end)?;
+        if sk != Kind::I || ek != Kind::I {
+            return err(range, "the bounds of a `for` range must be integers");
+        }
+        let i64t = ty(INT);
+        let e = match range.limits {
+            RangeLimits::HalfOpen(_) => e,
+            RangeLimits::Closed(_) => quote!((#e + <#i64t>::from(1i64))),
+        };
+        let mut carried = Vec::new();
+        let mut scopes = vec![vec![var.to_string()]];
+        assigned_in_stmts(&f.body.stmts, &mut scopes, &mut carried);
+        let carried = self.check_carried(&carried);
+        self.scopes.push(HashMap::new());
+        self.declare(&var, Kind::I, false);
+        let body = self.block(&f.body);
+        self.scopes.pop();
+        let (body, bk) = body?;
+        if bk != Kind::Unit {
+            return err(&f.body, "a loop body must not have a value");
+        }
+        let CarryParts {
+            param,
+            value: cons,
+            fresh,
+            assign,
+            ..
+        } = carry_parts(&carried);
+        let out = format_ident!("__gradlift_carry");
+        let tokens = quote_spanned! {Span::call_site()=>
+            {
+                let #out = ::gradlift::trace::for_range(
+                    #s,
+                    #e,
+                    #cons,
+                    move |#var: #i64t, #param| { { #body }; #cons },
+                );
+                let #fresh = #out;
+                #assign
+            }
+        };
+        Ok((tokens, Kind::Unit))
+    }
+
+    /// `while c { .. }` as `while_loop`, carrying the outer mutable scalars the body
+    /// assigns; the test reads them from the carry.
+    fn while_loop(&mut self, w: &syn::ExprWhile) -> Result<(TokenStream, Kind)> {
+        if let Some(l) = &w.label {
+            return unsupported(l, "a loop label", "remove it");
+        }
+        let mut in_test = Vec::new();
+        assigned_in_expr(&w.cond, &mut vec![Vec::new()], &mut in_test);
+        if let Some(a) = in_test.first() {
+            return unsupported(
+                a,
+                "assigning inside a `while` test",
+                "assign in the loop body",
+            );
+        }
+        let mut carried = Vec::new();
+        assigned_in_block(&w.body, &mut Vec::new(), &mut carried);
+        let carried = self.check_carried(&carried);
+        let (c, ck) = self.expr(&w.cond)?;
+        if ck != Kind::B {
+            return err(&w.cond, "a `while` test must be a comparison or a bool");
+        }
+        let (body, bk) = self.block(&w.body)?;
+        if bk != Kind::Unit {
+            return err(&w.body, "a loop body must not have a value");
+        }
+        let CarryParts {
+            param,
+            value: cons,
+            fresh,
+            assign,
+            ..
+        } = carry_parts(&carried);
+        let out = format_ident!("__gradlift_carry");
+        let state = format_ident!("__gradlift_state");
+        let tokens = quote_spanned! {Span::call_site()=>
+            {
+                let #out = ::gradlift::trace::while_loop(
+                    #cons,
+                    move |#state| { let #param = *#state; #c },
+                    move |#param| { { #body }; #cons },
+                );
+                let #fresh = #out;
+                #assign
+            }
+        };
+        Ok((tokens, Kind::Unit))
+    }
+
+    /// The carried variables: outer, mutable scalars (deduplicated, in order).
+    fn check_carried(&self, names: &[Ident]) -> Vec<Ident> {
+        let mut out: Vec<Ident> = Vec::new();
+        for n in names {
+            if out.iter().any(|o| o == n) {
+                continue;
+            }
+            match self.lookup(&n.to_string()) {
+                Some(l) if l.kind.scalar() && l.mutable => out.push(n.clone()),
+                // Not a mutable local: the assignment itself reports it.
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+/// `x[idx] = v` or `x[idx] op= v` on a traced writable slice.
+fn store_at(x: &Ident, idx: TokenStream, op: Option<TokenStream>, v: TokenStream) -> TokenStream {
+    let i = format_ident!("__gradlift_i");
+    let w = format_ident!("__gradlift_w");
+    let new = match op {
+        Some(op) => quote!(::gradlift::trace::prelude::SliceRead::at(&#x, #i) #op #w),
+        None => quote!(#w),
+    };
+    let n = format_ident!("__gradlift_new");
+    quote! {{
+        let #w = #v;
+        let #i = #idx;
+        let #n = #new;
+        let mut #x = #x;
+        ::gradlift::trace::prelude::SliceWrite::set(&mut #x, #i, #n)
+    }}
+}
+
+/// The pieces of a carry of the variables `a, b`.
+struct CarryParts {
+    /// The closure's parameter: `(mut a, (mut b, ()))`.
+    param: TokenStream,
+    /// The value: `(a, (b, ()))`.
+    value: TokenStream,
+    /// The result bound outside under fresh names: `(c0, (c1, ()))`.
+    fresh: TokenStream,
+    /// The rebinding inside an arm: `let mut a = a; let mut b = b;`.
+    rebind: TokenStream,
+    /// The fresh names assigned back to the outer variables: `a = c0; b = c1;`.
+    assign: TokenStream,
+}
+
+fn carry_parts(carried: &[Ident]) -> CarryParts {
+    let mut p = CarryParts {
+        param: quote!(()),
+        value: quote!(()),
+        fresh: quote!(()),
+        rebind: TokenStream::new(),
+        assign: TokenStream::new(),
+    };
+    for (k, n) in carried.iter().enumerate().rev() {
+        let fresh = format_ident!("__gradlift_c{}", k);
+        let (param, value, fresh_p) = (&p.param, &p.value, &p.fresh);
+        p.param = quote!((mut #n, #param));
+        p.value = quote!((#n, #value));
+        p.fresh = quote!((#fresh, #fresh_p));
+    }
+    for (k, n) in carried.iter().enumerate() {
+        let fresh = format_ident!("__gradlift_c{}", k);
+        p.rebind.extend(quote!(let mut #n = #n;));
+        p.assign.extend(quote!(#n = #fresh;));
+    }
+    p
+}
+
+fn check_local_type(t: &Type) -> Result<()> {
+    if let Type::Path(p) = t
+        && let Some(id) = p.path.get_ident()
+        && matches!(id.to_string().as_str(), "f64" | "i64" | "usize" | "bool")
+    {
+        return Ok(());
+    }
+    unsupported(t, "a local of this type", "use f64, i64, usize or bool")
+}
+
+fn lit(l: &Lit) -> Result<(TokenStream, Kind)> {
+    let f = ty(FLOAT);
+    let i = ty(INT);
+    match l {
+        Lit::Float(x) => {
+            if !matches!(x.suffix(), "" | "f64") {
+                return unsupported(x, "this float type", "use f64");
+            }
+            let v = Literal::f64_suffixed(x.base10_parse::<f64>()?);
+            Ok((quote!(<#f>::from(#v)), Kind::F))
+        }
+        Lit::Int(x) => match x.suffix() {
+            "f64" => {
+                let v = Literal::f64_suffixed(x.base10_parse::<f64>()?);
+                Ok((quote!(<#f>::from(#v)), Kind::F))
+            }
+            "" | "i64" | "usize" => {
+                let v = Literal::i64_suffixed(x.base10_parse::<i64>()?);
+                Ok((quote!(<#i>::from(#v)), Kind::I))
+            }
+            _ => unsupported(x, "this integer type", "use usize or i64"),
+        },
+        Lit::Bool(b) => Ok((quote!(::gradlift::trace::Var::<bool>::from(#b)), Kind::B)),
+        _ => unsupported(l, "this literal", "use f64, integer or bool literals"),
+    }
+}
+
+// The syntactic search for assigned variables. `scopes` holds the names declared
+// inside the region so far (innermost last); an assignment to a name not among
+// them is to an outer variable.
+
+fn declared(scopes: &[Vec<String>], name: &str) -> bool {
+    scopes.iter().any(|s| s.iter().any(|n| n == name))
+}
+
+fn assigned_in_block(b: &Block, scopes: &mut Vec<Vec<String>>, out: &mut Vec<Ident>) {
+    scopes.push(Vec::new());
+    assigned_in_stmts_inner(&b.stmts, scopes, out);
+    scopes.pop();
+}
+
+fn assigned_in_stmts(stmts: &[Stmt], scopes: &mut Vec<Vec<String>>, out: &mut Vec<Ident>) {
+    scopes.push(Vec::new());
+    assigned_in_stmts_inner(stmts, scopes, out);
+    scopes.pop();
+}
+
+fn assigned_in_stmts_inner(stmts: &[Stmt], scopes: &mut Vec<Vec<String>>, out: &mut Vec<Ident>) {
+    for s in stmts {
+        match s {
+            Stmt::Local(l) => {
+                if let Some(init) = &l.init {
+                    assigned_in_expr(&init.expr, scopes, out);
+                }
+                let name = match &l.pat {
+                    Pat::Ident(p) => Some(p.ident.to_string()),
+                    Pat::Type(t) => match &*t.pat {
+                        Pat::Ident(p) => Some(p.ident.to_string()),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some(n) = name {
+                    scopes.last_mut().expect("a scope").push(n);
+                }
+            }
+            Stmt::Expr(e, _) => assigned_in_expr(e, scopes, out),
+            _ => {}
+        }
+    }
+}
+
+/// An assignment's target: a name not declared inside the region is an outer one.
+fn assigned_target(t: &Expr, scopes: &[Vec<String>], out: &mut Vec<Ident>) {
+    if let Expr::Path(p) = t
+        && let Some(id) = p.path.get_ident()
+        && !declared(scopes, &id.to_string())
+    {
+        out.push(id.clone());
+    }
+}
+
+fn assigned_in_expr(e: &Expr, scopes: &mut Vec<Vec<String>>, out: &mut Vec<Ident>) {
+    match e {
+        Expr::Assign(a) => {
+            assigned_target(&a.left, scopes, out);
+            assigned_in_expr(&a.right, scopes, out);
+        }
+        Expr::Binary(b) => {
+            if matches!(
+                b.op,
+                BinOp::AddAssign(_)
+                    | BinOp::SubAssign(_)
+                    | BinOp::MulAssign(_)
+                    | BinOp::DivAssign(_)
+            ) {
+                assigned_target(&b.left, scopes, out);
+            } else {
+                assigned_in_expr(&b.left, scopes, out);
+            }
+            assigned_in_expr(&b.right, scopes, out);
+        }
+        Expr::Block(b) => assigned_in_block(&b.block, scopes, out),
+        Expr::If(i) => {
+            assigned_in_expr(&i.cond, scopes, out);
+            assigned_in_block(&i.then_branch, scopes, out);
+            if let Some((_, e)) = &i.else_branch {
+                assigned_in_expr(e, scopes, out);
+            }
+        }
+        Expr::ForLoop(f) => {
+            assigned_in_expr(&f.expr, scopes, out);
+            let var = match &*f.pat {
+                Pat::Ident(p) => vec![p.ident.to_string()],
+                _ => Vec::new(),
+            };
+            scopes.push(var);
+            assigned_in_block(&f.body, scopes, out);
+            scopes.pop();
+        }
+        Expr::Paren(p) => assigned_in_expr(&p.expr, scopes, out),
+        Expr::Group(g) => assigned_in_expr(&g.expr, scopes, out),
+        Expr::Unary(u) => assigned_in_expr(&u.expr, scopes, out),
+        Expr::Index(i) => {
+            assigned_in_expr(&i.expr, scopes, out);
+            assigned_in_expr(&i.index, scopes, out);
+        }
+        Expr::MethodCall(m) => {
+            assigned_in_expr(&m.receiver, scopes, out);
+            for a in &m.args {
+                assigned_in_expr(a, scopes, out);
+            }
+        }
+        Expr::Cast(c) => assigned_in_expr(&c.expr, scopes, out),
+        Expr::Range(r) => {
+            if let Some(s) = &r.start {
+                assigned_in_expr(s, scopes, out);
+            }
+            if let Some(s) = &r.end {
+                assigned_in_expr(s, scopes, out);
+            }
+        }
+        // Everything else is either a leaf or rejected by the translation.
+        _ => {}
+    }
+}

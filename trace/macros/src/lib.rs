@@ -1,0 +1,222 @@
+//! `#[autodiff_reverse]`: the gradient of an ordinary Rust function, on stable Rust,
+//! with the signature rules of nightly Rust's
+//! [`std::autodiff::autodiff_reverse`](https://doc.rust-lang.org/std/autodiff/attr.autodiff_reverse.html)
+//! (Enzyme's), computed by gradlift.
+//!
+//! ```
+//! use gradlift_macros::autodiff_reverse;
+//!
+//! #[autodiff_reverse(d_softplus_sum, Duplicated, Active, Active)]
+//! fn softplus_sum(x: &[f64], t: f64) -> f64 {
+//!     let mut s = 0.0;
+//!     for i in 0..x.len() {
+//!         let z = x[i] * t;
+//!         if z > 20.0 {
+//!             s += z; // ln(1 + e^z) rounds to z
+//!         } else {
+//!             s += (1.0 + z.exp()).ln();
+//!         }
+//!     }
+//!     s
+//! }
+//!
+//! let x = [1.0, -2.0, 30.0];
+//! // The function is still an ordinary function.
+//! let y = softplus_sum(&x, 1.0);
+//! // The derivative: the value, then the gradient of `t`; `x`'s is added into `dx`.
+//! let mut dx = [0.0; 3];
+//! let (value, dt) = d_softplus_sum(&x, &mut dx, 1.0, 1.0);
+//! assert_eq!(value, y);
+//! let sigmoid = |z: f64| 1.0 / (1.0 + (-z).exp());
+//! assert!((dx[0] - sigmoid(1.0)).abs() < 1e-12 && dx[2] == 1.0);
+//! assert!((dt - (sigmoid(1.0) - 2.0 * sigmoid(-2.0) + 30.0)).abs() < 1e-12);
+//! ```
+//!
+//! # The signature
+//!
+//! `#[autodiff_reverse(NAME, ACTIVITY..., RETURN_ACTIVITY)]` keeps the function as
+//! written and adds `fn NAME`, with one activity per parameter and one for the
+//! return (none if the function returns `()`):
+//!
+//! | activity | parameter | `NAME` takes | `NAME` gives |
+//! |---|---|---|---|
+//! | `Active` | `f64` | the `f64` | its derivative, appended to the result |
+//! | `Const` | `f64`, `usize`, `i64`, `&[f64]`, `&mut [f64]`, `&mut f64` | the same | nothing |
+//! | `Duplicated` | `&[f64]`, `&mut [f64]`, `&mut f64` | it, then a shadow `&mut [f64]` (`&mut f64`) | its gradient, added (`+=`) into the shadow |
+//! | `Active` (return) | `-> f64` | a seed `f64`, after all the parameters | the derivatives scaled by the seed |
+//! | `Const` (return) | `-> f64` | nothing more | derivatives through shadows only |
+//!
+//! `NAME` returns the function's value (unless it is `()`), then the derivatives of
+//! the `Active` parameters in order: a tuple if that is two or more numbers, the
+//! number alone if it is one, `()` if none. As in Enzyme, a shadow accumulates,
+//! and the shadow of a writable slice is on entry the seed of what the function
+//! leaves in it: for an output `out: &mut f64` marked `Duplicated`, pass a shadow of
+//! `1.0` to get the derivatives of `*out` (the shadow is consumed: it comes back
+//! `0.0`).
+//!
+//! The first call of `NAME` traces the function and compiles its derivative with
+//! `gradlift::autodiff`; later calls reuse it (one compiled derivative per `NAME`
+//! for the whole process, behind a mutex, so concurrent calls take turns). If gradlift fails (a tracing or run-time error,
+//! such as an index out of bounds), `NAME` panics with the error, as the function
+//! itself would panic.
+//!
+//! # The supported subset
+//!
+//! The body is translated into gradlift's tracing API (see `docs/tracing.md`):
+//!
+//! - parameters `f64`, `&[f64]`, `&mut [f64]`, `&mut f64` and (`Const` only) `usize`
+//!   and `i64`; a result `f64` or `()`;
+//! - `let` and `let mut` of one variable (`f64`, integers, `bool`, or another name
+//!   for a slice), `=`, `+=`, `-=`, `*=`, `/=`;
+//! - `+ - * /` on `f64`, and also `%` on integers; `< <= > >= == !=`; `&&`, `||`
+//!   (short-circuiting, as in Rust), `!`; unary `-`;
+//! - `if` / `else if` / `else`, as statements and as expressions, on any condition:
+//!   each becomes a real branch (`cond`), carrying the outer variables it assigns;
+//! - `for i in a..b` and `a..=b`: a real loop (`for_range`), carrying the outer
+//!   variables its body assigns, whatever the trip count;
+//! - `while test { .. }`: a real loop (`while_loop`), the same way;
+//! - `x[i]`, `x.len()`, `x[i] = v`, `x[i] += v` (and `-= *= /=`) on slices, `*r`
+//!   and `*r = v` on a `&mut f64`;
+//! - `as` between `f64`, `i64` and `usize` (`f64 as usize` saturates at 0, as in
+//!   Rust);
+//! - the float methods `sin cos tan exp ln sqrt abs tanh floor ceil`, `powi` with
+//!   an integer literal, `powf max min`; float, integer and bool literals;
+//!   `f64::consts::PI` and other `f64::` constants;
+//! - the result as the final expression or a final `return`.
+//!
+//! # Limits of this version
+//!
+//! Anything else is a compile error at the offending code, saying what to write
+//! instead; in particular `loop`, `break`, `continue`, a `return` before
+//! the end, calls of other functions, `match`, closures, tuples, macros, and other
+//! parameter types. Integers are traced as `i64`: a `usize` subtraction that would
+//! underflow (a panic in a debug build) is a negative number in the derivative.
+//! A `Const` writable parameter must not hold a value that depends on an `Active`
+//! or `Duplicated` input if the function reads it: gradlift refuses to lose that
+//! derivative, and `NAME` panics saying to make the parameter `Duplicated`.
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Active, Active)]
+//! fn f(x: f64) -> f64 {
+//!     let mut y = x;
+//!     while { y = y / 2.0; y > 1.0 } {} // error: assigning inside a `while` test
+//!     y
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Active, Active)]
+//! fn f(x: f64) -> f64 {
+//!     let mut y = x;
+//!     loop { // error: `loop` is not supported yet
+//!         y = y / 2.0;
+//!         if y < 1.0 { break; }
+//!     }
+//!     y
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Duplicated, Active)]
+//! fn f(x: &[f64]) -> f64 {
+//!     let mut s = 0.0;
+//!     for i in 0..x.len() {
+//!         if x[i] < 0.0 { continue; } // error: `continue` is not supported yet
+//!         s += x[i];
+//!     }
+//!     s
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Duplicated, Active)]
+//! fn f(x: &[f64]) -> f64 {
+//!     for i in 0..x.len() {
+//!         if x[i] < 0.0 { return x[i]; } // error: `return` before the end
+//!     }
+//!     0.0
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! fn sq(x: f64) -> f64 { x * x }
+//! #[autodiff_reverse(df, Active, Active)]
+//! fn f(x: f64) -> f64 {
+//!     sq(x) + 1.0 // error: a function call is not supported yet
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Active, Active)]
+//! fn f(x: f64) -> f64 {
+//!     match x > 0.0 { // error: `match` is not supported yet
+//!         true => x,
+//!         false => -x,
+//!     }
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Active, Active)]
+//! fn f(x: f64) -> f64 {
+//!     let mut n = 0.0;
+//!     if x > 0.0 && { n += 1.0; n > 0.5 } { // error: assigning inside `&&`
+//!         n = x;
+//!     }
+//!     n
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Dual, Dual)] // error: `Dual` is forward mode
+//! fn f(x: f64) -> f64 {
+//!     x
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Active, Active)]
+//! fn f(n: usize) -> f64 { // error: `Active` needs an f64 parameter
+//!     n as f64
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Active)]
+//! fn f(x: f64) -> f64 { // error: one activity per parameter, and one for the return
+//!     x
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(df, Active, Active)]
+//! fn f(x: f32) -> f32 { // error: f32 is not supported
+//!     x
+//! }
+//! ```
+
+mod body;
+mod sig;
+
+use proc_macro::TokenStream;
+
+/// Adds `NAME`, the reverse-mode derivative of the function (see the
+/// [crate docs](crate)).
+#[proc_macro_attribute]
+pub fn autodiff_reverse(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match sig::expand(attr.into(), item.into()) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
