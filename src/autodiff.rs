@@ -59,6 +59,7 @@
 
 use core::fmt;
 use core::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use gradlift_adjoint::{Activity, RetActivity, RuleConfig};
@@ -527,7 +528,16 @@ pub struct Autodiff<A, R> {
 /// A compiled gradient of one activity pattern, with its buffers.
 struct Pattern {
     config: RuleConfig,
-    grad: CompiledGradient,
+    grad: Arc<CompiledGradient>,
+    state: CallState,
+}
+
+/// The per-thread state of calls of a [`SharedGradient`]: a [`Workspace`] and the
+/// buffers a gradient fills. Once it has grown to the sizes of the arguments, a
+/// call allocates nothing. One per thread (a `thread_local!`, say); it fits any
+/// [`SharedGradient`].
+#[derive(Debug, Default)]
+pub struct CallState {
     ws: Workspace,
     /// One scratch buffer per parameter (see [`ArgActivity::args`]).
     scratch: Vec<Val>,
@@ -535,6 +545,149 @@ struct Pattern {
     value: Vec<Val>,
     /// The cotangents of the active parameters of the last call.
     cts: Vec<Val>,
+}
+
+impl CallState {
+    /// An empty state: a new workspace, no buffers.
+    pub fn new() -> CallState {
+        CallState::default()
+    }
+}
+
+/// One activity pattern of an [`Autodiff`], derived and compiled
+/// ([`Autodiff::share`]): immutable and `Send + Sync`, so that any number of
+/// threads call it at once, each with its own [`CallState`]. It is the same
+/// compiled code as [`Autodiff::gradient`] runs for that pattern, called the same
+/// way.
+///
+/// ```
+/// use gradlift::trace::prelude::*;
+/// use gradlift::{Active, CallState, Const, Return, autodiff};
+///
+/// let mut f = autodiff("f", |x: Var, y: Var| x * x * y)?;
+/// let g = f.share::<(Active, Const<f64>)>(Return::Active)?;
+/// std::thread::scope(|s| {
+///     for k in 0..4 {
+///         let g = &g;
+///         s.spawn(move || {
+///             let mut state = CallState::new();
+///             let x = k as f64;
+///             assert_eq!(g.gradient(&mut state, (Active(x), Const(3.0))).unwrap(), (3.0 * x * x, (6.0 * x, ())));
+///         });
+///     }
+/// });
+/// # Ok::<(), gradlift::Error>(())
+/// ```
+pub struct SharedGradient<A, R> {
+    grad: Arc<CompiledGradient>,
+    params: Vec<Activity>,
+    ret: Return,
+    n_params: usize,
+    _sig: PhantomData<fn(A) -> R>,
+}
+
+impl<A, R> fmt::Debug for SharedGradient<A, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedGradient")
+            .field("pattern", &self.grad.rule().layout.config.pattern())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<A, R> Clone for SharedGradient<A, R> {
+    fn clone(&self) -> Self {
+        SharedGradient {
+            grad: Arc::clone(&self.grad),
+            params: self.params.clone(),
+            ret: self.ret,
+            n_params: self.n_params,
+            _sig: PhantomData,
+        }
+    }
+}
+
+impl<A: Args, R: Native> SharedGradient<A, R> {
+    /// [`Autodiff::gradient`] (or [`Autodiff::gradient_with`] the return activity
+    /// this was compiled for) with the buffers of `state`. The activities of `args`
+    /// must be the pattern compiled, or this is [`Error::BadArguments`].
+    pub fn gradient<X: Activities<A>>(
+        &self,
+        state: &mut CallState,
+        args: X,
+    ) -> Result<(R::Value, X::Grad), Error> {
+        self.pullback(state, &[], args)
+    }
+
+    /// [`Autodiff::pullback`] with the buffers of `state`: an active return seeded
+    /// with `seeds` (empty: all ones).
+    pub fn pullback<X: Activities<A>>(
+        &self,
+        state: &mut CallState,
+        seeds: &[f64],
+        args: X,
+    ) -> Result<(R::Value, X::Grad), Error> {
+        if X::PATTERN != self.params.as_slice() {
+            return Err(Error::BadArguments(format!(
+                "the arguments' activities are {}, but this gradient was compiled for {}",
+                show_pattern(X::PATTERN),
+                self.grad.rule().layout.config.pattern()
+            )));
+        }
+        run_compiled::<A, R, X>(&self.grad, self.n_params, state, seeds, args)
+    }
+
+    /// The return's activity compiled for.
+    pub fn ret(&self) -> Return {
+        self.ret
+    }
+
+    /// The compiled rule (its module holds the forward pass and the pullback).
+    pub fn rule(&self) -> &gradlift_adjoint::Rule {
+        self.grad.rule()
+    }
+
+    /// The compiled gradient, for the lower-level calls of [`CompiledGradient`].
+    pub fn compiled(&self) -> &CompiledGradient {
+        &self.grad
+    }
+}
+
+/// The activities as a pattern's letters (`"AC"`).
+fn show_pattern(params: &[Activity]) -> String {
+    params
+        .iter()
+        .map(|a| match a {
+            Activity::Active => 'A',
+            Activity::Dup => 'D',
+            Activity::DupNoNeed => 'N',
+            Activity::Const => 'C',
+        })
+        .collect()
+}
+
+/// A gradient of the compiled pattern `grad` with the buffers of `state`: the one
+/// code path of [`Autodiff`] and [`SharedGradient`] calls.
+fn run_compiled<A, R: Native, X: Activities<A>>(
+    grad: &CompiledGradient,
+    n_params: usize,
+    state: &mut CallState,
+    seeds: &[f64],
+    mut args: X,
+) -> Result<(R::Value, X::Grad), Error> {
+    if state.scratch.len() != n_params {
+        state.scratch.resize(n_params, Val::Bool(false));
+    }
+    let CallState {
+        ws,
+        scratch,
+        value,
+        cts,
+    } = state;
+    let (mut borrowed, mut shadows) = (ArgVec::new(), ArgVec::new());
+    args.args(scratch, &mut borrowed, &mut shadows)?;
+    grad.gradient_args(ws, &mut borrowed, &mut shadows, seeds, value, cts)?;
+    let v = R::native(&mut value.iter());
+    Ok((v, X::grads(cts)))
 }
 
 /// The compiled primal, with its buffers.
@@ -705,19 +858,29 @@ impl<A: Args, R: Native> Autodiff<A, R> {
     ) -> Result<(R::Value, X::Grad), Error> {
         let k = self.pattern(X::PATTERN, ret)?;
         let p = &mut self.patterns[k];
-        let mut args = args;
-        let (mut borrowed, mut shadows) = (ArgVec::new(), ArgVec::new());
-        args.args(&mut p.scratch, &mut borrowed, &mut shadows)?;
-        p.grad.gradient_args(
-            &mut p.ws,
-            &mut borrowed,
-            &mut shadows,
+        run_compiled::<A, R, X>(
+            &p.grad,
+            self.n_params,
+            &mut p.state,
             seeds.unwrap_or(&[]),
-            &mut p.value,
-            &mut p.cts,
-        )?;
-        let value = R::native(&mut p.value.iter());
-        Ok((value, X::grads(&p.cts)))
+            args,
+        )
+    }
+
+    /// The pattern of the activities `X` and the return `ret`, derived and compiled
+    /// (or taken from those compiled already) as a [`SharedGradient`]: `Send +
+    /// Sync`, for calls from many threads at once, each with its own
+    /// [`CallState`]. Name the activities' types: `share::<(Active, Const<f64>,
+    /// Duplicated<&[f64], &mut [f64]>)>(Return::Active)`.
+    pub fn share<X: Activities<A>>(&mut self, ret: Return) -> Result<SharedGradient<A, R>, Error> {
+        let k = self.pattern(X::PATTERN, ret)?;
+        Ok(SharedGradient {
+            grad: Arc::clone(&self.patterns[k].grad),
+            params: X::PATTERN.to_vec(),
+            ret,
+            n_params: self.n_params,
+            _sig: PhantomData,
+        })
     }
 
     /// The index of the compiled pattern, compiling it first if needed.
@@ -741,11 +904,8 @@ impl<A: Args, R: Native> Autodiff<A, R> {
         self.compile_time += grad.compile_time();
         self.patterns.push(Pattern {
             config,
-            grad,
-            ws: Workspace::new(),
-            scratch: vec![Val::Bool(false); self.n_params],
-            value: Vec::new(),
-            cts: Vec::new(),
+            grad: Arc::new(grad),
+            state: CallState::new(),
         });
         Ok(self.patterns.len() - 1)
     }
@@ -805,5 +965,125 @@ fn show_types(params: &[Option<Type>], results: &[Option<Type>]) -> String {
         [] => format!("({})", ps.join(", ")),
         [r] => format!("({}) -> {r}", ps.join(", ")),
         rs => format!("({}) -> ({})", ps.join(", "), rs.join(", ")),
+    }
+}
+
+/// What `#[autodiff_reverse]` (the `gradlift-macros` crate) expands to: not an API
+/// of its own, and it may change with the macro.
+#[doc(hidden)]
+pub mod macro_support {
+    use std::cell::RefCell;
+    use std::fmt::Write as _;
+    use std::path::Path;
+    use std::thread::LocalKey;
+
+    use gradlift_ir::callgraph::CallGraph;
+    use gradlift_ir::engine::ErrorKind;
+    use gradlift_ir::write::write_function;
+    use gradlift_ir::{FuncId, Module};
+    use gradlift_trace::{Args, Callable};
+
+    use super::{Activities, CallState, Native, Return, SharedGradient, autodiff};
+    use crate::api::Error;
+    use crate::pipeline::Pipeline;
+
+    /// Traces `f` as `@func`, then derives and compiles the pattern of `X` with the
+    /// return `ret` through [`autodiff`]. With `GRADLIFT_DUMP=dir` set, writes the
+    /// IR of each stage into `dir` as `deriv.traced.ir`, `deriv.optimized.ir`,
+    /// `deriv.fwd.ir` and `deriv.rvs.ir`.
+    pub fn share<A: Args, F: Callable<A>, X: Activities<A>>(
+        func: &'static str,
+        deriv: &str,
+        f: F,
+        ret: Return,
+    ) -> Result<SharedGradient<A, F::Output>, Error>
+    where
+        F::Output: Native,
+    {
+        let mut ad = autodiff(func, f)?;
+        let shared = ad.share::<X>(ret)?;
+        if let Some(dir) = std::env::var_os("GRADLIFT_DUMP").filter(|d| !d.is_empty()) {
+            let optimized = Pipeline::new()
+                .with_hosts(ad.hosts().clone())
+                .prepare(ad.module(), func)?;
+            let rule = shared.rule();
+            let files = [
+                ("traced", ad.module().to_string()),
+                ("optimized", optimized.module.to_string()),
+                ("fwd", with_callees(&rule.module, rule.forward)),
+                ("rvs", with_callees(&rule.module, rule.pullback)),
+            ];
+            let dir = Path::new(&dir);
+            let io = |path: &Path, e: std::io::Error| {
+                Error::BadArguments(format!(
+                    "GRADLIFT_DUMP: cannot write {}: {e}",
+                    path.display()
+                ))
+            };
+            std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+            for (stage, text) in files {
+                let path = dir.join(format!("{deriv}.{stage}.ir"));
+                std::fs::write(&path, text).map_err(|e| io(&path, e))?;
+            }
+        }
+        Ok(shared)
+    }
+
+    /// The text of `func` and of every function it calls, directly or not (so that
+    /// the text parses on its own).
+    fn with_callees(module: &Module, func: FuncId) -> String {
+        let graph = CallGraph::new(module);
+        let (mut seen, mut todo, mut text) = (vec![func], vec![func], String::new());
+        while let Some(f) = todo.pop() {
+            let _ = write_function(&mut text, module, f);
+            for &c in graph.callees(f) {
+                if !seen.contains(&c) {
+                    seen.push(c);
+                    todo.push(c);
+                }
+            }
+            text.push('\n');
+        }
+        text
+    }
+
+    /// Runs `call` with this thread's state in `key` (or a fresh one, should the
+    /// thread's be in use already).
+    pub fn with_state<T>(
+        key: &'static LocalKey<RefCell<CallState>>,
+        call: impl FnOnce(&mut CallState) -> T,
+    ) -> T {
+        key.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut state) => call(&mut state),
+            Err(_) => call(&mut CallState::new()),
+        })
+    }
+
+    /// The panic message of `NAME` for the error `e`: a run-time error worded as Rust
+    /// words the same panic (`index out of bounds: the len is 3 but the index is
+    /// 5`), a failure to trace, derive or compile as `the derivative of `func`
+    /// failed: ...`; then where: the function `func` at `file:line`, differentiated
+    /// as `deriv`.
+    pub fn panic_message(e: &Error, func: &str, deriv: &str, file: &str, line: u32) -> String {
+        let mut m = match e {
+            Error::Run(r) => match &r.kind {
+                ErrorKind::OutOfBounds { index, len } => {
+                    format!("index out of bounds: the len is {len} but the index is {index}")
+                }
+                ErrorKind::DivisionByZero if r.op.contains("rem") => {
+                    "attempt to calculate the remainder with a divisor of zero".to_string()
+                }
+                ErrorKind::DivisionByZero => "attempt to divide by zero".to_string(),
+                _ => e.to_string(),
+            },
+            Error::BadArguments(m) => m.clone(),
+            // Tracing, deriving or compiling: not a panic Rust would have.
+            e => format!("the derivative of `{func}` failed: {e}"),
+        };
+        let _ = write!(
+            m,
+            " (in `{func}` at {file}:{line}, differentiated by `{deriv}`)"
+        );
+        m
     }
 }

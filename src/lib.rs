@@ -80,7 +80,10 @@ pub mod pipeline;
 pub mod suite;
 
 pub use api::{CompiledFunction, CompiledGradient, Error, GradientCache, GradientRef};
-pub use autodiff::{Active, Autodiff, Const, Duplicated, DuplicatedNoNeed, Return, autodiff};
+pub use autodiff::{
+    Active, Autodiff, CallState, Const, Duplicated, DuplicatedNoNeed, Return, SharedGradient,
+    autodiff,
+};
 pub use gradlift_adjoint as adjoint;
 pub use gradlift_adjoint::{Gradient, Seeds};
 pub use gradlift_ir as ir;
