@@ -54,11 +54,78 @@
 //! `1.0` to get the derivatives of `*out` (the shadow is consumed: it comes back
 //! `0.0`).
 //!
-//! The first call of `NAME` traces the function and compiles its derivative with
-//! `gradlift::autodiff`; later calls reuse it (one compiled derivative per `NAME`
-//! for the whole process, behind a mutex, so concurrent calls take turns). If gradlift fails (a tracing or run-time error,
-//! such as an index out of bounds), `NAME` panics with the error, as the function
-//! itself would panic.
+//! # The generated functions
+//!
+//! Besides `NAME`, the attribute adds two functions:
+//!
+//! - `NAME_try`: `NAME`'s parameters, and `Result<R, gradlift::Error>` for `NAME`'s
+//!   result `R`: an error instead of a panic, for applications that must not
+//!   panic.
+//! - `NAME_grad`: the function's own parameters (no shadows, no seed), and fresh
+//!   gradients: the value (unless it is `()`), then, in parameter order, a new
+//!   `Vec<f64>` for each `Duplicated` slice (an `f64` for a `Duplicated` `&mut
+//!   f64`) and the derivative of each `Active` parameter; a tuple if that is two or
+//!   more, the item alone if it is one. It is `NAME` with zeroed shadows and a seed
+//!   of 1 (so the derivatives through a writable `Duplicated` parameter's final
+//!   contents, whose seed is its shadow, are zero), and it panics as `NAME` does.
+//!   For example:
+//!
+//! ```
+//! # use gradlift_macros::autodiff_reverse;
+//! #[autodiff_reverse(d_f, Duplicated, Active, Active)]
+//! fn f(x: &[f64], t: f64) -> f64 {
+//!     x[0] * x[1] * t
+//! }
+//! // fn d_f(x: &[f64], dx: &mut [f64], t: f64, seed: f64) -> (f64, f64)
+//! // fn d_f_try(x: &[f64], dx: &mut [f64], t: f64, seed: f64) -> Result<(f64, f64), gradlift::Error>
+//! // fn d_f_grad(x: &[f64], t: f64) -> (f64, Vec<f64>, f64)
+//! let (value, dx, dt) = d_f_grad(&[2.0, 3.0], 0.5);
+//! assert_eq!((value, dx, dt), (3.0, vec![1.5, 1.0], 6.0));
+//! let mut dx = [0.0; 1];
+//! assert!(d_f_try(&[2.0, 3.0], &mut dx, 0.5, 1.0).is_err()); // the shadow is too short
+//! ```
+//!
+//! # Threads and costs
+//!
+//! The first call of `NAME` (or `NAME_try`, `NAME_grad`) in the process traces the
+//! function, optimises, derives and compiles its derivative through
+//! `gradlift::autodiff` (gradlift's one pipeline), and keeps the compiled
+//! derivative, a `gradlift::SharedGradient`, for the rest of the process; calls
+//! racing the first one wait for it. Each thread calls it with a workspace and
+//! buffers of its own (a `gradlift::CallState` in a `thread_local!`), so calls from
+//! many threads run at once, taking no lock. After a thread's first call, a call
+//! with slices of the same lengths allocates nothing (`NAME_grad` allocates its
+//! fresh vectors); slices and shadows are lent to the compiled code, not copied.
+//!
+//! # Errors and panics
+//!
+//! `NAME` panics where `NAME_try` returns an error: an index out of bounds, a
+//! shadow whose length is not its slice's, or a failure to trace, derive or
+//! compile (`gradlift::Error::Trace`, `Derive`, ...: the first call's failure is
+//! kept, and every later call returns it again). The message reads as Rust's own, then names the function
+//! and the line where it is written, and the panic's location is `NAME`'s caller:
+//!
+//! ```text
+//! index out of bounds: the len is 3 but the index is 5 (in `at` at src/lib.rs:12, differentiated by `d_at`)
+//! the shadow of `x` has length 2 but `x` has length 3 (in `at` at src/lib.rs:12, differentiated by `d_at`)
+//! the derivative of `lost` failed: deriving the rule: ... (in `lost` at src/lib.rs:20, differentiated by `d_lost`)
+//! ```
+//!
+//! # Dumping the IR
+//!
+//! With the environment variable `GRADLIFT_DUMP` set to a directory when the first
+//! call of `NAME` happens, that call writes the function's IR at each stage into
+//! it (creating it if need be), as files that `gradlift::ir::parse` reads back:
+//!
+//! | file | holds |
+//! |---|---|
+//! | `NAME.traced.ir` | the traced module, as the body's translation made it |
+//! | `NAME.optimized.ir` | the module after gradlift's optimiser |
+//! | `NAME.fwd.ir` | the derived forward pass `@f.fwd`, and the functions it calls |
+//! | `NAME.rvs.ir` | the derived pullback `@f.rvs`, and the functions it calls |
+//!
+//! A file that cannot be written is an error of that call (and of every later
+//! one).
 //!
 //! # The supported subset
 //!

@@ -1,10 +1,12 @@
 //! The signature side of `#[autodiff_reverse]`: the activities checked against the
-//! parameters, the traced function's signature, and `NAME`, which traces once,
-//! keeps the compiled derivative, and maps its arguments to gradlift's
-//! activities.
+//! parameters, the traced function's signature, and the generated functions:
+//! `NAME_try`, which traces and compiles once per process (a
+//! `gradlift::SharedGradient` in a `OnceLock`), calls with a per-thread
+//! `gradlift::CallState`, and maps its arguments to gradlift's activities; `NAME`,
+//! which panics with its error; `NAME_grad`, fresh gradients.
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Token, Type};
@@ -218,15 +220,29 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
 
     // `NAME`'s parameters and the activities they become.
     let mut outer = Vec::new();
+    let mut outer_names = Vec::new();
     let mut acts_out = Vec::new();
+    let mut act_tys = Vec::new();
     let mut grads = Vec::new();
     let mut results = Vec::new();
+    let mut checks = Vec::new();
+    // `NAME_grad`: its parameters, the fresh shadows, `NAME`'s arguments, results.
+    let mut plain = Vec::new();
+    let mut fresh = Vec::new();
+    let mut grad_args = Vec::new();
+    let mut grad_results = Vec::new();
+    let mut grad_tys = Vec::new();
     if ret == Kind::F {
         results.push(quote!(__gradlift_value));
+        grad_results.push(quote!(__gradlift_value));
+        grad_tys.push(quote!(f64));
     }
     for p in &params {
         let (n, t) = (&p.name, &p.ty);
         outer.push(quote!(#n: #t));
+        outer_names.push(quote!(#n));
+        plain.push(quote!(#n: #t));
+        grad_args.push(quote!(#n));
         let arg = match p.kind {
             Kind::I => quote!((#n as i64)),
             Kind::RefMut => quote!(::core::slice::from_mut(#n)),
@@ -236,55 +252,116 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
             Activity::Active => {
                 let g = format_ident!("__gradlift_d_{}", n);
                 acts_out.push(quote!(::gradlift::Active(#arg)));
+                act_tys.push(quote!(::gradlift::Active<f64>));
                 grads.push(quote!(#g));
                 results.push(quote!(#g));
+                grad_results.push(quote!(#g));
+                grad_tys.push(quote!(f64));
             }
             Activity::Const => {
                 acts_out.push(quote!(::gradlift::Const(#arg)));
+                act_tys.push(match p.kind {
+                    Kind::I => quote!(::gradlift::Const<i64>),
+                    Kind::Slice => quote!(::gradlift::Const<&'static [f64]>),
+                    Kind::SliceMut | Kind::RefMut => {
+                        quote!(::gradlift::Const<&'static mut [f64]>)
+                    }
+                    _ => quote!(::gradlift::Const<f64>),
+                });
                 grads.push(quote!(()));
             }
             Activity::Duplicated => {
                 let d = format_ident!("__gradlift_shadow_{}", n);
                 let (dt, darg) = if p.kind == Kind::RefMut {
+                    fresh.push(quote!(let mut #d = 0.0f64;));
+                    grad_tys.push(quote!(f64));
                     (quote!(&mut f64), quote!(::core::slice::from_mut(#d)))
                 } else {
+                    fresh.push(quote!(let mut #d = ::std::vec![0.0f64; #n.len()];));
+                    grad_tys.push(quote!(::std::vec::Vec<f64>));
+                    let msg =
+                        format!("the shadow of `{n}` has length {{}} but `{n}` has length {{}}");
+                    checks.push(quote! {
+                        if #d.len() != #n.len() {
+                            return ::core::result::Result::Err(::gradlift::Error::BadArguments(
+                                ::std::format!(#msg, #d.len(), #n.len()),
+                            ));
+                        }
+                    });
                     (quote!(&mut [f64]), quote!(#d))
                 };
                 outer.push(quote!(#d: #dt));
+                outer_names.push(quote!(#d));
+                grad_args.push(quote!(&mut #d));
+                grad_results.push(quote!(#d));
                 acts_out.push(quote!(::gradlift::Duplicated(#arg, #darg)));
+                act_tys.push(if p.kind == Kind::Slice {
+                    quote!(::gradlift::Duplicated<&'static [f64], &'static mut [f64]>)
+                } else {
+                    quote!(::gradlift::Duplicated<&'static mut [f64], &'static mut [f64]>)
+                });
                 grads.push(quote!(()));
             }
         }
     }
-    let call = match ret_act {
+    let (call, ret_tokens) = match ret_act {
         Some(Activity::Active) => {
             outer.push(quote!(__gradlift_seed: f64));
-            quote!(__gradlift_f.pullback(&[__gradlift_seed], (#(#acts_out,)*)))
+            outer_names.push(quote!(__gradlift_seed));
+            grad_args.push(quote!(1.0));
+            (
+                quote!(__gradlift_g.pullback(__gradlift_state, &[__gradlift_seed], (#(#acts_out,)*))),
+                quote!(::gradlift::Return::Active),
+            )
         }
-        _ => quote!(__gradlift_f.gradient_with(::gradlift::Return::Const, (#(#acts_out,)*))),
+        _ => (
+            quote!(__gradlift_g.gradient(__gradlift_state, (#(#acts_out,)*))),
+            quote!(::gradlift::Return::Const),
+        ),
     };
     let value_pat = if ret == Kind::F {
         quote!(__gradlift_value)
     } else {
         quote!(())
     };
-    let (result_ty, result) = match results.len() {
-        0 => (quote!(()), TokenStream::new()),
-        1 => (quote!(f64), results[0].clone()),
-        n => {
-            let f = std::iter::repeat_n(quote!(f64), n);
-            (quote!((#(#f,)*)), quote!((#(#results,)*)))
-        }
+    // A tuple of two or more, the value alone for one, `()` for none.
+    let shape = |items: &[TokenStream], tys: &[TokenStream]| match items.len() {
+        0 => (quote!(()), quote!(())),
+        1 => (tys[0].clone(), items[0].clone()),
+        _ => (quote!((#(#tys,)*)), quote!((#(#items,)*))),
     };
+    let f64s: Vec<_> = results.iter().map(|_| quote!(f64)).collect();
+    let (result_ty, result) = shape(&results, &f64s);
+    let (grad_ty, grad_result) = shape(&grad_results, &grad_tys);
     let vis = &func.vis;
-    let doc = format!("The reverse-mode derivative of [`{fname}`], made by `#[autodiff_reverse]`.");
-    let ad_ty = quote!(::gradlift::Autodiff<(#(#sig_types,)*), #traced_ret>);
+    let dname = name.to_string();
+    let try_name = format_ident!("{}_try", name);
+    let grad_name = format_ident!("{}_grad", name);
+    let doc = format!(
+        "The reverse-mode derivative of [`{fname}`], made by `#[autodiff_reverse]`; panics \
+         where [`{try_name}`] returns an error."
+    );
+    let try_doc = format!(
+        "[`{dname}`], returning gradlift's error instead of panicking, made by \
+         `#[autodiff_reverse]`."
+    );
+    let grad_doc = format!(
+        "The value and fresh gradients of [`{fname}`] (through [`{dname}`] with zeroed \
+         shadows and a seed of 1), made by `#[autodiff_reverse]`."
+    );
+    // `file!()` and `line!()` spanned by the function's name: they give the line of
+    // the function as written.
+    let span = sig.ident.span();
+    let here_file = quote_spanned!(span=> ::core::file!());
+    let here_line = quote_spanned!(span=> ::core::line!());
+    let panic_mac = quote_spanned!(span=> ::core::panic!);
+    let sig_tuple = quote!((#(#sig_types,)*));
     Ok(quote! {
         #func
 
-        #[doc = #doc]
+        #[doc = #try_doc]
         #[allow(clippy::too_many_arguments)]
-        #vis fn #name(#(#outer),*) -> #result_ty {
+        #vis fn #try_name(#(#outer),*) -> ::core::result::Result<#result_ty, ::gradlift::Error> {
             #[allow(
                 unused_mut,
                 unused_variables,
@@ -297,22 +374,58 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
             fn #traced_name(#(#traced_params),*) -> #traced_ret {
                 #body
             }
-            static __GRADLIFT_CACHE: ::std::sync::OnceLock<::std::sync::Mutex<#ad_ty>> =
-                ::std::sync::OnceLock::new();
-            let __gradlift_cell = __GRADLIFT_CACHE.get_or_init(|| {
-                match ::gradlift::autodiff(#fname, #traced_name) {
-                    Ok(f) => ::std::sync::Mutex::new(f),
-                    Err(e) => panic!("#[autodiff_reverse] could not trace `{}`: {}", #fname, e),
-                }
-            });
-            let mut __gradlift_f = __gradlift_cell
-                .lock()
-                .unwrap_or_else(::std::sync::PoisonError::into_inner);
-            let (#value_pat, (#(#grads,)*)) = match #call {
-                Ok(r) => r,
-                Err(e) => panic!("the derivative of `{}` failed: {}", #fname, e),
+            // Traced, derived and compiled once per process, then shared by threads.
+            static __GRADLIFT_SHARED: ::std::sync::OnceLock<
+                ::core::result::Result<
+                    ::gradlift::SharedGradient<#sig_tuple, #traced_ret>,
+                    ::gradlift::Error,
+                >,
+            > = ::std::sync::OnceLock::new();
+            // Each thread's workspace and buffers.
+            ::std::thread_local! {
+                static __GRADLIFT_STATE: ::core::cell::RefCell<::gradlift::CallState> =
+                    ::core::cell::RefCell::new(::gradlift::CallState::new());
+            }
+            #(#checks)*
+            let __gradlift_g = match __GRADLIFT_SHARED.get_or_init(|| {
+                ::gradlift::autodiff::macro_support::share::<#sig_tuple, _, (#(#act_tys,)*)>(
+                    #fname,
+                    #dname,
+                    #traced_name,
+                    #ret_tokens,
+                )
+            }) {
+                ::core::result::Result::Ok(g) => g,
+                ::core::result::Result::Err(e) => return ::core::result::Result::Err(e.clone()),
             };
-            #result
+            let (#value_pat, (#(#grads,)*)) = ::gradlift::autodiff::macro_support::with_state(
+                &__GRADLIFT_STATE,
+                |__gradlift_state| #call,
+            )?;
+            ::core::result::Result::Ok(#result)
+        }
+
+        #[doc = #doc]
+        #[allow(clippy::too_many_arguments)]
+        #[track_caller]
+        #vis fn #name(#(#outer),*) -> #result_ty {
+            match #try_name(#(#outer_names),*) {
+                ::core::result::Result::Ok(r) => r,
+                ::core::result::Result::Err(e) => #panic_mac(
+                    "{}",
+                    ::gradlift::autodiff::macro_support::panic_message(
+                        &e, #fname, #dname, #here_file, #here_line,
+                    )
+                ),
+            }
+        }
+
+        #[doc = #grad_doc]
+        #[allow(clippy::too_many_arguments)]
+        #vis fn #grad_name(#(#plain),*) -> #grad_ty {
+            #(#fresh)*
+            let #result = #name(#(#grad_args),*);
+            #grad_result
         }
     })
 }
