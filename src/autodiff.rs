@@ -1048,15 +1048,24 @@ pub mod macro_support {
     }
 
     /// Runs `call` with this thread's state in `key` (or a fresh one, should the
-    /// thread's be in use already).
+    /// thread's be in use already, or gone).
     pub fn with_state<T>(
         key: &'static LocalKey<RefCell<CallState>>,
         call: impl FnOnce(&mut CallState) -> T,
     ) -> T {
-        key.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut state) => call(&mut state),
-            Err(_) => call(&mut CallState::new()),
-        })
+        let mut call = Some(call);
+        let done = key.try_with(|cell| {
+            call.take().map(|call| match cell.try_borrow_mut() {
+                Ok(mut state) => call(&mut state),
+                Err(_) => call(&mut CallState::new()),
+            })
+        });
+        match (done, call) {
+            (Ok(Some(t)), _) => t,
+            // The thread's locals are gone (a call from a thread-local destructor).
+            (_, Some(call)) => call(&mut CallState::new()),
+            (_, None) => unreachable!("the call ran, and returned its result"),
+        }
     }
 
     /// The panic message of `NAME` for the error `e`: a run-time error worded as Rust
