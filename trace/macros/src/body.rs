@@ -12,6 +12,8 @@
 //!
 //! Anything outside the subset is a `syn::Error` at its span, never a guess.
 
+mod exits;
+
 use std::collections::HashMap;
 
 use proc_macro2::{Literal, Span, TokenStream};
@@ -122,6 +124,8 @@ impl Translator {
     /// The function body: statements, then the result (a tail expression or a
     /// final `return`), whose kind must be `want`.
     pub fn body(&mut self, block: &Block, want: Kind) -> Result<TokenStream> {
+        let rewritten = exits::rewrite_body(block, want == Kind::F, syn::parse_quote!(0.0));
+        let block = rewritten.as_ref().unwrap_or(block);
         let (stmts, tail) = match block.stmts.split_last() {
             Some((Stmt::Expr(Expr::Return(r), _), rest)) => (rest, r.expr.as_deref()),
             Some((Stmt::Expr(e, None), rest)) => (rest, Some(e)),
@@ -271,23 +275,34 @@ impl Translator {
             }
             Expr::ForLoop(f) => self.for_loop(f),
             Expr::While(w) => self.while_loop(w),
-            Expr::Loop(l) => unsupported(
-                l,
-                "`loop`",
-                "write a `while` loop with the exit test, or a `for i in a..b` loop",
-            ),
+            // Early exits in statements are rewritten before (see `exits`); these are
+            // the ones left.
+            Expr::Loop(l) => match &l.label {
+                Some(label) => unsupported(
+                    label,
+                    "a loop label",
+                    "remove it, and leave nested loops with flags",
+                ),
+                None => unsupported(
+                    l,
+                    "`loop` inside an expression",
+                    "write the loop as a statement, leave it with `break;`, and keep its value in a variable",
+                ),
+            },
             Expr::Break(b) => unsupported(
                 b,
-                "`break`",
-                "compute the result with a flag carried through the loop",
+                "`break` with a label or a value, or inside an expression,",
+                "write `break;` as a statement of the loop's body, and compute a value in a variable",
             ),
-            Expr::Continue(c) => {
-                unsupported(c, "`continue`", "put the rest of the loop body in an `if`")
-            }
+            Expr::Continue(c) => unsupported(
+                c,
+                "`continue` with a label, or inside an expression,",
+                "write `continue;` as a statement of the loop's body",
+            ),
             Expr::Return(r) => unsupported(
                 r,
-                "`return` before the end of the function",
-                "compute the result in a variable and return it at the end",
+                "`return` inside an expression",
+                "write `return v;` as a statement, or compute the result in a variable",
             ),
             Expr::Call(c) => unsupported(
                 c,
@@ -1012,6 +1027,11 @@ fn assigned_in_expr(e: &Expr, scopes: &mut Vec<Vec<String>>, out: &mut Vec<Ident
             scopes.push(var);
             assigned_in_block(&f.body, scopes, out);
             scopes.pop();
+        }
+        // A `while` assigns in its body (the test may not assign).
+        Expr::While(w) => {
+            assigned_in_expr(&w.cond, scopes, out);
+            assigned_in_block(&w.body, scopes, out);
         }
         Expr::Paren(p) => assigned_in_expr(&p.expr, scopes, out),
         Expr::Group(g) => assigned_in_expr(&g.expr, scopes, out),

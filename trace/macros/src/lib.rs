@@ -75,6 +75,12 @@
 //! - `for i in a..b` and `a..=b`: a real loop (`for_range`), carrying the outer
 //!   variables its body assigns, whatever the trip count;
 //! - `while test { .. }`: a real loop (`while_loop`), the same way;
+//! - early exits as statements: `break;` and `continue;` in `for`, `while` and
+//!   `loop { .. }`, and `return v;` anywhere (inside loops and branches). They
+//!   become flags carried through the loops and branches: the statements after an
+//!   exit run under an `if` on the flags, a loop that can be left early tests them
+//!   (a `for` over a range becomes a `while_loop` over its index), so what Rust
+//!   skips is skipped, and values and derivatives are exact;
 //! - `x[i]`, `x.len()`, `x[i] = v`, `x[i] += v` (and `-= *= /=`) on slices, `*r`
 //!   and `*r = v` on a `&mut f64`;
 //! - `as` between `f64`, `i64` and `usize` (`f64 as usize` saturates at 0, as in
@@ -87,8 +93,9 @@
 //! # Limits of this version
 //!
 //! Anything else is a compile error at the offending code, saying what to write
-//! instead; in particular `loop`, `break`, `continue`, a `return` before
-//! the end, calls of other functions, `match`, closures, tuples, macros, and other
+//! instead; in particular loop labels, `break` with a value, an exit inside an
+//! expression (`let y = if c { x } else { return 0.0 };`, a `loop` whose value is
+//! used), calls of other functions, `match`, closures, tuples, macros, and other
 //! parameter types. Integers are traced as `i64`: a `usize` subtraction that would
 //! underflow (a panic in a debug build) is a negative number in the derivative.
 //! A `Const` writable parameter must not hold a value that depends on an `Active`
