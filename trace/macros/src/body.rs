@@ -13,6 +13,7 @@
 //! Anything outside the subset is a `syn::Error` at its span, never a guess.
 
 mod exits;
+mod iter;
 
 use std::collections::HashMap;
 
@@ -124,8 +125,10 @@ impl Translator {
     /// The function body: statements, then the result (a tail expression or a
     /// final `return`), whose kind must be `want`.
     pub fn body(&mut self, block: &Block, want: Kind) -> Result<TokenStream> {
-        let rewritten = exits::rewrite_body(block, want == Kind::F, syn::parse_quote!(0.0));
-        let block = rewritten.as_ref().unwrap_or(block);
+        let mut block = block.clone();
+        iter::rewrite(&mut block);
+        let rewritten = exits::rewrite_body(&block, want == Kind::F, syn::parse_quote!(0.0));
+        let block = rewritten.as_ref().unwrap_or(&block);
         let (stmts, tail) = match block.stmts.split_last() {
             Some((Stmt::Expr(Expr::Return(r), _), rest)) => (rest, r.expr.as_deref()),
             Some((Stmt::Expr(e, None), rest)) => (rest, Some(e)),
@@ -364,6 +367,13 @@ impl Translator {
     fn unary(&mut self, u: &syn::ExprUnary) -> Result<(TokenStream, Kind)> {
         match u.op {
             UnOp::Deref(_) => {
+                // `*v` for an element `v` of `x.iter()` (a `&f64` in Rust).
+                if let Expr::Path(p) = &*u.expr
+                    && let Some(id) = p.path.get_ident()
+                    && self.lookup(&id.to_string()).map(|l| l.kind) == Some(Kind::F)
+                {
+                    return Ok((quote!(#id), Kind::F));
+                }
                 let x = self.slice_of(&u.expr, true)?;
                 Ok((
                     quote!(::gradlift::trace::prelude::SliceRead::at(&#x, 0i64)),
@@ -725,8 +735,8 @@ impl Translator {
         let Expr::Range(range) = &*f.expr else {
             return unsupported(
                 &f.expr,
-                "a `for` loop over anything but a range",
-                "write `for i in a..b` and index the slice with `x[i]`",
+                "a `for` loop over this",
+                "loop over `a..b`, `(a..b).rev()`, `x.iter()` or `x.iter().enumerate()` of a slice `x`, and index with `x[i]`",
             );
         };
         let (Some(start), Some(end)) = (&range.start, &range.end) else {

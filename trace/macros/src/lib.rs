@@ -73,7 +73,9 @@
 //! - `if` / `else if` / `else`, as statements and as expressions, on any condition:
 //!   each becomes a real branch (`cond`), carrying the outer variables it assigns;
 //! - `for i in a..b` and `a..=b`: a real loop (`for_range`), carrying the outer
-//!   variables its body assigns, whatever the trip count;
+//!   variables its body assigns, whatever the trip count; also `(a..b).rev()`,
+//!   `for v in x.iter()` (or `&v`, `x.iter().copied()`; `*v` reads it) and
+//!   `for (i, v) in x.iter().enumerate()` over a slice `x`, as loops over the index;
 //! - `while test { .. }`: a real loop (`while_loop`), the same way;
 //! - early exits as statements: `break;` and `continue;` in `for`, `while` and
 //!   `loop { .. }`, and `return v;` anywhere (inside loops and branches). They
@@ -93,7 +95,8 @@
 //! # Limits of this version
 //!
 //! Anything else is a compile error at the offending code, saying what to write
-//! instead; in particular loop labels, `break` with a value, an exit inside an
+//! instead; in particular other iterators (`for v in x` without `.iter()`,
+//! adapters like `map`, `zip`, `step_by`), loop labels, `break` with a value, an exit inside an
 //! expression (`let y = if c { x } else { return 0.0 };`, a `loop` whose value is
 //! used), calls of other functions, `match`, closures, tuples, macros, and other
 //! parameter types. Integers are traced as `i64`: a `usize` subtraction that would
