@@ -211,6 +211,13 @@ impl Translator {
                 if let Some((_, d)) = &init.diverge {
                     return unsupported(d, "`let ... else`", "use `if`");
                 }
+                if let Expr::Macro(m) = &*init.expr
+                    && m.mac.path.is_ident("vec")
+                {
+                    let value = self.vec_macro(&m.mac)?;
+                    self.declare(&name, Kind::SliceMut, mutable);
+                    return Ok(quote!(let #name = #value;));
+                }
                 let (value, kind) = self.expr(&init.expr)?;
                 if !(kind.scalar() || matches!(kind, Kind::Slice)) {
                     return unsupported(
@@ -240,6 +247,61 @@ impl Translator {
                 "write the computation with the supported expressions",
             ),
         }
+    }
+
+    /// `vec![v; n]` or `vec![a, b, ..]` of f64: a local buffer (`alloc`), filled.
+    fn vec_macro(&mut self, mac: &syn::Macro) -> Result<TokenStream> {
+        use syn::parse::Parser;
+        use syn::punctuated::Punctuated;
+        let f = ty(FLOAT);
+        let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
+        let set = quote!(::gradlift::trace::prelude::SliceWrite::set);
+        let b = format_ident!("__gradlift_buf");
+        let repeat = |input: syn::parse::ParseStream| -> Result<(Expr, Expr)> {
+            let v: Expr = input.parse()?;
+            input.parse::<syn::Token![;]>()?;
+            let n: Expr = input.parse()?;
+            Ok((v, n))
+        };
+        if let Ok((v, n)) = repeat.parse2(mac.tokens.clone()) {
+            let (v, vk) = self.expr(&v)?;
+            let (n, nk) = self.expr(&n)?;
+            if vk != Kind::F || nk != Kind::I {
+                return unsupported(
+                    mac,
+                    "this `vec!`",
+                    "write `vec![v; n]` with an f64 `v` and an integer `n`",
+                );
+            }
+            let i64t = ty(INT);
+            return Ok(quote!({
+                let __gradlift_n = #n;
+                let __gradlift_v = #v;
+                let mut #b = #float::alloc(__gradlift_n);
+                ::gradlift::trace::for_range(0i64, __gradlift_n, (), move |__gradlift_i: #i64t, ()| {
+                    let mut #b = #b;
+                    #set(&mut #b, __gradlift_i, __gradlift_v);
+                });
+                #b
+            }));
+        }
+        let items =
+            Punctuated::<Expr, syn::Token![,]>::parse_terminated.parse2(mac.tokens.clone())?;
+        let mut sets = TokenStream::new();
+        for (k, e) in items.iter().enumerate() {
+            let (v, vk) = self.expr(e)?;
+            if vk != Kind::F {
+                return err(e, "a `vec!` buffer holds f64 values");
+            }
+            let k = Literal::i64_suffixed(k as i64);
+            sets.extend(quote!(#set(&mut #b, #k, #v);));
+        }
+        let n = Literal::i64_suffixed(items.len() as i64);
+        Ok(quote!({
+            let mut #b = #float::alloc(::gradlift::trace::Var::<i64>::from(#n));
+            #sets
+            #b
+        }))
     }
 
     /// An expression, translated, with its kind.
@@ -589,6 +651,13 @@ impl Translator {
             ));
         }
         let (r, rk) = self.expr(&m.receiver)?;
+        if matches!(rk, Kind::Slice | Kind::SliceMut) {
+            return unsupported(
+                m,
+                &format!("the method `{name}` on a slice or a `vec!` buffer"),
+                "slices and buffers have `len()` and indexing; a buffer keeps its length, so allocate it at its final length (`vec![0.0; n]`) and write `b[i] = v`",
+            );
+        }
         if rk != Kind::F {
             return unsupported(
                 m,

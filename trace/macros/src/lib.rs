@@ -85,6 +85,8 @@
 //!   skips is skipped, and values and derivatives are exact;
 //! - `x[i]`, `x.len()`, `x[i] = v`, `x[i] += v` (and `-= *= /=`) on slices, `*r`
 //!   and `*r = v` on a `&mut f64`;
+//! - local buffers `let mut b = vec![v; n];` and `vec![a, b, c]` of f64 (a traced
+//!   `alloc`), read and written like slices, with `b.len()`;
 //! - `as` between `f64`, `i64` and `usize` (`f64 as usize` saturates at 0, as in
 //!   Rust);
 //! - the float methods `sin cos tan exp ln sqrt abs tanh floor ceil`, `powi` with
@@ -96,11 +98,13 @@
 //!
 //! Anything else is a compile error at the offending code, saying what to write
 //! instead; in particular other iterators (`for v in x` without `.iter()`,
-//! adapters like `map`, `zip`, `step_by`), loop labels, `break` with a value, an exit inside an
-//! expression (`let y = if c { x } else { return 0.0 };`, a `loop` whose value is
-//! used), calls of other functions, `match`, closures, tuples, macros, and other
-//! parameter types. Integers are traced as `i64`: a `usize` subtraction that would
-//! underflow (a panic in a debug build) is a negative number in the derivative.
+//! adapters like `map`, `zip`, `step_by`), loop labels, `break` with a value, an
+//! exit inside an expression (`let y = if c { x } else { return 0.0 };`, a `loop`
+//! whose value is used), other uses of a `Vec` (`push`, `to_vec`, growing), calls
+//! of other functions, `match`, closures, tuples, macros other than `vec!`, and
+//! other parameter types. Integers are traced as `i64`: a `usize` subtraction that
+//! would underflow (a panic in a debug build) is a negative number in the
+//! derivative.
 //! A `Const` writable parameter must not hold a value that depends on an `Active`
 //! or `Duplicated` input if the function reads it: gradlift refuses to lose that
 //! derivative, and `NAME` panics saying to make the parameter `Duplicated`.
