@@ -69,6 +69,8 @@ struct Local {
 /// The translator: the variables in scope, innermost scope last.
 pub struct Translator {
     scopes: Vec<HashMap<String, Local>>,
+    /// The function's float type, `f64` or `f32`: what `Kind::F` is.
+    fl: &'static str,
 }
 
 fn err<T>(tokens: impl quote::ToTokens, msg: impl std::fmt::Display) -> Result<T> {
@@ -83,7 +85,6 @@ fn unsupported<T>(tokens: impl quote::ToTokens, what: &str, instead: &str) -> Re
     )
 }
 
-const FLOAT: &str = "::gradlift::trace::Var<f64>";
 const INT: &str = "::gradlift::trace::Var<i64>";
 
 fn ty(s: &str) -> TokenStream {
@@ -97,7 +98,7 @@ const UNARY: &[&str] = &[
 
 impl Translator {
     /// A translator with the function's parameters in scope.
-    pub fn new(params: &[(Ident, Kind, bool)]) -> Translator {
+    pub fn new(params: &[(Ident, Kind, bool)], fl: &'static str) -> Translator {
         let mut top = HashMap::new();
         for (name, kind, mutable) in params {
             top.insert(
@@ -108,7 +109,69 @@ impl Translator {
                 },
             );
         }
-        Translator { scopes: vec![top] }
+        Translator {
+            scopes: vec![top],
+            fl,
+        }
+    }
+
+    /// The traced float type, `Var<f64>` or `Var<f32>`.
+    fn float(&self) -> TokenStream {
+        ty(&format!("::gradlift::trace::Var<{}>", self.fl))
+    }
+
+    /// The traced constant of the native float `v`.
+    ///
+    /// An `f32` constant is computed, not a literal: gradlift's IR types an inline
+    /// literal by the instruction using it, and reads it as `f64` where no other
+    /// operand is an `f32` value (`-2.0f32`, `2.0f32 * 3.0`), which the tracer does
+    /// not avoid; so it is `i as f32` for an integer `i`, else `m as f32 * 2^e`,
+    /// both exact.
+    fn constant(&self, v: TokenStream) -> TokenStream {
+        let f = self.float();
+        if self.fl != "f32" {
+            return quote!(<#f>::from(#v));
+        }
+        let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
+        let int = ty(INT);
+        quote!({
+            let x: f32 = #v;
+            if x.fract() == 0.0 && x.abs() < 16_777_216.0 {
+                #float::from_int(<#int>::from(x as i64))
+            } else {
+                let b = x.to_bits();
+                let eb = ((b >> 23) & 0xff) as i32;
+                let m = i64::from(b & 0x7f_ffff) | if eb == 0 { 0 } else { 0x80_0000 };
+                let e = if eb == 0 { -149 } else { eb - 150 };
+                let p = if e >= -126 {
+                    f32::from_bits(((e + 127) as u32) << 23)
+                } else {
+                    f32::from_bits(1u32 << (e + 149))
+                };
+                let m = if b >> 31 == 1 { -m } else { m };
+                #float::from_int(<#int>::from(m)) * p
+            }
+        })
+    }
+
+    /// The literal written `digits`, rounded once to the function's float type, as
+    /// Rust rounds it (not through f64 for f32).
+    fn float_digits(&self, digits: &str, at: impl quote::ToTokens) -> Result<Literal> {
+        let bad = |_| syn::Error::new_spanned(&at, "not a float literal");
+        Ok(if self.fl == "f32" {
+            Literal::f32_suffixed(digits.parse::<f32>().map_err(bad)?)
+        } else {
+            Literal::f64_suffixed(digits.parse::<f64>().map_err(bad)?)
+        })
+    }
+
+    /// The literal `x` of the function's float type.
+    fn float_lit(&self, x: f64) -> Literal {
+        if self.fl == "f32" {
+            Literal::f32_suffixed(x as f32)
+        } else {
+            Literal::f64_suffixed(x)
+        }
     }
 
     fn lookup(&self, name: &str) -> Option<Local> {
@@ -188,7 +251,7 @@ impl Translator {
                     }
                     Pat::Type(t) => match &*t.pat {
                         Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
-                            check_local_type(&t.ty)?;
+                            check_local_type(&t.ty, self.fl)?;
                             (p.ident.clone(), p.mutability.is_some())
                         }
                         _ => {
@@ -253,7 +316,7 @@ impl Translator {
     fn vec_macro(&mut self, mac: &syn::Macro) -> Result<TokenStream> {
         use syn::parse::Parser;
         use syn::punctuated::Punctuated;
-        let f = ty(FLOAT);
+        let f = self.float();
         let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
         let set = quote!(::gradlift::trace::prelude::SliceWrite::set);
         let b = format_ident!("__gradlift_buf");
@@ -304,10 +367,42 @@ impl Translator {
         }))
     }
 
+    /// A literal: floats of the function's float type, integers, bools.
+    fn lit(&self, l: &Lit) -> Result<(TokenStream, Kind)> {
+        let i = ty(INT);
+        let fl = self.fl;
+        match l {
+            Lit::Float(x) => {
+                if !(x.suffix().is_empty() || x.suffix() == fl) {
+                    return unsupported(
+                        x,
+                        "this float type",
+                        &format!("use {fl}, as the function does"),
+                    );
+                }
+                let v = self.float_digits(x.base10_digits(), x)?;
+                Ok((self.constant(quote!(#v)), Kind::F))
+            }
+            Lit::Int(x) => match x.suffix() {
+                s if s == fl => {
+                    let v = self.float_digits(x.base10_digits(), x)?;
+                    Ok((self.constant(quote!(#v)), Kind::F))
+                }
+                "" | "i64" | "usize" => {
+                    let v = Literal::i64_suffixed(x.base10_parse::<i64>()?);
+                    Ok((quote!(<#i>::from(#v)), Kind::I))
+                }
+                _ => unsupported(x, "this integer type", "use usize or i64"),
+            },
+            Lit::Bool(b) => Ok((quote!(::gradlift::trace::Var::<bool>::from(#b)), Kind::B)),
+            _ => unsupported(l, "this literal", "use float, integer or bool literals"),
+        }
+    }
+
     /// An expression, translated, with its kind.
     pub fn expr(&mut self, e: &Expr) -> Result<(TokenStream, Kind)> {
         match e {
-            Expr::Lit(l) => lit(&l.lit),
+            Expr::Lit(l) => self.lit(&l.lit),
             Expr::Paren(p) => {
                 let (v, k) = self.expr(&p.expr)?;
                 Ok((quote!((#v)), k))
@@ -411,13 +506,13 @@ impl Translator {
             .iter()
             .map(|s| s.ident.to_string())
             .collect();
+        let fl = self.fl;
         let is_f64_const = matches!(
             segs.iter().map(String::as_str).collect::<Vec<_>>()[..],
-            ["f64", _] | ["f64", "consts", _] | ["std" | "core", "f64", "consts", _]
+            [t, _] | [t, "consts", _] | ["std" | "core", t, "consts", _] if t == fl
         );
         if p.qself.is_none() && is_f64_const {
-            let f = ty(FLOAT);
-            return Ok((quote!(<#f>::from(#p)), Kind::F));
+            return Ok((self.constant(quote!(#p)), Kind::F));
         }
         unsupported(
             p,
@@ -554,7 +649,7 @@ impl Translator {
         };
         let m = format_ident!("{}", cmp);
         let v = if lk == Kind::F {
-            let f = ty(FLOAT);
+            let f = self.float();
             quote!(<#f as ::gradlift::trace::prelude::Float>::#m(#l, #r))
         } else {
             let i = ty(INT);
@@ -665,7 +760,7 @@ impl Translator {
                 "use the float methods `sin cos tan exp ln sqrt powi powf abs max min tanh floor ceil` on f64, and `len` on slices",
             );
         }
-        let f = ty(FLOAT);
+        let f = self.float();
         let method = &m.method;
         let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
         if UNARY.contains(&name.as_str()) && m.args.is_empty() {
@@ -714,15 +809,22 @@ impl Translator {
             Type::Path(p) if p.qself.is_none() => p.path.get_ident().map(Ident::to_string),
             _ => None,
         };
-        let f = ty(FLOAT);
+        let f = self.float();
         let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
         match (k, to.as_deref()) {
-            (Kind::F, Some("f64")) | (Kind::I, Some("i64" | "usize")) => Ok((v, k)),
-            (Kind::I, Some("f64")) => Ok((quote!(#float::from_int(#v)), Kind::F)),
+            (Kind::F, Some(t)) if t == self.fl => Ok((v, k)),
+            (Kind::I, Some("i64" | "usize")) => Ok((v, k)),
+            (Kind::I, Some(t)) if t == self.fl => Ok((quote!(#float::from_int(#v)), Kind::F)),
             (Kind::F, Some("i64")) => Ok((quote!(#float::to_int(#v)), Kind::I)),
             // `as usize` saturates at 0 (and NaN becomes 0).
             (Kind::F, Some("usize")) => Ok((
-                quote!(#float::to_int(#float::max(#v, <#f>::from(0.0f64)))),
+                {
+                    let zero = self.float_lit(0.0);
+                    {
+                        let zero = self.constant(quote!(#zero));
+                        quote!(#float::to_int(#float::max(#v, #zero)))
+                    }
+                },
                 Kind::I,
             )),
             _ => unsupported(
@@ -977,41 +1079,18 @@ fn carry_parts(carried: &[Ident]) -> CarryParts {
     p
 }
 
-fn check_local_type(t: &Type) -> Result<()> {
+fn check_local_type(t: &Type, fl: &str) -> Result<()> {
     if let Type::Path(p) = t
         && let Some(id) = p.path.get_ident()
-        && matches!(id.to_string().as_str(), "f64" | "i64" | "usize" | "bool")
+        && (matches!(id.to_string().as_str(), "i64" | "usize" | "bool") || *id == fl)
     {
         return Ok(());
     }
-    unsupported(t, "a local of this type", "use f64, i64, usize or bool")
-}
-
-fn lit(l: &Lit) -> Result<(TokenStream, Kind)> {
-    let f = ty(FLOAT);
-    let i = ty(INT);
-    match l {
-        Lit::Float(x) => {
-            if !matches!(x.suffix(), "" | "f64") {
-                return unsupported(x, "this float type", "use f64");
-            }
-            let v = Literal::f64_suffixed(x.base10_parse::<f64>()?);
-            Ok((quote!(<#f>::from(#v)), Kind::F))
-        }
-        Lit::Int(x) => match x.suffix() {
-            "f64" => {
-                let v = Literal::f64_suffixed(x.base10_parse::<f64>()?);
-                Ok((quote!(<#f>::from(#v)), Kind::F))
-            }
-            "" | "i64" | "usize" => {
-                let v = Literal::i64_suffixed(x.base10_parse::<i64>()?);
-                Ok((quote!(<#i>::from(#v)), Kind::I))
-            }
-            _ => unsupported(x, "this integer type", "use usize or i64"),
-        },
-        Lit::Bool(b) => Ok((quote!(::gradlift::trace::Var::<bool>::from(#b)), Kind::B)),
-        _ => unsupported(l, "this literal", "use f64, integer or bool literals"),
-    }
+    unsupported(
+        t,
+        "a local of this type",
+        &format!("use {fl}, i64, usize or bool"),
+    )
 }
 
 // The syntactic search for assigned variables. `scopes` holds the names declared

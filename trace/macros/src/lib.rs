@@ -66,6 +66,9 @@
 //!
 //! - parameters `f64`, `&[f64]`, `&mut [f64]`, `&mut f64` and (`Const` only) `usize`
 //!   and `i64`; a result `f64` or `()`;
+//! - the same with `f32` instead of `f64` (`Var<f32>` when traced), one float type
+//!   per function: `&[f32]` images and weights, an `f32` loss; `NAME`'s shadows,
+//!   seed and derivatives are then `f32` too. Literals and `f32::consts` are `f32`;
 //! - `let` and `let mut` of one variable (`f64`, integers, `bool`, or another name
 //!   for a slice), `=`, `+=`, `-=`, `*=`, `/=`;
 //! - `+ - * /` on `f64`, and also `%` on integers; `< <= > >= == !=`; `&&`, `||`
@@ -87,8 +90,8 @@
 //!   and `*r = v` on a `&mut f64`;
 //! - local buffers `let mut b = vec![v; n];` and `vec![a, b, c]` of f64 (a traced
 //!   `alloc`), read and written like slices, with `b.len()`;
-//! - `as` between `f64`, `i64` and `usize` (`f64 as usize` saturates at 0, as in
-//!   Rust);
+//! - `as` between `f64` (or `f32`), `i64` and `usize` (`f64 as usize` saturates at
+//!   0, as in Rust);
 //! - the float methods `sin cos tan exp ln sqrt abs tanh floor ceil`, `powi` with
 //!   an integer literal, `powf max min`; float, integer and bool literals;
 //!   `f64::consts::PI` and other `f64::` constants;
@@ -101,8 +104,9 @@
 //! adapters like `map`, `zip`, `step_by`), loop labels, `break` with a value, an
 //! exit inside an expression (`let y = if c { x } else { return 0.0 };`, a `loop`
 //! whose value is used), other uses of a `Vec` (`push`, `to_vec`, growing), calls
-//! of other functions, `match`, closures, tuples, macros other than `vec!`, and
-//! other parameter types. Integers are traced as `i64`: a `usize` subtraction that
+//! of other functions, `match`, closures, tuples, macros other than `vec!`, both
+//! `f32` and `f64` in one function (`as` between them included), and other
+//! parameter types. Integers are traced as `i64`: a `usize` subtraction that
 //! would underflow (a panic in a debug build) is a negative number in the
 //! derivative.
 //! A `Const` writable parameter must not hold a value that depends on an `Active`

@@ -40,14 +40,14 @@ fn param_kind(t: &Type) -> syn::Result<Kind> {
     };
     let kind = match t {
         Type::Reference(r) => match (&*r.elem, r.mutability.is_some()) {
-            (Type::Slice(s), m) if scalar(&s.elem).as_deref() == Some("f64") => {
+            (Type::Slice(s), m) if matches!(scalar(&s.elem).as_deref(), Some("f64" | "f32")) => {
                 Some(if m { Kind::SliceMut } else { Kind::Slice })
             }
-            (e, true) if scalar(e).as_deref() == Some("f64") => Some(Kind::RefMut),
+            (e, true) if matches!(scalar(e).as_deref(), Some("f64" | "f32")) => Some(Kind::RefMut),
             _ => None,
         },
         t => match scalar(t).as_deref() {
-            Some("f64") => Some(Kind::F),
+            Some("f64" | "f32") => Some(Kind::F),
             Some("usize" | "i64") => Some(Kind::I),
             _ => None,
         },
@@ -55,9 +55,24 @@ fn param_kind(t: &Type) -> syn::Result<Kind> {
     kind.ok_or_else(|| {
         syn::Error::new_spanned(
             t,
-            "this parameter type is not supported yet by #[autodiff_reverse]; use f64, &[f64], &mut [f64], &mut f64, usize or i64",
+            "this parameter type is not supported yet by #[autodiff_reverse]; use f64, &[f64], &mut [f64], &mut f64 (or the same with f32), usize or i64",
         )
     })
+}
+
+/// The float types a type names (`f64`, `f32`).
+fn floats(t: &Type, out: &mut Vec<(&'static str, proc_macro2::Span)>) {
+    fn walk(ts: TokenStream, out: &mut Vec<(&'static str, proc_macro2::Span)>) {
+        for tt in ts {
+            match tt {
+                proc_macro2::TokenTree::Ident(i) if i == "f64" => out.push(("f64", i.span())),
+                proc_macro2::TokenTree::Ident(i) if i == "f32" => out.push(("f32", i.span())),
+                proc_macro2::TokenTree::Group(g) => walk(g.stream(), out),
+                _ => {}
+            }
+        }
+    }
+    walk(quote!(#t), out);
 }
 
 /// One parameter: its name, kind, `mut`, and activity.
@@ -190,20 +205,40 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
         None => None,
     };
 
+    // The float type: `f64` or `f32`, one per function.
+    let mut fls = Vec::new();
+    for p in &params {
+        floats(&p.ty, &mut fls);
+    }
+    if let ReturnType::Type(_, t) = &sig.output {
+        floats(t, &mut fls);
+    }
+    let fl = fls.first().map_or("f64", |f| f.0);
+    if let Some((other, at)) = fls.iter().find(|f| f.0 != fl) {
+        return Err(syn::Error::new(
+            *at,
+            format!(
+                "mixing {fl} and {other} is not supported yet by #[autodiff_reverse]; write the function over one float type"
+            ),
+        ));
+    }
+    let flt: TokenStream = fl.parse().expect("a type");
+
     // The traced function.
     let mut tr = Translator::new(
         &params
             .iter()
             .map(|p| (p.name.clone(), p.kind, p.mutable))
             .collect::<Vec<_>>(),
+        fl,
     );
     let body = tr.body(&func.block, ret)?;
     let traced_ty = |k: Kind| match k {
-        Kind::F => quote!(::gradlift::trace::Var<f64>),
+        Kind::F => quote!(::gradlift::trace::Var<#flt>),
         Kind::I => quote!(::gradlift::trace::Var<i64>),
         Kind::B => quote!(::gradlift::trace::Var<bool>),
-        Kind::Slice => quote!(::gradlift::trace::Slice<f64>),
-        Kind::SliceMut | Kind::RefMut => quote!(::gradlift::trace::SliceMut<f64>),
+        Kind::Slice => quote!(::gradlift::trace::Slice<#flt>),
+        Kind::SliceMut | Kind::RefMut => quote!(::gradlift::trace::SliceMut<#flt>),
         Kind::Unit => quote!(()),
     };
     let traced_params = params.iter().map(|p| {
@@ -246,9 +281,9 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
             Activity::Duplicated => {
                 let d = format_ident!("__gradlift_shadow_{}", n);
                 let (dt, darg) = if p.kind == Kind::RefMut {
-                    (quote!(&mut f64), quote!(::core::slice::from_mut(#d)))
+                    (quote!(&mut #flt), quote!(::core::slice::from_mut(#d)))
                 } else {
-                    (quote!(&mut [f64]), quote!(#d))
+                    (quote!(&mut [#flt]), quote!(#d))
                 };
                 outer.push(quote!(#d: #dt));
                 acts_out.push(quote!(::gradlift::Duplicated(#arg, #darg)));
@@ -258,8 +293,8 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
     }
     let call = match ret_act {
         Some(Activity::Active) => {
-            outer.push(quote!(__gradlift_seed: f64));
-            quote!(__gradlift_f.pullback(&[__gradlift_seed], (#(#acts_out,)*)))
+            outer.push(quote!(__gradlift_seed: #flt));
+            quote!(__gradlift_f.pullback(&[f64::from(__gradlift_seed)], (#(#acts_out,)*)))
         }
         _ => quote!(__gradlift_f.gradient_with(::gradlift::Return::Const, (#(#acts_out,)*))),
     };
@@ -270,9 +305,9 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
     };
     let (result_ty, result) = match results.len() {
         0 => (quote!(()), TokenStream::new()),
-        1 => (quote!(f64), results[0].clone()),
+        1 => (quote!(#flt), results[0].clone()),
         n => {
-            let f = std::iter::repeat_n(quote!(f64), n);
+            let f = std::iter::repeat_n(flt.clone(), n);
             (quote!((#(#f,)*)), quote!((#(#results,)*)))
         }
     };
