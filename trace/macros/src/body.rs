@@ -464,11 +464,7 @@ impl Translator {
                 "`return` inside an expression",
                 "write `return v;` as a statement, or compute the result in a variable",
             ),
-            Expr::Call(c) => unsupported(
-                c,
-                "a function call",
-                "inline the callee (math functions are methods: `x.sqrt()`), or write it generically over `Real` and use gradlift::autodiff",
-            ),
+            Expr::Call(c) => self.call(c),
             Expr::Match(m) => unsupported(m, "`match`", "use `if` / `else if`"),
             Expr::Closure(c) => unsupported(c, "a closure", "inline its body"),
             Expr::Macro(m) => unsupported(
@@ -487,6 +483,69 @@ impl Translator {
                 "see the supported subset in the gradlift_macros docs",
             ),
         }
+    }
+
+    /// A call of a `#[differentiable]` function: a call of its traced twin, which
+    /// emits an IR call. The result is the function's float (or `()`, in a
+    /// statement): the callee's signature is not visible here.
+    fn call(&mut self, c: &syn::ExprCall) -> Result<(TokenStream, Kind)> {
+        let Expr::Path(p) = &*c.func else {
+            return unsupported(
+                &c.func,
+                "calling this",
+                "call a function marked #[differentiable] by its name",
+            );
+        };
+        let first = p.path.segments.first().map(|s| s.ident.to_string());
+        if matches!(first.as_deref(), Some("f64" | "f32")) {
+            return unsupported(
+                c,
+                "calling a float function by path",
+                "use the method: `x.sqrt()`, `a.max(b)`",
+            );
+        }
+        if p.qself.is_some() || p.path.segments.iter().any(|s| !s.arguments.is_none()) {
+            return unsupported(p, "this path", "call the function by its plain name");
+        }
+        let mut path = p.path.clone();
+        let last = path.segments.last_mut().expect("a path has a segment");
+        last.ident = crate::differentiable::twin(&last.ident);
+        let mut args = Vec::new();
+        for a in &c.args {
+            args.push(self.call_arg(a)?);
+        }
+        Ok((quote!(#path(#(#args),*)), Kind::F))
+    }
+
+    /// An argument of a `#[differentiable]` call: a number by value, a slice by
+    /// name or as `&x` / `&mut x`.
+    fn call_arg(&mut self, a: &Expr) -> Result<TokenStream> {
+        if let Expr::Reference(r) = a {
+            let bad = || {
+                unsupported(
+                    a,
+                    "this reference",
+                    "pass a slice or buffer as `&x` or `&mut x`, and numbers by value",
+                )
+            };
+            let Expr::Path(p) = &*r.expr else {
+                return bad();
+            };
+            let Some(id) = p.path.get_ident() else {
+                return bad();
+            };
+            return match (self.lookup(&id.to_string()).map(|l| l.kind), r.mutability) {
+                (Some(Kind::Slice), None) => Ok(quote!(#id)),
+                (Some(Kind::SliceMut | Kind::RefMut), Some(_)) => Ok(quote!(#id)),
+                (Some(Kind::SliceMut), None) => Ok(quote!(#id.read_only())),
+                _ => bad(),
+            };
+        }
+        let (v, k) = self.expr(a)?;
+        if k == Kind::Unit {
+            return err(a, "an argument must have a value");
+        }
+        Ok(v)
     }
 
     fn path(&mut self, p: &syn::ExprPath) -> Result<(TokenStream, Kind)> {

@@ -95,7 +95,31 @@
 //! - the float methods `sin cos tan exp ln sqrt abs tanh floor ceil`, `powi` with
 //!   an integer literal, `powf max min`; float, integer and bool literals;
 //!   `f64::consts::PI` and other `f64::` constants;
+//! - calls of functions marked `#[differentiable]` (this crate's companion
+//!   attribute; their bodies are in the same subset), by name or path: `sq(x)`,
+//!   `dot(&a, &b)`, `scale(&mut buf, a)`. Numbers are passed by value, slices
+//!   and `vec!` buffers by name or as `&x` / `&mut x`. Each becomes an IR `call`
+//!   (gradlift's `func(..).call(..)`), so helpers, recursion and mutual recursion
+//!   are differentiated as calls, not inlined. A marked function stays as written
+//!   and gains a hidden twin `__gradlift_differentiable_NAME`, which must be in
+//!   scope where it is called (calling by path, or importing it with the function);
 //! - the result as the final expression or a final `return`.
+//!
+//! ```
+//! use gradlift_macros::{autodiff_reverse, differentiable};
+//!
+//! #[differentiable]
+//! fn power(x: f64, n: i64) -> f64 {
+//!     if n == 0 { 1.0 } else { x * power(x, n - 1) }
+//! }
+//!
+//! #[autodiff_reverse(d_f, Active, Active)]
+//! fn f(x: f64) -> f64 {
+//!     power(x, 3) + 1.0
+//! }
+//!
+//! assert_eq!(d_f(2.0, 1.0), (9.0, 12.0));
+//! ```
 //!
 //! # Limits of this version
 //!
@@ -104,7 +128,9 @@
 //! adapters like `map`, `zip`, `step_by`), loop labels, `break` with a value, an
 //! exit inside an expression (`let y = if c { x } else { return 0.0 };`, a `loop`
 //! whose value is used), other uses of a `Vec` (`push`, `to_vec`, growing), calls
-//! of other functions, `match`, closures, tuples, macros other than `vec!`, both
+//! of functions not marked `#[differentiable]` (rustc's error: it cannot find
+//! `__gradlift_differentiable_NAME`, the twin the attribute would have made), calls
+//! of `#[differentiable]` functions returning an integer, methods, `match`, closures, tuples, macros other than `vec!`, both
 //! `f32` and `f64` in one function (`as` between them included), and other
 //! parameter types. Integers are traced as `i64`: a `usize` subtraction that
 //! would underflow (a panic in a debug build) is a negative number in the
@@ -112,6 +138,9 @@
 //! A `Const` writable parameter must not hold a value that depends on an `Active`
 //! or `Duplicated` input if the function reads it: gradlift refuses to lose that
 //! derivative, and `NAME` panics saying to make the parameter `Duplicated`.
+//! A `#[differentiable]` function is an IR function named as the Rust one: two of
+//! the same name (from different modules) in one derivative are a tracing error,
+//! and `NAME` panics naming the clash; a `()` one is called as a statement.
 //!
 //! Two of them (`tests/ui/` has one per message, checked against the compiler's
 //! output):
@@ -136,6 +165,7 @@
 //! ```
 
 mod body;
+mod differentiable;
 mod sig;
 
 use proc_macro::TokenStream;
@@ -145,6 +175,17 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn autodiff_reverse(attr: TokenStream, item: TokenStream) -> TokenStream {
     match sig::expand(attr.into(), item.into()) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// Makes the function callable from `#[autodiff_reverse]` bodies (and other
+/// `#[differentiable]` ones), as a call in gradlift's IR (see the
+/// [crate docs](crate)). The function stays as written.
+#[proc_macro_attribute]
+pub fn differentiable(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match differentiable::expand(attr.into(), item.into()) {
         Ok(t) => t.into(),
         Err(e) => e.to_compile_error().into(),
     }
