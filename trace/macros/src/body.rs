@@ -12,6 +12,9 @@
 //!
 //! Anything outside the subset is a `syn::Error` at its span, never a guess.
 
+mod exits;
+mod iter;
+
 use std::collections::HashMap;
 
 use proc_macro2::{Literal, Span, TokenStream};
@@ -66,6 +69,8 @@ struct Local {
 /// The translator: the variables in scope, innermost scope last.
 pub struct Translator {
     scopes: Vec<HashMap<String, Local>>,
+    /// The function's float type, `f64` or `f32`: what `Kind::F` is.
+    fl: &'static str,
 }
 
 fn err<T>(tokens: impl quote::ToTokens, msg: impl std::fmt::Display) -> Result<T> {
@@ -80,7 +85,6 @@ fn unsupported<T>(tokens: impl quote::ToTokens, what: &str, instead: &str) -> Re
     )
 }
 
-const FLOAT: &str = "::gradlift::trace::Var<f64>";
 const INT: &str = "::gradlift::trace::Var<i64>";
 
 fn ty(s: &str) -> TokenStream {
@@ -94,7 +98,7 @@ const UNARY: &[&str] = &[
 
 impl Translator {
     /// A translator with the function's parameters in scope.
-    pub fn new(params: &[(Ident, Kind, bool)]) -> Translator {
+    pub fn new(params: &[(Ident, Kind, bool)], fl: &'static str) -> Translator {
         let mut top = HashMap::new();
         for (name, kind, mutable) in params {
             top.insert(
@@ -105,7 +109,69 @@ impl Translator {
                 },
             );
         }
-        Translator { scopes: vec![top] }
+        Translator {
+            scopes: vec![top],
+            fl,
+        }
+    }
+
+    /// The traced float type, `Var<f64>` or `Var<f32>`.
+    fn float(&self) -> TokenStream {
+        ty(&format!("::gradlift::trace::Var<{}>", self.fl))
+    }
+
+    /// The traced constant of the native float `v`.
+    ///
+    /// An `f32` constant is computed, not a literal: gradlift's IR types an inline
+    /// literal by the instruction using it, and reads it as `f64` where no other
+    /// operand is an `f32` value (`-2.0f32`, `2.0f32 * 3.0`), which the tracer does
+    /// not avoid; so it is `i as f32` for an integer `i`, else `m as f32 * 2^e`,
+    /// both exact.
+    fn constant(&self, v: TokenStream) -> TokenStream {
+        let f = self.float();
+        if self.fl != "f32" {
+            return quote!(<#f>::from(#v));
+        }
+        let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
+        let int = ty(INT);
+        quote!({
+            let x: f32 = #v;
+            if x.fract() == 0.0 && x.abs() < 16_777_216.0 {
+                #float::from_int(<#int>::from(x as i64))
+            } else {
+                let b = x.to_bits();
+                let eb = ((b >> 23) & 0xff) as i32;
+                let m = i64::from(b & 0x7f_ffff) | if eb == 0 { 0 } else { 0x80_0000 };
+                let e = if eb == 0 { -149 } else { eb - 150 };
+                let p = if e >= -126 {
+                    f32::from_bits(((e + 127) as u32) << 23)
+                } else {
+                    f32::from_bits(1u32 << (e + 149))
+                };
+                let m = if b >> 31 == 1 { -m } else { m };
+                #float::from_int(<#int>::from(m)) * p
+            }
+        })
+    }
+
+    /// The literal written `digits`, rounded once to the function's float type, as
+    /// Rust rounds it (not through f64 for f32).
+    fn float_digits(&self, digits: &str, at: impl quote::ToTokens) -> Result<Literal> {
+        let bad = |_| syn::Error::new_spanned(&at, "not a float literal");
+        Ok(if self.fl == "f32" {
+            Literal::f32_suffixed(digits.parse::<f32>().map_err(bad)?)
+        } else {
+            Literal::f64_suffixed(digits.parse::<f64>().map_err(bad)?)
+        })
+    }
+
+    /// The literal `x` of the function's float type.
+    fn float_lit(&self, x: f64) -> Literal {
+        if self.fl == "f32" {
+            Literal::f32_suffixed(x as f32)
+        } else {
+            Literal::f64_suffixed(x)
+        }
     }
 
     fn lookup(&self, name: &str) -> Option<Local> {
@@ -122,6 +188,10 @@ impl Translator {
     /// The function body: statements, then the result (a tail expression or a
     /// final `return`), whose kind must be `want`.
     pub fn body(&mut self, block: &Block, want: Kind) -> Result<TokenStream> {
+        let mut block = block.clone();
+        iter::rewrite(&mut block);
+        let rewritten = exits::rewrite_body(&block, want == Kind::F, syn::parse_quote!(0.0));
+        let block = rewritten.as_ref().unwrap_or(&block);
         let (stmts, tail) = match block.stmts.split_last() {
             Some((Stmt::Expr(Expr::Return(r), _), rest)) => (rest, r.expr.as_deref()),
             Some((Stmt::Expr(e, None), rest)) => (rest, Some(e)),
@@ -181,7 +251,7 @@ impl Translator {
                     }
                     Pat::Type(t) => match &*t.pat {
                         Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
-                            check_local_type(&t.ty)?;
+                            check_local_type(&t.ty, self.fl)?;
                             (p.ident.clone(), p.mutability.is_some())
                         }
                         _ => {
@@ -203,6 +273,13 @@ impl Translator {
                 };
                 if let Some((_, d)) = &init.diverge {
                     return unsupported(d, "`let ... else`", "use `if`");
+                }
+                if let Expr::Macro(m) = &*init.expr
+                    && m.mac.path.is_ident("vec")
+                {
+                    let value = self.vec_macro(&m.mac)?;
+                    self.declare(&name, Kind::SliceMut, mutable);
+                    return Ok(quote!(let #name = #value;));
                 }
                 let (value, kind) = self.expr(&init.expr)?;
                 if !(kind.scalar() || matches!(kind, Kind::Slice)) {
@@ -235,10 +312,97 @@ impl Translator {
         }
     }
 
+    /// `vec![v; n]` or `vec![a, b, ..]` of f64: a local buffer (`alloc`), filled.
+    fn vec_macro(&mut self, mac: &syn::Macro) -> Result<TokenStream> {
+        use syn::parse::Parser;
+        use syn::punctuated::Punctuated;
+        let f = self.float();
+        let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
+        let set = quote!(::gradlift::trace::prelude::SliceWrite::set);
+        let b = format_ident!("__gradlift_buf");
+        let repeat = |input: syn::parse::ParseStream| -> Result<(Expr, Expr)> {
+            let v: Expr = input.parse()?;
+            input.parse::<syn::Token![;]>()?;
+            let n: Expr = input.parse()?;
+            Ok((v, n))
+        };
+        if let Ok((v, n)) = repeat.parse2(mac.tokens.clone()) {
+            let (v, vk) = self.expr(&v)?;
+            let (n, nk) = self.expr(&n)?;
+            if vk != Kind::F || nk != Kind::I {
+                return unsupported(
+                    mac,
+                    "this `vec!`",
+                    "write `vec![v; n]` with an f64 `v` and an integer `n`",
+                );
+            }
+            let i64t = ty(INT);
+            return Ok(quote!({
+                let __gradlift_n = #n;
+                let __gradlift_v = #v;
+                let mut #b = #float::alloc(__gradlift_n);
+                ::gradlift::trace::for_range(0i64, __gradlift_n, (), move |__gradlift_i: #i64t, ()| {
+                    let mut #b = #b;
+                    #set(&mut #b, __gradlift_i, __gradlift_v);
+                });
+                #b
+            }));
+        }
+        let items =
+            Punctuated::<Expr, syn::Token![,]>::parse_terminated.parse2(mac.tokens.clone())?;
+        let mut sets = TokenStream::new();
+        for (k, e) in items.iter().enumerate() {
+            let (v, vk) = self.expr(e)?;
+            if vk != Kind::F {
+                return err(e, "a `vec!` buffer holds f64 values");
+            }
+            let k = Literal::i64_suffixed(k as i64);
+            sets.extend(quote!(#set(&mut #b, #k, #v);));
+        }
+        let n = Literal::i64_suffixed(items.len() as i64);
+        Ok(quote!({
+            let mut #b = #float::alloc(::gradlift::trace::Var::<i64>::from(#n));
+            #sets
+            #b
+        }))
+    }
+
+    /// A literal: floats of the function's float type, integers, bools.
+    fn lit(&self, l: &Lit) -> Result<(TokenStream, Kind)> {
+        let i = ty(INT);
+        let fl = self.fl;
+        match l {
+            Lit::Float(x) => {
+                if !(x.suffix().is_empty() || x.suffix() == fl) {
+                    return unsupported(
+                        x,
+                        "this float type",
+                        &format!("use {fl}, as the function does"),
+                    );
+                }
+                let v = self.float_digits(x.base10_digits(), x)?;
+                Ok((self.constant(quote!(#v)), Kind::F))
+            }
+            Lit::Int(x) => match x.suffix() {
+                s if s == fl => {
+                    let v = self.float_digits(x.base10_digits(), x)?;
+                    Ok((self.constant(quote!(#v)), Kind::F))
+                }
+                "" | "i64" | "usize" => {
+                    let v = Literal::i64_suffixed(x.base10_parse::<i64>()?);
+                    Ok((quote!(<#i>::from(#v)), Kind::I))
+                }
+                _ => unsupported(x, "this integer type", "use usize or i64"),
+            },
+            Lit::Bool(b) => Ok((quote!(::gradlift::trace::Var::<bool>::from(#b)), Kind::B)),
+            _ => unsupported(l, "this literal", "use float, integer or bool literals"),
+        }
+    }
+
     /// An expression, translated, with its kind.
     pub fn expr(&mut self, e: &Expr) -> Result<(TokenStream, Kind)> {
         match e {
-            Expr::Lit(l) => lit(&l.lit),
+            Expr::Lit(l) => self.lit(&l.lit),
             Expr::Paren(p) => {
                 let (v, k) = self.expr(&p.expr)?;
                 Ok((quote!((#v)), k))
@@ -271,29 +435,36 @@ impl Translator {
             }
             Expr::ForLoop(f) => self.for_loop(f),
             Expr::While(w) => self.while_loop(w),
-            Expr::Loop(l) => unsupported(
-                l,
-                "`loop`",
-                "write a `while` loop with the exit test, or a `for i in a..b` loop",
-            ),
+            // Early exits in statements are rewritten before (see `exits`); these are
+            // the ones left.
+            Expr::Loop(l) => match &l.label {
+                Some(label) => unsupported(
+                    label,
+                    "a loop label",
+                    "remove it, and leave nested loops with flags",
+                ),
+                None => unsupported(
+                    l,
+                    "`loop` inside an expression",
+                    "write the loop as a statement, leave it with `break;`, and keep its value in a variable",
+                ),
+            },
             Expr::Break(b) => unsupported(
                 b,
-                "`break`",
-                "compute the result with a flag carried through the loop",
+                "`break` with a label or a value, or inside an expression,",
+                "write `break;` as a statement of the loop's body, and compute a value in a variable",
             ),
-            Expr::Continue(c) => {
-                unsupported(c, "`continue`", "put the rest of the loop body in an `if`")
-            }
+            Expr::Continue(c) => unsupported(
+                c,
+                "`continue` with a label, or inside an expression,",
+                "write `continue;` as a statement of the loop's body",
+            ),
             Expr::Return(r) => unsupported(
                 r,
-                "`return` before the end of the function",
-                "compute the result in a variable and return it at the end",
+                "`return` inside an expression",
+                "write `return v;` as a statement, or compute the result in a variable",
             ),
-            Expr::Call(c) => unsupported(
-                c,
-                "a function call",
-                "inline the callee (math functions are methods: `x.sqrt()`), or write it generically over `Real` and use gradlift::autodiff",
-            ),
+            Expr::Call(c) => self.call(c),
             Expr::Match(m) => unsupported(m, "`match`", "use `if` / `else if`"),
             Expr::Closure(c) => unsupported(c, "a closure", "inline its body"),
             Expr::Macro(m) => unsupported(
@@ -314,6 +485,69 @@ impl Translator {
         }
     }
 
+    /// A call of a `#[differentiable]` function: a call of its traced twin, which
+    /// emits an IR call. The result is the function's float (or `()`, in a
+    /// statement): the callee's signature is not visible here.
+    fn call(&mut self, c: &syn::ExprCall) -> Result<(TokenStream, Kind)> {
+        let Expr::Path(p) = &*c.func else {
+            return unsupported(
+                &c.func,
+                "calling this",
+                "call a function marked #[differentiable] by its name",
+            );
+        };
+        let first = p.path.segments.first().map(|s| s.ident.to_string());
+        if matches!(first.as_deref(), Some("f64" | "f32")) {
+            return unsupported(
+                c,
+                "calling a float function by path",
+                "use the method: `x.sqrt()`, `a.max(b)`",
+            );
+        }
+        if p.qself.is_some() || p.path.segments.iter().any(|s| !s.arguments.is_none()) {
+            return unsupported(p, "this path", "call the function by its plain name");
+        }
+        let mut path = p.path.clone();
+        let last = path.segments.last_mut().expect("a path has a segment");
+        last.ident = crate::differentiable::twin(&last.ident);
+        let mut args = Vec::new();
+        for a in &c.args {
+            args.push(self.call_arg(a)?);
+        }
+        Ok((quote!(#path(#(#args),*)), Kind::F))
+    }
+
+    /// An argument of a `#[differentiable]` call: a number by value, a slice by
+    /// name or as `&x` / `&mut x`.
+    fn call_arg(&mut self, a: &Expr) -> Result<TokenStream> {
+        if let Expr::Reference(r) = a {
+            let bad = || {
+                unsupported(
+                    a,
+                    "this reference",
+                    "pass a slice or buffer as `&x` or `&mut x`, and numbers by value",
+                )
+            };
+            let Expr::Path(p) = &*r.expr else {
+                return bad();
+            };
+            let Some(id) = p.path.get_ident() else {
+                return bad();
+            };
+            return match (self.lookup(&id.to_string()).map(|l| l.kind), r.mutability) {
+                (Some(Kind::Slice), None) => Ok(quote!(#id)),
+                (Some(Kind::SliceMut | Kind::RefMut), Some(_)) => Ok(quote!(#id)),
+                (Some(Kind::SliceMut), None) => Ok(quote!(#id.read_only())),
+                _ => bad(),
+            };
+        }
+        let (v, k) = self.expr(a)?;
+        if k == Kind::Unit {
+            return err(a, "an argument must have a value");
+        }
+        Ok(v)
+    }
+
     fn path(&mut self, p: &syn::ExprPath) -> Result<(TokenStream, Kind)> {
         if let Some(id) = p.path.get_ident() {
             let Some(local) = self.lookup(&id.to_string()) else {
@@ -331,13 +565,13 @@ impl Translator {
             .iter()
             .map(|s| s.ident.to_string())
             .collect();
+        let fl = self.fl;
         let is_f64_const = matches!(
             segs.iter().map(String::as_str).collect::<Vec<_>>()[..],
-            ["f64", _] | ["f64", "consts", _] | ["std" | "core", "f64", "consts", _]
+            [t, _] | [t, "consts", _] | ["std" | "core", t, "consts", _] if t == fl
         );
         if p.qself.is_none() && is_f64_const {
-            let f = ty(FLOAT);
-            return Ok((quote!(<#f>::from(#p)), Kind::F));
+            return Ok((self.constant(quote!(#p)), Kind::F));
         }
         unsupported(
             p,
@@ -349,6 +583,13 @@ impl Translator {
     fn unary(&mut self, u: &syn::ExprUnary) -> Result<(TokenStream, Kind)> {
         match u.op {
             UnOp::Deref(_) => {
+                // `*v` for an element `v` of `x.iter()` (a `&f64` in Rust).
+                if let Expr::Path(p) = &*u.expr
+                    && let Some(id) = p.path.get_ident()
+                    && self.lookup(&id.to_string()).map(|l| l.kind) == Some(Kind::F)
+                {
+                    return Ok((quote!(#id), Kind::F));
+                }
                 let x = self.slice_of(&u.expr, true)?;
                 Ok((
                     quote!(::gradlift::trace::prelude::SliceRead::at(&#x, 0i64)),
@@ -467,7 +708,7 @@ impl Translator {
         };
         let m = format_ident!("{}", cmp);
         let v = if lk == Kind::F {
-            let f = ty(FLOAT);
+            let f = self.float();
             quote!(<#f as ::gradlift::trace::prelude::Float>::#m(#l, #r))
         } else {
             let i = ty(INT);
@@ -564,6 +805,13 @@ impl Translator {
             ));
         }
         let (r, rk) = self.expr(&m.receiver)?;
+        if matches!(rk, Kind::Slice | Kind::SliceMut) {
+            return unsupported(
+                m,
+                &format!("the method `{name}` on a slice or a `vec!` buffer"),
+                "slices and buffers have `len()` and indexing; a buffer keeps its length, so allocate it at its final length (`vec![0.0; n]`) and write `b[i] = v`",
+            );
+        }
         if rk != Kind::F {
             return unsupported(
                 m,
@@ -571,7 +819,7 @@ impl Translator {
                 "use the float methods `sin cos tan exp ln sqrt powi powf abs max min tanh floor ceil` on f64, and `len` on slices",
             );
         }
-        let f = ty(FLOAT);
+        let f = self.float();
         let method = &m.method;
         let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
         if UNARY.contains(&name.as_str()) && m.args.is_empty() {
@@ -620,15 +868,22 @@ impl Translator {
             Type::Path(p) if p.qself.is_none() => p.path.get_ident().map(Ident::to_string),
             _ => None,
         };
-        let f = ty(FLOAT);
+        let f = self.float();
         let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
         match (k, to.as_deref()) {
-            (Kind::F, Some("f64")) | (Kind::I, Some("i64" | "usize")) => Ok((v, k)),
-            (Kind::I, Some("f64")) => Ok((quote!(#float::from_int(#v)), Kind::F)),
+            (Kind::F, Some(t)) if t == self.fl => Ok((v, k)),
+            (Kind::I, Some("i64" | "usize")) => Ok((v, k)),
+            (Kind::I, Some(t)) if t == self.fl => Ok((quote!(#float::from_int(#v)), Kind::F)),
             (Kind::F, Some("i64")) => Ok((quote!(#float::to_int(#v)), Kind::I)),
             // `as usize` saturates at 0 (and NaN becomes 0).
             (Kind::F, Some("usize")) => Ok((
-                quote!(#float::to_int(#float::max(#v, <#f>::from(0.0f64)))),
+                {
+                    let zero = self.float_lit(0.0);
+                    {
+                        let zero = self.constant(quote!(#zero));
+                        quote!(#float::to_int(#float::max(#v, #zero)))
+                    }
+                },
                 Kind::I,
             )),
             _ => unsupported(
@@ -710,8 +965,8 @@ impl Translator {
         let Expr::Range(range) = &*f.expr else {
             return unsupported(
                 &f.expr,
-                "a `for` loop over anything but a range",
-                "write `for i in a..b` and index the slice with `x[i]`",
+                "a `for` loop over this",
+                "loop over `a..b`, `(a..b).rev()`, `x.iter()` or `x.iter().enumerate()` of a slice `x`, and index with `x[i]`",
             );
         };
         let (Some(start), Some(end)) = (&range.start, &range.end) else {
@@ -883,41 +1138,18 @@ fn carry_parts(carried: &[Ident]) -> CarryParts {
     p
 }
 
-fn check_local_type(t: &Type) -> Result<()> {
+fn check_local_type(t: &Type, fl: &str) -> Result<()> {
     if let Type::Path(p) = t
         && let Some(id) = p.path.get_ident()
-        && matches!(id.to_string().as_str(), "f64" | "i64" | "usize" | "bool")
+        && (matches!(id.to_string().as_str(), "i64" | "usize" | "bool") || *id == fl)
     {
         return Ok(());
     }
-    unsupported(t, "a local of this type", "use f64, i64, usize or bool")
-}
-
-fn lit(l: &Lit) -> Result<(TokenStream, Kind)> {
-    let f = ty(FLOAT);
-    let i = ty(INT);
-    match l {
-        Lit::Float(x) => {
-            if !matches!(x.suffix(), "" | "f64") {
-                return unsupported(x, "this float type", "use f64");
-            }
-            let v = Literal::f64_suffixed(x.base10_parse::<f64>()?);
-            Ok((quote!(<#f>::from(#v)), Kind::F))
-        }
-        Lit::Int(x) => match x.suffix() {
-            "f64" => {
-                let v = Literal::f64_suffixed(x.base10_parse::<f64>()?);
-                Ok((quote!(<#f>::from(#v)), Kind::F))
-            }
-            "" | "i64" | "usize" => {
-                let v = Literal::i64_suffixed(x.base10_parse::<i64>()?);
-                Ok((quote!(<#i>::from(#v)), Kind::I))
-            }
-            _ => unsupported(x, "this integer type", "use usize or i64"),
-        },
-        Lit::Bool(b) => Ok((quote!(::gradlift::trace::Var::<bool>::from(#b)), Kind::B)),
-        _ => unsupported(l, "this literal", "use f64, integer or bool literals"),
-    }
+    unsupported(
+        t,
+        "a local of this type",
+        &format!("use {fl}, i64, usize or bool"),
+    )
 }
 
 // The syntactic search for assigned variables. `scopes` holds the names declared
@@ -1012,6 +1244,11 @@ fn assigned_in_expr(e: &Expr, scopes: &mut Vec<Vec<String>>, out: &mut Vec<Ident
             scopes.push(var);
             assigned_in_block(&f.body, scopes, out);
             scopes.pop();
+        }
+        // A `while` assigns in its body (the test may not assign).
+        Expr::While(w) => {
+            assigned_in_expr(&w.cond, scopes, out);
+            assigned_in_block(&w.body, scopes, out);
         }
         Expr::Paren(p) => assigned_in_expr(&p.expr, scopes, out),
         Expr::Group(g) => assigned_in_expr(&g.expr, scopes, out),

@@ -133,6 +133,9 @@
 //!
 //! - parameters `f64`, `&[f64]`, `&mut [f64]`, `&mut f64` and (`Const` only) `usize`
 //!   and `i64`; a result `f64` or `()`;
+//! - the same with `f32` instead of `f64` (`Var<f32>` when traced), one float type
+//!   per function: `&[f32]` images and weights, an `f32` loss; `NAME`'s shadows,
+//!   seed and derivatives are then `f32` too. Literals and `f32::consts` are `f32`;
 //! - `let` and `let mut` of one variable (`f64`, integers, `bool`, or another name
 //!   for a slice), `=`, `+=`, `-=`, `*=`, `/=`;
 //! - `+ - * /` on `f64`, and also `%` on integers; `< <= > >= == !=`; `&&`, `||`
@@ -140,83 +143,74 @@
 //! - `if` / `else if` / `else`, as statements and as expressions, on any condition:
 //!   each becomes a real branch (`cond`), carrying the outer variables it assigns;
 //! - `for i in a..b` and `a..=b`: a real loop (`for_range`), carrying the outer
-//!   variables its body assigns, whatever the trip count;
+//!   variables its body assigns, whatever the trip count; also `(a..b).rev()`,
+//!   `for v in x.iter()` (or `&v`, `x.iter().copied()`; `*v` reads it) and
+//!   `for (i, v) in x.iter().enumerate()` over a slice `x`, as loops over the index;
 //! - `while test { .. }`: a real loop (`while_loop`), the same way;
+//! - early exits as statements: `break;` and `continue;` in `for`, `while` and
+//!   `loop { .. }`, and `return v;` anywhere (inside loops and branches). They
+//!   become flags carried through the loops and branches: the statements after an
+//!   exit run under an `if` on the flags, a loop that can be left early tests them
+//!   (a `for` over a range becomes a `while_loop` over its index), so what Rust
+//!   skips is skipped, and values and derivatives are exact;
 //! - `x[i]`, `x.len()`, `x[i] = v`, `x[i] += v` (and `-= *= /=`) on slices, `*r`
 //!   and `*r = v` on a `&mut f64`;
-//! - `as` between `f64`, `i64` and `usize` (`f64 as usize` saturates at 0, as in
-//!   Rust);
+//! - local buffers `let mut b = vec![v; n];` and `vec![a, b, c]` of f64 (a traced
+//!   `alloc`), read and written like slices, with `b.len()`;
+//! - `as` between `f64` (or `f32`), `i64` and `usize` (`f64 as usize` saturates at
+//!   0, as in Rust);
 //! - the float methods `sin cos tan exp ln sqrt abs tanh floor ceil`, `powi` with
 //!   an integer literal, `powf max min`; float, integer and bool literals;
 //!   `f64::consts::PI` and other `f64::` constants;
+//! - calls of functions marked `#[differentiable]` (this crate's companion
+//!   attribute; their bodies are in the same subset), by name or path: `sq(x)`,
+//!   `dot(&a, &b)`, `scale(&mut buf, a)`. Numbers are passed by value, slices
+//!   and `vec!` buffers by name or as `&x` / `&mut x`. Each becomes an IR `call`
+//!   (gradlift's `func(..).call(..)`), so helpers, recursion and mutual recursion
+//!   are differentiated as calls, not inlined. A marked function stays as written
+//!   and gains a hidden twin `__gradlift_differentiable_NAME`, which must be in
+//!   scope where it is called (calling by path, or importing it with the function);
 //! - the result as the final expression or a final `return`.
+//!
+//! ```
+//! use gradlift_macros::{autodiff_reverse, differentiable};
+//!
+//! #[differentiable]
+//! fn power(x: f64, n: i64) -> f64 {
+//!     if n == 0 { 1.0 } else { x * power(x, n - 1) }
+//! }
+//!
+//! #[autodiff_reverse(d_f, Active, Active)]
+//! fn f(x: f64) -> f64 {
+//!     power(x, 3) + 1.0
+//! }
+//!
+//! assert_eq!(d_f(2.0, 1.0), (9.0, 12.0));
+//! ```
 //!
 //! # Limits of this version
 //!
 //! Anything else is a compile error at the offending code, saying what to write
-//! instead; in particular `loop`, `break`, `continue`, a `return` before
-//! the end, calls of other functions, `match`, closures, tuples, macros, and other
-//! parameter types. Integers are traced as `i64`: a `usize` subtraction that would
-//! underflow (a panic in a debug build) is a negative number in the derivative.
+//! instead; in particular other iterators (`for v in x` without `.iter()`,
+//! adapters like `map`, `zip`, `step_by`), loop labels, `break` with a value, an
+//! exit inside an expression (`let y = if c { x } else { return 0.0 };`, a `loop`
+//! whose value is used), other uses of a `Vec` (`push`, `to_vec`, growing), calls
+//! of functions not marked `#[differentiable]` (rustc's error: it cannot find
+//! `__gradlift_differentiable_NAME`, the twin the attribute would have made), calls
+//! of `#[differentiable]` functions returning an integer, methods, `match`, closures, tuples, macros other than `vec!`, both
+//! `f32` and `f64` in one function (`as` between them included), and other
+//! parameter types. Integers are traced as `i64`: a `usize` subtraction that
+//! would underflow (a panic in a debug build) is a negative number in the
+//! derivative.
 //! A `Const` writable parameter must not hold a value that depends on an `Active`
 //! or `Duplicated` input if the function reads it: gradlift refuses to lose that
 //! derivative, and `NAME` panics saying to make the parameter `Duplicated`.
+//! A `#[differentiable]` function is an IR function named as the Rust one: two of
+//! the same name (from different modules) in one derivative are a tracing error,
+//! and `NAME` panics naming the clash; a `()` one is called as a statement.
 //!
-//! ```compile_fail
-//! use gradlift_macros::autodiff_reverse;
-//! #[autodiff_reverse(df, Active, Active)]
-//! fn f(x: f64) -> f64 {
-//!     let mut y = x;
-//!     while { y = y / 2.0; y > 1.0 } {} // error: assigning inside a `while` test
-//!     y
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! use gradlift_macros::autodiff_reverse;
-//! #[autodiff_reverse(df, Active, Active)]
-//! fn f(x: f64) -> f64 {
-//!     let mut y = x;
-//!     loop { // error: `loop` is not supported yet
-//!         y = y / 2.0;
-//!         if y < 1.0 { break; }
-//!     }
-//!     y
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! use gradlift_macros::autodiff_reverse;
-//! #[autodiff_reverse(df, Duplicated, Active)]
-//! fn f(x: &[f64]) -> f64 {
-//!     let mut s = 0.0;
-//!     for i in 0..x.len() {
-//!         if x[i] < 0.0 { continue; } // error: `continue` is not supported yet
-//!         s += x[i];
-//!     }
-//!     s
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! use gradlift_macros::autodiff_reverse;
-//! #[autodiff_reverse(df, Duplicated, Active)]
-//! fn f(x: &[f64]) -> f64 {
-//!     for i in 0..x.len() {
-//!         if x[i] < 0.0 { return x[i]; } // error: `return` before the end
-//!     }
-//!     0.0
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! use gradlift_macros::autodiff_reverse;
-//! fn sq(x: f64) -> f64 { x * x }
-//! #[autodiff_reverse(df, Active, Active)]
-//! fn f(x: f64) -> f64 {
-//!     sq(x) + 1.0 // error: a function call is not supported yet
-//! }
-//! ```
+//! Two of them (`tests/ui/` has one per message, checked against the compiler's
+//! output):
 //!
 //! ```compile_fail
 //! use gradlift_macros::autodiff_reverse;
@@ -231,49 +225,14 @@
 //!
 //! ```compile_fail
 //! use gradlift_macros::autodiff_reverse;
-//! #[autodiff_reverse(df, Active, Active)]
-//! fn f(x: f64) -> f64 {
-//!     let mut n = 0.0;
-//!     if x > 0.0 && { n += 1.0; n > 0.5 } { // error: assigning inside `&&`
-//!         n = x;
-//!     }
-//!     n
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! use gradlift_macros::autodiff_reverse;
 //! #[autodiff_reverse(df, Dual, Dual)] // error: `Dual` is forward mode
 //! fn f(x: f64) -> f64 {
 //!     x
 //! }
 //! ```
-//!
-//! ```compile_fail
-//! use gradlift_macros::autodiff_reverse;
-//! #[autodiff_reverse(df, Active, Active)]
-//! fn f(n: usize) -> f64 { // error: `Active` needs an f64 parameter
-//!     n as f64
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! use gradlift_macros::autodiff_reverse;
-//! #[autodiff_reverse(df, Active)]
-//! fn f(x: f64) -> f64 { // error: one activity per parameter, and one for the return
-//!     x
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! use gradlift_macros::autodiff_reverse;
-//! #[autodiff_reverse(df, Active, Active)]
-//! fn f(x: f32) -> f32 { // error: f32 is not supported
-//!     x
-//! }
-//! ```
 
 mod body;
+mod differentiable;
 mod sig;
 
 use proc_macro::TokenStream;
@@ -283,6 +242,17 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn autodiff_reverse(attr: TokenStream, item: TokenStream) -> TokenStream {
     match sig::expand(attr.into(), item.into()) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// Makes the function callable from `#[autodiff_reverse]` bodies (and other
+/// `#[differentiable]` ones), as a call in gradlift's IR (see the
+/// [crate docs](crate)). The function stays as written.
+#[proc_macro_attribute]
+pub fn differentiable(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match differentiable::expand(attr.into(), item.into()) {
         Ok(t) => t.into(),
         Err(e) => e.to_compile_error().into(),
     }

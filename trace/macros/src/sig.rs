@@ -42,14 +42,14 @@ fn param_kind(t: &Type) -> syn::Result<Kind> {
     };
     let kind = match t {
         Type::Reference(r) => match (&*r.elem, r.mutability.is_some()) {
-            (Type::Slice(s), m) if scalar(&s.elem).as_deref() == Some("f64") => {
+            (Type::Slice(s), m) if matches!(scalar(&s.elem).as_deref(), Some("f64" | "f32")) => {
                 Some(if m { Kind::SliceMut } else { Kind::Slice })
             }
-            (e, true) if scalar(e).as_deref() == Some("f64") => Some(Kind::RefMut),
+            (e, true) if matches!(scalar(e).as_deref(), Some("f64" | "f32")) => Some(Kind::RefMut),
             _ => None,
         },
         t => match scalar(t).as_deref() {
-            Some("f64") => Some(Kind::F),
+            Some("f64" | "f32") => Some(Kind::F),
             Some("usize" | "i64") => Some(Kind::I),
             _ => None,
         },
@@ -57,9 +57,24 @@ fn param_kind(t: &Type) -> syn::Result<Kind> {
     kind.ok_or_else(|| {
         syn::Error::new_spanned(
             t,
-            "this parameter type is not supported yet by #[autodiff_reverse]; use f64, &[f64], &mut [f64], &mut f64, usize or i64",
+            "this parameter type is not supported yet by #[autodiff_reverse]; use f64, &[f64], &mut [f64], &mut f64 (or the same with f32), usize or i64",
         )
     })
+}
+
+/// The float types a type names (`f64`, `f32`).
+fn floats(t: &Type, out: &mut Vec<(&'static str, proc_macro2::Span)>) {
+    fn walk(ts: TokenStream, out: &mut Vec<(&'static str, proc_macro2::Span)>) {
+        for tt in ts {
+            match tt {
+                proc_macro2::TokenTree::Ident(i) if i == "f64" => out.push(("f64", i.span())),
+                proc_macro2::TokenTree::Ident(i) if i == "f32" => out.push(("f32", i.span())),
+                proc_macro2::TokenTree::Group(g) => walk(g.stream(), out),
+                _ => {}
+            }
+        }
+    }
+    walk(quote!(#t), out);
 }
 
 /// One parameter: its name, kind, `mut`, and activity.
@@ -192,20 +207,40 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
         None => None,
     };
 
+    // The float type: `f64` or `f32`, one per function.
+    let mut fls = Vec::new();
+    for p in &params {
+        floats(&p.ty, &mut fls);
+    }
+    if let ReturnType::Type(_, t) = &sig.output {
+        floats(t, &mut fls);
+    }
+    let fl = fls.first().map_or("f64", |f| f.0);
+    if let Some((other, at)) = fls.iter().find(|f| f.0 != fl) {
+        return Err(syn::Error::new(
+            *at,
+            format!(
+                "mixing {fl} and {other} is not supported yet by #[autodiff_reverse]; write the function over one float type"
+            ),
+        ));
+    }
+    let flt: TokenStream = fl.parse().expect("a type");
+
     // The traced function.
     let mut tr = Translator::new(
         &params
             .iter()
             .map(|p| (p.name.clone(), p.kind, p.mutable))
             .collect::<Vec<_>>(),
+        fl,
     );
     let body = tr.body(&func.block, ret)?;
     let traced_ty = |k: Kind| match k {
-        Kind::F => quote!(::gradlift::trace::Var<f64>),
+        Kind::F => quote!(::gradlift::trace::Var<#flt>),
         Kind::I => quote!(::gradlift::trace::Var<i64>),
         Kind::B => quote!(::gradlift::trace::Var<bool>),
-        Kind::Slice => quote!(::gradlift::trace::Slice<f64>),
-        Kind::SliceMut | Kind::RefMut => quote!(::gradlift::trace::SliceMut<f64>),
+        Kind::Slice => quote!(::gradlift::trace::Slice<#flt>),
+        Kind::SliceMut | Kind::RefMut => quote!(::gradlift::trace::SliceMut<#flt>),
         Kind::Unit => quote!(()),
     };
     let traced_params = params.iter().map(|p| {
@@ -235,7 +270,7 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
     if ret == Kind::F {
         results.push(quote!(__gradlift_value));
         grad_results.push(quote!(__gradlift_value));
-        grad_tys.push(quote!(f64));
+        grad_tys.push(flt.clone());
     }
     for p in &params {
         let (n, t) = (&p.name, &p.ty);
@@ -252,33 +287,35 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
             Activity::Active => {
                 let g = format_ident!("__gradlift_d_{}", n);
                 acts_out.push(quote!(::gradlift::Active(#arg)));
-                act_tys.push(quote!(::gradlift::Active<f64>));
+                act_tys.push(quote!(::gradlift::Active<#flt>));
                 grads.push(quote!(#g));
                 results.push(quote!(#g));
                 grad_results.push(quote!(#g));
-                grad_tys.push(quote!(f64));
+                grad_tys.push(flt.clone());
             }
             Activity::Const => {
                 acts_out.push(quote!(::gradlift::Const(#arg)));
                 act_tys.push(match p.kind {
                     Kind::I => quote!(::gradlift::Const<i64>),
-                    Kind::Slice => quote!(::gradlift::Const<&'static [f64]>),
+                    Kind::Slice => quote!(::gradlift::Const<&'static [#flt]>),
                     Kind::SliceMut | Kind::RefMut => {
-                        quote!(::gradlift::Const<&'static mut [f64]>)
+                        quote!(::gradlift::Const<&'static mut [#flt]>)
                     }
-                    _ => quote!(::gradlift::Const<f64>),
+                    _ => quote!(::gradlift::Const<#flt>),
                 });
                 grads.push(quote!(()));
             }
             Activity::Duplicated => {
                 let d = format_ident!("__gradlift_shadow_{}", n);
                 let (dt, darg) = if p.kind == Kind::RefMut {
-                    fresh.push(quote!(let mut #d = 0.0f64;));
-                    grad_tys.push(quote!(f64));
-                    (quote!(&mut f64), quote!(::core::slice::from_mut(#d)))
+                    fresh.push(quote!(let mut #d: #flt = 0.0;));
+                    grad_tys.push(quote!(#flt));
+                    (quote!(&mut #flt), quote!(::core::slice::from_mut(#d)))
                 } else {
-                    fresh.push(quote!(let mut #d = ::std::vec![0.0f64; #n.len()];));
-                    grad_tys.push(quote!(::std::vec::Vec<f64>));
+                    fresh.push(
+                        quote!(let mut #d: ::std::vec::Vec<#flt> = ::std::vec![0.0; #n.len()];),
+                    );
+                    grad_tys.push(quote!(::std::vec::Vec<#flt>));
                     let msg =
                         format!("the shadow of `{n}` has length {{}} but `{n}` has length {{}}");
                     checks.push(quote! {
@@ -288,7 +325,7 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
                             ));
                         }
                     });
-                    (quote!(&mut [f64]), quote!(#d))
+                    (quote!(&mut [#flt]), quote!(#d))
                 };
                 outer.push(quote!(#d: #dt));
                 outer_names.push(quote!(#d));
@@ -296,9 +333,9 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
                 grad_results.push(quote!(#d));
                 acts_out.push(quote!(::gradlift::Duplicated(#arg, #darg)));
                 act_tys.push(if p.kind == Kind::Slice {
-                    quote!(::gradlift::Duplicated<&'static [f64], &'static mut [f64]>)
+                    quote!(::gradlift::Duplicated<&'static [#flt], &'static mut [#flt]>)
                 } else {
-                    quote!(::gradlift::Duplicated<&'static mut [f64], &'static mut [f64]>)
+                    quote!(::gradlift::Duplicated<&'static mut [#flt], &'static mut [#flt]>)
                 });
                 grads.push(quote!(()));
             }
@@ -306,11 +343,11 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
     }
     let (call, ret_tokens) = match ret_act {
         Some(Activity::Active) => {
-            outer.push(quote!(__gradlift_seed: f64));
+            outer.push(quote!(__gradlift_seed: #flt));
             outer_names.push(quote!(__gradlift_seed));
             grad_args.push(quote!(1.0));
             (
-                quote!(__gradlift_g.pullback(__gradlift_state, &[__gradlift_seed], (#(#acts_out,)*))),
+                quote!(__gradlift_g.pullback(__gradlift_state, &[f64::from(__gradlift_seed)], (#(#acts_out,)*))),
                 quote!(::gradlift::Return::Active),
             )
         }
@@ -330,8 +367,8 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
         1 => (tys[0].clone(), items[0].clone()),
         _ => (quote!((#(#tys,)*)), quote!((#(#items,)*))),
     };
-    let f64s: Vec<_> = results.iter().map(|_| quote!(f64)).collect();
-    let (result_ty, result) = shape(&results, &f64s);
+    let flts: Vec<_> = results.iter().map(|_| flt.clone()).collect();
+    let (result_ty, result) = shape(&results, &flts);
     let (grad_ty, grad_result) = shape(&grad_results, &grad_tys);
     let vis = &func.vis;
     let dname = name.to_string();
