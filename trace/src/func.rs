@@ -860,10 +860,14 @@ impl Tracer {
 
     /// The traced module, verified.
     pub fn finish(self) -> Result<Traced, TraceError> {
-        let session = self.session.ok_or(TraceError::Nested)?;
+        let mut session = self.session.ok_or(TraceError::Nested)?;
         if let Some(e) = session.error {
             return Err(e);
         }
+        // A constant is an operand wherever Rust code used a number; where the text
+        // would read its literal as another type (`2.0f32 * 3.0f32`: f64), it gets a
+        // `const` instruction, so the module prints back as itself.
+        gradlift_ir::opt::legalize_literals(&mut session.module);
         verify(&session.module).map_err(TraceError::Invalid)?;
         Ok(Traced {
             module: session.module,

@@ -241,6 +241,25 @@ fn f32_functions_trace() {
     }
 }
 
+// Operations on f32 constants alone: the text would read both literals as f64, so
+// the tracer gives them `const f32` instructions (before, the module did not verify).
+fn consts32<T: Float>(x: T) -> T {
+    let c = T::lit(2.0) * T::lit(3.0) - T::lit(0.25);
+    x * c + (-T::lit(2.0))
+}
+
+#[test]
+fn f32_constants_alone_trace_to_ir_that_verifies_and_prints_back() {
+    let traced = trace("consts32", consts32::<Var<f32>>).unwrap();
+    let text = traced.module.to_string();
+    assert!(text.contains("const f32"), "{text}");
+    assert_eq!(gradlift_ir::parse(&text).unwrap().to_string(), text);
+    for x in [0.5f32, -3.0, 1e3] {
+        let (out, _) = run(&traced, "consts32", vec![Val::F32(x)]);
+        assert_eq!(out[0], Val::F32(consts32::<f32>(x)), "x={x}");
+    }
+}
+
 #[test]
 fn every_math_function_matches_native() {
     fn all<T: Real>(x: T, y: T) -> T {

@@ -290,6 +290,48 @@ pub fn optimize_functions(
     Ok(run(module, config, &order))
 }
 
+/// Makes every constant operand of every placed instruction of `module` one the text
+/// format can write as a literal in its position, giving the others a `const`
+/// instruction just before their use (an `f32` constant where the text would read
+/// `f64`, say). Builders and the tracer may make such operands; the verifier refuses
+/// them, because they would not print back as themselves. Returns how many `const`
+/// instructions were made. Changes nothing a program computes.
+///
+/// ```
+/// use gradlift_ir::{Elem, FunctionBuilder, Module, Scalar, Signature, Type, verify};
+///
+/// // f() = 2 * 3 in f32: both operands constants, which the text would read as f64.
+/// let mut m = Module::new();
+/// let id = m.declare("f", Signature::new([], [Type::F32])).unwrap();
+/// let mut b = FunctionBuilder::new(&m, id);
+/// let (two, three) = (b.constant(Scalar::F32(2.0)), b.constant(Scalar::F32(3.0)));
+/// let six = b.fmul(two, three);
+/// b.ret(&[six]);
+/// m.define(id, b.finish().unwrap()).unwrap();
+/// assert!(verify(&m).is_err());
+/// assert_eq!(gradlift_ir::opt::legalize_literals(&mut m), 1);
+/// verify(&m).unwrap();
+/// # let _ = Elem::F32;
+/// ```
+pub fn legalize_literals(module: &mut Module) -> usize {
+    let ids: Vec<FuncId> = module.defined().map(|(id, _)| id).collect();
+    let mut made = 0;
+    for id in ids {
+        let Body::Defined(mut func) =
+            core::mem::replace(&mut module.funcs[id].body, Body::Declared)
+        else {
+            continue;
+        };
+        for b in func.layout.clone() {
+            for inst in func.blocks[b].insts.clone() {
+                made += util::legalize_literals(module, &mut func, b, inst);
+            }
+        }
+        module.funcs[id].body = Body::Defined(func);
+    }
+    made
+}
+
 /// Runs the rounds over the functions `order`, then the safety net.
 fn run(module: &mut Module, config: &OptConfig, order: &[FuncId]) -> OptReport {
     let original: Vec<(FuncId, Function)> = order
