@@ -46,6 +46,10 @@
 //! | `Active` (return) | `-> f64` | a seed `f64`, after all the parameters | the derivatives scaled by the seed |
 //! | `Const` (return) | `-> f64` | nothing more | derivatives through shadows only |
 //!
+//! The RFC draft's names are accepted with the same meaning: `Constant` is `Const`,
+//! and `DuplicatedNoNeed` (whose primal may be left with any contents) is derived as
+//! `Duplicated`, which leaves the right ones.
+//!
 //! `NAME` returns the function's value (unless it is `()`), then the derivatives of
 //! the `Active` parameters in order: a tuple if that is two or more numbers, the
 //! number alone if it is one, `()` if none. As in Enzyme, a shadow accumulates,

@@ -20,15 +20,18 @@ enum Activity {
     Duplicated,
 }
 
+/// An activity by its name: `std::autodiff`'s, or the RFC draft's for the same
+/// meaning (`Constant` is `Const`; `DuplicatedNoNeed`, whose primal may be left
+/// with any contents, is derived as `Duplicated`, which leaves the right ones).
 fn activity(id: &Ident) -> syn::Result<Activity> {
     match id.to_string().as_str() {
         "Active" => Ok(Activity::Active),
-        "Const" => Ok(Activity::Const),
-        "Duplicated" => Ok(Activity::Duplicated),
+        "Const" | "Constant" => Ok(Activity::Const),
+        "Duplicated" | "DuplicatedNoNeed" => Ok(Activity::Duplicated),
         other => Err(syn::Error::new_spanned(
             id,
             format!(
-                "`{other}` is not supported yet by #[autodiff_reverse]; use `Active`, `Const` or `Duplicated`"
+                "`{other}` is not supported yet by #[autodiff_reverse]; use `Active`, `Const` (or `Constant`) or `Duplicated` (or `DuplicatedNoNeed`)"
             ),
         )),
     }

@@ -34,6 +34,8 @@ fn check_close(got: &[f32], want: &[f64]) {
 // Logistic regression: `images` is `n` rows of `weights.len()` pixels.
 
 #[autodiff_reverse(d_training_loss, Const, Duplicated, Const, Active)]
+// The RFC draft's names for the same activities.
+#[autodiff_reverse(d_training_loss_rfc, Constant, DuplicatedNoNeed, Constant, Active)]
 fn training_loss(images: &[f32], weights: &[f32], labels: &[f32]) -> f32 {
     let d = weights.len();
     let mut loss = 0.0;
@@ -134,4 +136,17 @@ fn f32_constants() {
     let (v, dx) = d_consts(0.5, 1.0);
     assert!((v - consts(0.5)).abs() <= 1e-6);
     assert_eq!(dx, 5.0);
+}
+
+#[test]
+fn the_rfc_activity_names_mean_the_same() {
+    let images = [0.5f32, -1.0, 2.0, 0.25, 1.5, -0.5];
+    let labels = [1.0f32, 0.0, 1.0];
+    let weights = [0.3f32, -0.7];
+    let (mut dw, mut dw_rfc) = ([0.0f32; 2], [0.0f32; 2]);
+    let a = d_training_loss(&images, &weights, &mut dw, &labels, 1.0);
+    let b = d_training_loss_rfc(&images, &weights, &mut dw_rfc, &labels, 1.0);
+    assert_eq!(a.to_bits(), b.to_bits());
+    assert_eq!(dw.map(f32::to_bits), dw_rfc.map(f32::to_bits));
+    assert!(dw.iter().any(|&g| g != 0.0), "{dw:?}");
 }
