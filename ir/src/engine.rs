@@ -660,11 +660,6 @@ impl Hosts {
         self.fns.insert(name.to_string(), Arc::new(f));
     }
 
-    /// Binds a shared host function (as [`Hosts::get`] returns one).
-    pub fn insert_shared(&mut self, name: &str, f: Arc<HostFn>) {
-        self.fns.insert(name.to_string(), f);
-    }
-
     /// The function bound to `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<HostFn>> {
         self.fns.get(name)

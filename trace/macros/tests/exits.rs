@@ -8,38 +8,8 @@
 
 use gradlift_macros::autodiff_reverse;
 
-/// Central differences of `f` at `x`.
-fn fd(f: impl Fn(&[f64]) -> f64, x: &[f64]) -> Vec<f64> {
-    (0..x.len())
-        .map(|i| {
-            let h = 1e-6 * (1.0 + x[i].abs());
-            let (mut xp, mut xm) = (x.to_vec(), x.to_vec());
-            xp[i] += h;
-            xm[i] -= h;
-            (f(&xp) - f(&xm)) / (2.0 * h)
-        })
-        .collect()
-}
-
-#[track_caller]
-fn check_close(got: &[f64], want: &[f64]) {
-    assert_eq!(got.len(), want.len());
-    for (g, w) in got.iter().zip(want) {
-        assert!(
-            (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
-            "gradient {got:?}, finite differences {want:?}"
-        );
-    }
-}
-
-/// The gradient of `f` (through `df`) against finite differences, and its value.
-#[track_caller]
-fn check_slice(f: fn(&[f64]) -> f64, df: fn(&[f64], &mut [f64], f64) -> f64, x: &[f64]) {
-    let mut dx = vec![0.0; x.len()];
-    let v = df(x, &mut dx, 1.0);
-    assert_eq!(v, f(x));
-    check_close(&dx, &fd(f, x));
-}
+mod common;
+use common::{check_close, check_slice, fd};
 
 // `break` in a `for`: the sum of squares up to the first negative element.
 

@@ -8,28 +8,8 @@
 
 use gradlift_macros::autodiff_reverse;
 
-fn fd(f: impl Fn(&[f64]) -> f64, x: &[f64]) -> Vec<f64> {
-    (0..x.len())
-        .map(|i| {
-            let h = 1e-6 * (1.0 + x[i].abs());
-            let (mut xp, mut xm) = (x.to_vec(), x.to_vec());
-            xp[i] += h;
-            xm[i] -= h;
-            (f(&xp) - f(&xm)) / (2.0 * h)
-        })
-        .collect()
-}
-
-#[track_caller]
-fn check_close(got: &[f32], want: &[f64]) {
-    assert_eq!(got.len(), want.len());
-    for (g, w) in got.iter().zip(want) {
-        assert!(
-            (f64::from(*g) - w).abs() <= 1e-4 * (1.0 + w.abs()),
-            "gradient {got:?}, finite differences {want:?}"
-        );
-    }
-}
+mod common;
+use common::{check_close_f32 as check_close, fd};
 
 // Logistic regression: `images` is `n` rows of `weights.len()` pixels.
 

@@ -8,31 +8,8 @@
 
 use gradlift_macros::autodiff_reverse;
 
-fn fd(f: impl Fn(&[f64]) -> f64, x: &[f64]) -> Vec<f64> {
-    (0..x.len())
-        .map(|i| {
-            let h = 1e-6 * (1.0 + x[i].abs());
-            let (mut xp, mut xm) = (x.to_vec(), x.to_vec());
-            xp[i] += h;
-            xm[i] -= h;
-            (f(&xp) - f(&xm)) / (2.0 * h)
-        })
-        .collect()
-}
-
-#[track_caller]
-fn check(f: fn(&[f64]) -> f64, df: fn(&[f64], &mut [f64], f64) -> f64, x: &[f64]) {
-    let mut dx = vec![0.0; x.len()];
-    let v = df(x, &mut dx, 1.0);
-    assert_eq!(v, f(x));
-    let want = fd(f, x);
-    for (g, w) in dx.iter().zip(&want) {
-        assert!(
-            (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
-            "gradient {dx:?}, finite differences {want:?}"
-        );
-    }
-}
+mod common;
+use common::check_slice as check;
 
 // Horner's rule from the last coefficient down: `(0..n).rev()`.
 
