@@ -3,7 +3,7 @@
 //! thread's workspace and buffers), a counting global allocator sees no allocation,
 //! on the thread that compiled and on any other.
 
-use gradlift_macros::autodiff_reverse;
+use gradlift::autodiff_reverse;
 
 #[path = "../../../tests/common/counting_alloc.rs"]
 mod counting_alloc;

@@ -5,7 +5,7 @@
 // `vec![1.0, -2.0, a]` checks the list form (an array literal is not translated).
 #![allow(clippy::needless_range_loop, clippy::useless_vec)]
 
-use gradlift_macros::autodiff_reverse;
+use gradlift::autodiff_reverse;
 
 mod common;
 use common::{check_close, fd};

@@ -6,7 +6,7 @@
 
 #![allow(clippy::needless_range_loop)]
 
-use gradlift_macros::{autodiff_reverse, differentiable};
+use gradlift::{autodiff_reverse, differentiable};
 
 mod common;
 use common::{check_close, fd};

@@ -1,7 +1,7 @@
 //! std::autodiff's doc example for `autodiff_reverse`, with only the `use` line
 //! changed (and `main` run as a test, with the values its comments state checked).
 
-use gradlift_macros::autodiff_reverse;
+use gradlift::autodiff_reverse;
 
 #[autodiff_reverse(rb_rev, Active, Active, Active)]
 fn rosenbrock(x: f64, y: f64) -> f64 {

@@ -5,7 +5,7 @@
 // Index loops are what the translated subset has.
 #![allow(clippy::needless_range_loop)]
 
-use gradlift_macros::autodiff_reverse;
+use gradlift::autodiff_reverse;
 
 /// A loop and a branch, so that every stage has something to show.
 #[autodiff_reverse(d_dumped, Duplicated, Active, Active)]

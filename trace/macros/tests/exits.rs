@@ -6,7 +6,7 @@
 
 #![allow(clippy::needless_range_loop, clippy::needless_return)]
 
-use gradlift_macros::autodiff_reverse;
+use gradlift::autodiff_reverse;
 
 mod common;
 use common::{check_close, check_slice, fd};

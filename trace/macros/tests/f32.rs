@@ -6,7 +6,7 @@
 
 #![allow(clippy::needless_range_loop, clippy::excessive_precision)]
 
-use gradlift_macros::autodiff_reverse;
+use gradlift::autodiff_reverse;
 
 mod common;
 use common::{check_close_f32 as check_close, fd};

@@ -12,7 +12,7 @@
     clippy::manual_is_multiple_of
 )]
 
-use gradlift_macros::autodiff_reverse;
+use gradlift::autodiff_reverse;
 
 mod common;
 use common::{check_close, fd};

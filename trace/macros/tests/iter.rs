@@ -6,7 +6,7 @@
 // `(_, v)` checks that an unused index is translated too.
 #![allow(clippy::unused_enumerate_index)]
 
-use gradlift_macros::autodiff_reverse;
+use gradlift::autodiff_reverse;
 
 mod common;
 use common::check_slice as check;

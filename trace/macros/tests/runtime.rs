@@ -6,8 +6,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use gradlift::Error;
+use gradlift::autodiff_reverse;
 use gradlift::ir::engine::ErrorKind;
-use gradlift_macros::autodiff_reverse;
 
 /// sum_i sin(x_i t): d/dx_i = t cos(x_i t), d/dt = sum_i x_i cos(x_i t).
 #[autodiff_reverse(d_sin_sum, Duplicated, Active, Active)]
