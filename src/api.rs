@@ -56,6 +56,14 @@ pub enum Error {
         /// Scalars after the pullback.
         after: usize,
     },
+    /// Writing the IR of an `#[autodiff_reverse]` function into the dump directory
+    /// (`GRADLIFT_DUMP`, [`set_dump_dir`](crate::autodiff::set_dump_dir)) failed.
+    Dump {
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// What the system said.
+        message: String,
+    },
 }
 
 /// The stage that failed, then the inner error's own message; `source` is the
@@ -75,6 +83,13 @@ impl fmt::Display for Error {
                 f,
                 "the tape held {before} scalars before the forward pass and {after} after the pullback"
             ),
+            Error::Dump { path, message } => {
+                write!(
+                    f,
+                    "dumping the IR: cannot write {}: {message}",
+                    path.display()
+                )
+            }
         }
     }
 }

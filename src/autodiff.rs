@@ -968,6 +968,58 @@ fn show_types(params: &[Option<Type>], results: &[Option<Type>]) -> String {
     }
 }
 
+/// The directory set by [`set_dump_dir`], if any.
+static DUMP_DIR: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
+
+/// Makes every `#[autodiff_reverse]` derivative write its IR into `dir` when it is
+/// first called (traced, derived and compiled): `NAME.traced.ir` (the function as
+/// the attribute traced it), `NAME.optimized.ir` (after gradlift's optimiser),
+/// `NAME.fwd.ir` (the derived forward pass and the functions it calls) and
+/// `NAME.rvs.ir` (the pullback), as text that [`ir::parse`](crate::ir::parse)
+/// reads back. The directory is created if need be; `None` stops the dumps.
+///
+/// It takes precedence over the environment variable `GRADLIFT_DUMP`, which does
+/// the same without a change to the program. A file that cannot be written is
+/// an [`Error::Dump`] of that call (and of every later one: the first call's
+/// result is kept).
+///
+/// ```
+/// use gradlift::autodiff_reverse;
+///
+/// #[autodiff_reverse(d_square, Active, Active)]
+/// fn square(x: f64) -> f64 {
+///     x * x
+/// }
+///
+/// let dir = std::env::temp_dir().join(format!("gradlift-dump-{}", std::process::id()));
+/// gradlift::autodiff::set_dump_dir(Some(&dir));
+/// assert_eq!(d_square(3.0, 1.0), (9.0, 6.0));
+/// gradlift::autodiff::set_dump_dir(None);
+/// let fwd = std::fs::read_to_string(dir.join("d_square.fwd.ir")).unwrap();
+/// assert!(fwd.contains("func @square.fwd(%x: f64) -> f64"));
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+pub fn set_dump_dir(dir: Option<&std::path::Path>) {
+    let mut d = DUMP_DIR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    *d = dir.map(std::path::Path::to_path_buf);
+}
+
+/// The directory the IR is dumped into: [`set_dump_dir`]'s, else `GRADLIFT_DUMP`'s
+/// (when not empty).
+fn dump_dir() -> Option<std::path::PathBuf> {
+    let set = DUMP_DIR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    set.or_else(|| {
+        std::env::var_os("GRADLIFT_DUMP")
+            .filter(|d| !d.is_empty())
+            .map(Into::into)
+    })
+}
+
 /// What `#[autodiff_reverse]` (the `gradlift-macros` crate) expands to: not an API
 /// of its own, and it may change with the macro.
 #[doc(hidden)]
@@ -988,9 +1040,9 @@ pub mod macro_support {
     use crate::pipeline::Pipeline;
 
     /// Traces `f` as `@func`, then derives and compiles the pattern of `X` with the
-    /// return `ret` through [`autodiff`]. With `GRADLIFT_DUMP=dir` set, writes the
-    /// IR of each stage into `dir` as `deriv.traced.ir`, `deriv.optimized.ir`,
-    /// `deriv.fwd.ir` and `deriv.rvs.ir`.
+    /// return `ret` through [`autodiff`]. With a dump directory (see
+    /// [`set_dump_dir`](super::set_dump_dir)), writes the IR of each stage into it as
+    /// `deriv.traced.ir`, `deriv.optimized.ir`, `deriv.fwd.ir` and `deriv.rvs.ir`.
     pub fn share<A: Args, F: Callable<A>, X: Activities<A>>(
         func: &'static str,
         deriv: &str,
@@ -1002,7 +1054,7 @@ pub mod macro_support {
     {
         let mut ad = autodiff(func, f)?;
         let shared = ad.share::<X>(ret)?;
-        if let Some(dir) = std::env::var_os("GRADLIFT_DUMP").filter(|d| !d.is_empty()) {
+        if let Some(dir) = super::dump_dir() {
             let optimized = Pipeline::new()
                 .with_hosts(ad.hosts().clone())
                 .prepare(ad.module(), func)?;
@@ -1013,14 +1065,11 @@ pub mod macro_support {
                 ("fwd", with_callees(&rule.module, rule.forward)),
                 ("rvs", with_callees(&rule.module, rule.pullback)),
             ];
-            let dir = Path::new(&dir);
-            let io = |path: &Path, e: std::io::Error| {
-                Error::BadArguments(format!(
-                    "GRADLIFT_DUMP: cannot write {}: {e}",
-                    path.display()
-                ))
+            let io = |path: &Path, e: std::io::Error| Error::Dump {
+                path: path.to_path_buf(),
+                message: e.to_string(),
             };
-            std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
             for (stage, text) in files {
                 let path = dir.join(format!("{deriv}.{stage}.ir"));
                 std::fs::write(&path, text).map_err(|e| io(&path, e))?;
@@ -1071,8 +1120,9 @@ pub mod macro_support {
     /// The panic message of `NAME` for the error `e`: a run-time error worded as Rust
     /// words the same panic (`index out of bounds: the len is 3 but the index is
     /// 5`), a failure to trace, derive or compile as `the derivative of `func`
-    /// failed: ...`; then where: the function `func` at `file:line`, differentiated
-    /// as `deriv`.
+    /// failed: ...`; then where: for a run-time error of traced code, the slice it
+    /// accessed and the Rust `file:line:col` of the statement; then the function
+    /// `func` at `file:line`, differentiated as `deriv`.
     pub fn panic_message(e: &Error, func: &str, deriv: &str, file: &str, line: u32) -> String {
         let mut m = match e {
             Error::Run(r) => match &r.kind {
@@ -1089,10 +1139,29 @@ pub mod macro_support {
             // Tracing, deriving or compiling: not a panic Rust would have.
             e => format!("the derivative of `{func}` failed: {e}"),
         };
+        if let Error::Run(r) = e
+            && r.pos.file.is_some()
+        {
+            let access = match (r.op.as_str(), &r.operand) {
+                ("load", Some(o)) => format!("reading {}", rust_name(o)),
+                ("store", Some(o)) => format!("writing {}", rust_name(o)),
+                _ => String::new(),
+            };
+            let sep = if access.is_empty() { "" } else { " " };
+            let _ = write!(m, ", {access}{sep}at {}", r.pos);
+        }
         let _ = write!(
             m,
             " (in `{func}` at {file}:{line}, differentiated by `{deriv}`)"
         );
         m
+    }
+
+    /// `` `x` `` for the IR's `%x`, the rest as it is (`parameter 2`).
+    fn rust_name(operand: &str) -> String {
+        match operand.strip_prefix('%') {
+            Some(name) => format!("`{name}`"),
+            None => operand.to_string(),
+        }
     }
 }

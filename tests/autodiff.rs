@@ -354,6 +354,7 @@ fn fast_inv_sqrt_with_custom_derivatives() {
 
 #[test]
 fn wrong_lengths_are_errors_not_panics() {
+    let dot_line = line!() + 2;
     let mut dot = autodiff("dot", |x: Slice<f64>, y: Slice<f64>| {
         for_range(0, x.len(), Var::from(0.0), |i, acc| acc + x.at(i) * y.at(i))
     })
@@ -384,8 +385,16 @@ fn wrong_lengths_are_errors_not_panics() {
     let e = dot
         .gradient((Duplicated(&x[..], &mut dx[..]), Const(&short[..])))
         .unwrap_err();
-    assert!(matches!(e, Error::Run(_)), "{e:?}");
-    assert!(matches!(dot.call((&x[..], &short[..])), Err(Error::Run(_))));
+    let Error::Run(r) = &e else {
+        panic!("expected a run-time error, got {e:?}")
+    };
+    // The read `y.at(i)` of the traced code: its Rust position, and the slice.
+    assert_eq!(r.operand.as_deref(), Some("parameter 2"));
+    assert_eq!((r.pos.file, r.pos.line), (Some(file!()), dot_line));
+    let at = format!("load of parameter 2 at {}:{dot_line}:", file!());
+    assert!(e.to_string().contains(&at), "{e}");
+    let e = dot.call((&x[..], &short[..])).unwrap_err();
+    assert!(e.to_string().contains(&at), "{e}");
 
     // Wrong seeds.
     let e = dot

@@ -131,10 +131,10 @@ fn errors_in_generated_code_are_errs_and_the_workspace_goes_on() {
     assert_eq!(je.op, "load");
     assert_eq!(je.kind, ErrorKind::OutOfBounds { index: 7, len: 3 });
     // The forward pass's statements carry the primal's positions: the error
-    // points at the `load` the user wrote (line 4 of `AT`).
+    // points at the `load` the user wrote (line 4 of `AT`), and names its slice.
     assert_eq!(
         e.to_string(),
-        "in @at.fwd, load at 4:5: index 7 out of bounds for length 3"
+        "in @at.fwd, load of %x at 4:5: index 7 out of bounds for length 3"
     );
     // The same workspace: a good call, then a bad one, then a good one.
     for i in [1, -1, 2] {
@@ -160,7 +160,7 @@ fn errors_in_generated_code_are_errs_and_the_workspace_goes_on() {
     let e = f.call(&mut ws, &mut [x.clone(), Val::I64(-4)]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "in @at, load at 4:5: index -4 out of bounds for length 3"
+        "in @at, load of %x at 4:5: index -4 out of bounds for length 3"
     );
     assert_eq!(
         f.call(&mut ws, &mut [x, Val::I64(0)]).unwrap(),

@@ -445,7 +445,7 @@ fn run_a_runtime_error() {
     user_error(
         &run_interp(&file, "oob", "[[1, 2, 3]]"),
         &format!(
-            "{}:4:5: error: in @oob, load: index 3 out of bounds for length 3",
+            "{}:4:5: error: in @oob, load of %x: index 3 out of bounds for length 3",
             shown(&file)
         ),
     );
@@ -765,7 +765,7 @@ fn run_on_the_jit_reports_runtime_errors_at_their_position() {
     let f = shown(&file);
     user_error(
         &run_on("jit", &file, "oob", "[[1], -1]", &[]),
-        &format!("{f}:3:5: error: in @oob, load: index -1 out of bounds for length 1"),
+        &format!("{f}:3:5: error: in @oob, load of %x: index -1 out of bounds for length 1"),
     );
     // The default engine too; and the error of a later timed call is reported just
     // the same (here the first call already fails).
@@ -780,7 +780,7 @@ fn run_on_the_jit_reports_runtime_errors_at_their_position() {
             "--time",
             "3",
         ]),
-        &format!("{f}:3:5: error: in @oob, load: index 2 out of bounds for length 2"),
+        &format!("{f}:3:5: error: in @oob, load of %x: index 2 out of bounds for length 2"),
     );
     user_error(
         &run_on(
@@ -2217,7 +2217,7 @@ fn a_runtime_error_of_the_forward_pass_points_at_the_primal_statement() {
         user_error(
             &run,
             &format!(
-                "{}:39:5: error: in @normalize.fwd, load: index 2 out of bounds for length 2",
+                "{}:39:5: error: in @normalize.fwd, load of %w: index 2 out of bounds for length 2",
                 shown(&file)
             ),
         );

@@ -102,7 +102,7 @@ use core::fmt;
 use smallvec::SmallVec;
 
 use crate::entities::{Block, FuncId, Inst, Value};
-use crate::function::{Function, Terminator};
+use crate::function::{Function, Pos, Terminator};
 use crate::module::{Module, Signature};
 use crate::ops::{self, CmpPred, Imm, Opcode};
 use crate::ssa::{SsaBuilder, Variable, describe_block};
@@ -132,6 +132,8 @@ pub struct FunctionBuilder<'m> {
     current: Block,
     ssa: SsaBuilder,
     error: Option<String>,
+    /// The position recorded for the instructions appended next.
+    pos: Pos,
 }
 
 /// Where a builder finds its own name and signature and those of its callees.
@@ -220,6 +222,7 @@ impl<'m> FunctionBuilder<'m> {
             current: entry,
             ssa: SsaBuilder::new(entry),
             error: None,
+            pos: Pos::NONE,
         }
     }
 
@@ -469,7 +472,17 @@ impl<'m> FunctionBuilder<'m> {
         };
         let inst = self.func.make_inst(op, imm, args, &results);
         self.func.append_inst(self.current, inst);
+        if self.pos.is_known() {
+            self.func.srcmap.insts[inst] = self.pos;
+        }
         inst
+    }
+
+    /// Sets the source position recorded for the instructions appended from now on
+    /// (in the function's [`SourceMap`](crate::SourceMap)), until the next call;
+    /// [`Pos::NONE`] records none. A run-time error of such an instruction names it.
+    pub fn set_pos(&mut self, pos: Pos) {
+        self.pos = pos;
     }
 
     /// The results of `inst`.

@@ -47,9 +47,10 @@ use core::fmt;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::entities::FuncId;
-use crate::function::Pos;
+use crate::entities::{FuncId, Inst, Value};
+use crate::function::{Function, Pos, ValueDef};
 use crate::module::Signature;
+use crate::ops::Opcode;
 use crate::types::{Elem, Scalar, Type};
 
 /// A run-time value passed to or returned from an engine: a scalar, or a slice as an
@@ -538,8 +539,14 @@ pub struct RunError {
     /// The op that failed (`load`, `idiv`, `call`, ...), empty when the call itself
     /// is refused.
     pub op: String,
-    /// The op's source position, when the function was parsed.
+    /// The op's source position: `line:col` in IR text when the function was
+    /// parsed, `file:line:col` in Rust when it was traced (by `gradlift-trace` or
+    /// `#[autodiff_reverse]`); unknown for code a pass made.
     pub pos: Pos,
+    /// The slice a failing `load` or `store` accessed, when it can be named: its
+    /// name in the IR (`%x`; a traced parameter is named as the Rust one), or
+    /// `parameter 2` for an unnamed parameter.
+    pub operand: Option<String>,
     /// What went wrong.
     pub kind: ErrorKind,
 }
@@ -552,17 +559,51 @@ impl RunError {
             func: func.to_string(),
             op: String::new(),
             pos: Pos::NONE,
+            operand: None,
+            kind,
+        }
+    }
+
+    /// An error of instruction `inst` of `func` (named `name`): its op, its position
+    /// from the function's source map and, for a `load` or `store`, the slice it
+    /// accessed ([`RunError::operand`]). Both engines build their errors with it.
+    pub fn at_inst(name: &str, func: Option<&Function>, inst: Inst, kind: ErrorKind) -> RunError {
+        let data = func.and_then(|f| f.insts.get(inst));
+        RunError {
+            func: name.to_string(),
+            op: data.map_or("", |d| d.opcode.name()).to_string(),
+            pos: func
+                .and_then(|f| f.srcmap.insts.get(inst).copied())
+                .unwrap_or(Pos::NONE),
+            operand: func.zip(data).and_then(|(f, d)| match d.opcode {
+                Opcode::Load | Opcode::Store => describe_slice(f, *d.args.first()?),
+                _ => None,
+            }),
             kind,
         }
     }
 }
 
-/// A sentence: `in @f, load at 7:10: index 5 out of bounds for length 3`.
+/// `%x` for a named value, `parameter 2` for an unnamed parameter.
+fn describe_slice(func: &Function, v: Value) -> Option<String> {
+    let data = func.values.get(v)?;
+    match (&data.name, data.def) {
+        (Some(name), _) => Some(format!("%{name}")),
+        (None, ValueDef::Param(i)) => Some(format!("parameter {}", i + 1)),
+        _ => None,
+    }
+}
+
+/// A sentence: `in @f, load of %x at 7:10: index 5 out of bounds for length 3`
+/// (`at src/lib.rs:12:9` for traced code).
 impl fmt::Display for RunError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "in @{}", self.func)?;
         if !self.op.is_empty() {
             write!(f, ", {}", self.op)?;
+            if let Some(operand) = &self.operand {
+                write!(f, " of {operand}")?;
+            }
             if self.pos.is_known() {
                 write!(f, " at {}", self.pos)?;
             }

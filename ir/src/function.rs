@@ -35,23 +35,48 @@ use crate::module::Signature;
 use crate::ops::{Imm, Opcode};
 use crate::types::{Scalar, Type};
 
-/// A position in IR text: 1-based line and column. [`Pos::NONE`] (0:0) means unknown,
-/// for entities made by the builder or a pass rather than parsed.
+/// A source position: 1-based line and column, in IR text or, for traced code, in
+/// a Rust file. [`Pos::NONE`] (0:0) means unknown, for entities made by the builder
+/// or a pass rather than parsed or traced.
+///
+/// A parsed function's positions have no file (the caller knows which text it
+/// parsed); a traced one's name the Rust file of the code that recorded each
+/// instruction (`Location::file`), so they print as `src/lib.rs:12:9`.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug, Default, PartialOrd, Ord)]
+#[non_exhaustive]
 pub struct Pos {
     /// The line, from 1.
     pub line: u32,
     /// The column, from 1, counted in characters.
     pub col: u32,
+    /// The Rust file, for traced code; `None` for IR text.
+    pub file: Option<&'static str>,
 }
 
 impl Pos {
     /// The unknown position.
-    pub const NONE: Pos = Pos { line: 0, col: 0 };
+    pub const NONE: Pos = Pos {
+        line: 0,
+        col: 0,
+        file: None,
+    };
 
-    /// A known position.
+    /// A known position in IR text.
     pub fn new(line: u32, col: u32) -> Pos {
-        Pos { line, col }
+        Pos {
+            line,
+            col,
+            file: None,
+        }
+    }
+
+    /// A known position in a Rust file (as `std::panic::Location` gives it).
+    pub fn in_file(file: &'static str, line: u32, col: u32) -> Pos {
+        Pos {
+            line,
+            col,
+            file: Some(file),
+        }
     }
 
     /// Whether the position is known.
@@ -60,8 +85,12 @@ impl Pos {
     }
 }
 
+/// `line:col`, or `file:line:col` with a file.
 impl fmt::Display for Pos {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = self.file {
+            write!(f, "{file}:")?;
+        }
         write!(f, "{}:{}", self.line, self.col)
     }
 }

@@ -346,12 +346,10 @@ impl<'m> Interpreter<'m> {
     pub fn call_by_name(&mut self, name: &str, args: &mut [Val]) -> Result<Vec<Val>, RunError> {
         match self.module.func_by_name(name) {
             Some(id) => self.call(id, args),
-            None => Err(RunError {
-                func: name.to_string(),
-                op: String::new(),
-                pos: Pos::NONE,
-                kind: ErrorKind::BadArguments(format!("the module has no function @{name}")),
-            }),
+            None => Err(RunError::refused(
+                name,
+                ErrorKind::BadArguments(format!("the module has no function @{name}")),
+            )),
         }
     }
 
@@ -963,14 +961,10 @@ fn func_name(module: &Module, fid: FuncId) -> String {
 
 #[cold]
 fn at_inst(module: &Module, fid: FuncId, inst: Inst, op: &str, kind: ErrorKind) -> RunError {
-    RunError {
-        func: func_name(module, fid),
-        op: op.to_string(),
-        pos: srcmap(module, fid)
-            .and_then(|s| s.insts.get(inst).copied())
-            .unwrap_or(Pos::NONE),
-        kind,
-    }
+    let func = module.funcs.get(fid).and_then(|d| d.function());
+    let mut e = RunError::at_inst(&func_name(module, fid), func, inst, kind);
+    e.op = op.to_string();
+    e
 }
 
 #[cold]
@@ -981,6 +975,7 @@ fn at_term(module: &Module, fid: FuncId, block: Block, op: &str, kind: ErrorKind
         pos: srcmap(module, fid)
             .and_then(|s| s.terms.get(block).copied())
             .unwrap_or(Pos::NONE),
+        operand: None,
         kind,
     }
 }
@@ -993,6 +988,7 @@ fn at_phi(module: &Module, fid: FuncId, phi: Value, kind: ErrorKind) -> RunError
         pos: srcmap(module, fid)
             .and_then(|s| s.values.get(phi).copied())
             .unwrap_or(Pos::NONE),
+        operand: None,
         kind,
     }
 }
@@ -1003,6 +999,7 @@ fn bug(module: &Module, fid: Option<FuncId>, message: &str) -> RunError {
         func: fid.map_or_else(String::new, |f| func_name(module, f)),
         op: String::new(),
         pos: Pos::NONE,
+        operand: None,
         kind: ErrorKind::Internal(message.to_string()),
     }
 }

@@ -999,7 +999,7 @@ fn errors_name_the_position_in_a_sentence() {
     assert_eq!(e.pos, Pos::new(7, 10));
     assert_eq!(
         e.to_string(),
-        "in @get, load at 7:10: index 5 out of bounds for length 3"
+        "in @get, load of parameter 1 at 7:10: index 5 out of bounds for length 3"
     );
     let (m, get, _) = get_put_module();
     let e = Interpreter::new(&m)
@@ -1007,7 +1007,7 @@ fn errors_name_the_position_in_a_sentence() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "in @get, load: index -1 out of bounds for length 0"
+        "in @get, load of parameter 1: index -1 out of bounds for length 0"
     );
     let e = Interpreter::new(&m).call(get, &mut []).unwrap_err();
     assert_eq!(e.to_string(), "in @get: @get takes 2 arguments, found 0");

@@ -291,12 +291,10 @@ impl Compiled {
     ) -> Result<Vec<Val>, RunError> {
         match self.module.func_by_name(name) {
             Some(id) => self.call(ws, id, args),
-            None => Err(RunError {
-                func: name.to_string(),
-                op: String::new(),
-                pos: Pos::NONE,
-                kind: ErrorKind::BadArguments(format!("the module has no function @{name}")),
-            }),
+            None => Err(RunError::refused(
+                name,
+                ErrorKind::BadArguments(format!("the module has no function @{name}")),
+            )),
         }
     }
 
@@ -573,12 +571,6 @@ pub fn decode_error(module: &Module, site: ErrorSite, host: Option<(String, Stri
     };
     let func = decl.function();
     let inst = Inst::new(site.inst as usize);
-    let op = func
-        .and_then(|f| f.insts.get(inst))
-        .map_or("", |d| d.opcode.name());
-    let pos = func
-        .and_then(|f| f.srcmap.insts.get(inst).copied())
-        .unwrap_or(Pos::NONE);
     let (a, b) = (site.a, site.b);
     let kind = match site.status {
         code::OUT_OF_BOUNDS => ErrorKind::OutOfBounds {
@@ -611,12 +603,7 @@ pub fn decode_error(module: &Module, site: ErrorSite, host: Option<(String, Stri
         },
         s => ErrorKind::Internal(format!("unknown error code {s}")),
     };
-    RunError {
-        func: decl.name.clone(),
-        op: op.to_string(),
-        pos,
-        kind,
-    }
+    RunError::at_inst(&decl.name, func, inst, kind)
 }
 
 fn refuse(name: &str, kind: ErrorKind) -> RunError {

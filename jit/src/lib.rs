@@ -40,7 +40,7 @@
 //! ").unwrap();
 //! let c = compile(&bad).unwrap();
 //! let e = c.call_by_name(&mut ws, "at", &mut [Val::F64s(vec![1.0]), Val::I64(-1)]).unwrap_err();
-//! assert_eq!(e.to_string(), "in @at, load at 4:9: index -1 out of bounds for length 1");
+//! assert_eq!(e.to_string(), "in @at, load of %x at 4:9: index -1 out of bounds for length 1");
 //! ```
 //!
 //! # Pieces

@@ -140,7 +140,7 @@ fn out_of_bounds_loads_and_stores_fail_and_the_workspace_goes_on() {
     let e = c.call_by_name(&mut ws, "put", &mut args).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "in @put, store at 11:5: index -1 out of bounds for length 3"
+        "in @put, store of %x at 11:5: index -1 out of bounds for length 3"
     );
     assert_eq!((e.func.as_str(), e.op.as_str()), ("put", "store"));
     assert_eq!(e.pos, Pos::new(11, 5));

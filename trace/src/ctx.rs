@@ -19,7 +19,7 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use gradlift_ir::Hosts;
-use gradlift_ir::{FuncId, FunctionBuilder, Module, Scalar, Type, Value};
+use gradlift_ir::{FuncId, FunctionBuilder, Module, Pos, Scalar, Type, Value};
 
 use crate::error::{Loc, TraceError};
 
@@ -241,7 +241,10 @@ pub(crate) fn emit(
             return (here, f.placeholder(ty));
         }
         let vals: smallvec::SmallVec<[Value; 3]> = args.iter().map(|a| a.1).collect();
-        (here, build(&mut f.b, &vals))
+        f.b.set_pos(pos(at));
+        let v = build(&mut f.b, &vals);
+        f.b.set_pos(Pos::NONE);
+        (here, v)
     })
     .unwrap_or((STALE, Value::from_u32(0)))
 }
@@ -260,7 +263,19 @@ pub(crate) fn emit0(
         }
         if ok && f.error.is_none() {
             let vals: smallvec::SmallVec<[Value; 3]> = args.iter().map(|a| a.1).collect();
+            f.b.set_pos(pos(at));
             build(&mut f.b, &vals);
+            f.b.set_pos(Pos::NONE);
+        }
+    });
+}
+
+/// Names `value` (of the innermost frame, by its `tag`) `name` in the IR: it prints
+/// as `%name`, and a run-time error of a `load` or `store` of it names it.
+pub(crate) fn name_value(tag: Tag, value: Value, name: &str) {
+    with_frame(|f| {
+        if tag.trace == f.id {
+            f.b.named(name, value);
         }
     });
 }
@@ -276,6 +291,12 @@ pub(crate) fn constant(c: Scalar) -> (Tag, Value) {
         (tag, f.b.constant(c))
     })
     .unwrap_or((STALE, Value::from_u32(0)))
+}
+
+/// `at` as the IR's source position of the instructions it records: a run-time
+/// error of one names the Rust `file:line:col`.
+pub(crate) fn pos(at: Loc) -> Pos {
+    Pos::in_file(at.file(), at.line(), at.column())
 }
 
 /// The caller's location, for `#[track_caller]` functions.

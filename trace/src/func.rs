@@ -628,7 +628,9 @@ fn emit_call<R: Ret>(
             return None;
         }
         f.b.declare_callee(id, sig.clone());
+        f.b.set_pos(ctx::pos(at));
         let results = f.b.call(id, &vals);
+        f.b.set_pos(gradlift_ir::Pos::NONE);
         let here = f.here();
         Some(R::from_ir(here, &mut results.into_iter()))
     })

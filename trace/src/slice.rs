@@ -78,6 +78,13 @@ macro_rules! handle {
             pub fn ir_value(self) -> Value {
                 self.value
             }
+            /// Gives the slice a name in the IR (`%name`), which the run-time errors
+            /// of its `load`s and `store`s say: `load of %x at src/lib.rs:12:9`.
+            /// Name the parameters with the names they have in your code.
+            pub fn named(self, name: &str) -> Self {
+                ctx::name_value(self.tag, self.value, name);
+                self
+            }
         }
         impl<P: ElemPrim> SliceRead for $s<P> {
             type Elem = Var<P>;

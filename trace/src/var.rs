@@ -104,6 +104,12 @@ impl<P: Prim> Var<P> {
     pub fn ir_value(self) -> Value {
         self.value
     }
+
+    /// Gives the value a name in the IR (`%name`), as the dumps print it.
+    pub fn named(self, name: &str) -> Self {
+        ctx::name_value(self.tag, self.value, name);
+        self
+    }
 }
 
 impl<P: Prim> From<P> for Var<P> {

@@ -96,13 +96,17 @@ pub(crate) fn verifier_errors(file: &Path, errors: &VerifierErrors) -> Vec<Diagn
         .collect()
 }
 
-/// A runtime error of the program in `file`, on either engine: `in @f, load: index
-/// 7 out of bounds ...`.
+/// A runtime error of the program in `file`, on either engine: `in @f, load of %x:
+/// index 7 out of bounds ...`.
 ///
 /// The position goes in front, as in every diagnostic, so this does not use
 /// `RunError`'s own `Display` (which puts it after the op).
 pub(crate) fn run_error(file: &Path, e: &RunError) -> Diagnostic {
-    let mut message = runtime_message(&e.func, &e.op, &e.kind);
+    let op = match &e.operand {
+        Some(operand) => format!("{} of {operand}", e.op),
+        None => e.op.clone(),
+    };
+    let mut message = runtime_message(&e.func, &op, &e.kind);
     if matches!(e.kind, ErrorKind::UnboundExtern(_)) {
         message.push_str(NO_HOST);
     }
@@ -290,15 +294,21 @@ mod tests {
 
     #[test]
     fn runtime_errors_name_function_and_op() {
-        let e = RunError {
+        let mut e = RunError {
             func: "rosenbrock".into(),
             op: "load".into(),
             pos: Pos::new(14, 5),
+            operand: None,
             kind: ErrorKind::OutOfBounds { index: 3, len: 3 },
         };
         assert_eq!(
             run_error(Path::new("r.ir"), &e).to_string(),
             "r.ir:14:5: error: in @rosenbrock, load: index 3 out of bounds for length 3"
+        );
+        e.operand = Some("%x".into());
+        assert_eq!(
+            run_error(Path::new("r.ir"), &e).to_string(),
+            "r.ir:14:5: error: in @rosenbrock, load of %x: index 3 out of bounds for length 3"
         );
         let e = RunError::refused("f", ErrorKind::RecursionLimit(10_000));
         assert_eq!(
@@ -310,6 +320,7 @@ mod tests {
             func: "f".into(),
             op: "call".into(),
             pos: Pos::NONE,
+            operand: None,
             kind: ErrorKind::StackExhausted(7),
         };
         assert_eq!(
@@ -388,6 +399,7 @@ mod tests {
                 func: "f.rvs".into(),
                 op: "pop".into(),
                 pos: Pos::NONE,
+                operand: None,
                 kind: ErrorKind::TapeUnderflow,
             }),
         };

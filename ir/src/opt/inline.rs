@@ -195,7 +195,10 @@ fn inline_call(module: &Module, func: &mut Function, b: Block, idx: usize, g: &F
                 func.values[nr].name = g.values[r].name.clone();
                 vmap.insert(r, nr);
             }
-            func.srcmap.insts[ni] = pos;
+            // Traced code keeps the callee's own Rust position (its file says
+            // where); IR text takes the call's.
+            let own = g.srcmap.insts[gi];
+            func.srcmap.insts[ni] = if own.file.is_some() { own } else { pos };
             func.append_inst(nb, ni);
             imap.push((gi, ni, nb));
         }

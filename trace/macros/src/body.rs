@@ -19,6 +19,7 @@ use std::collections::HashMap;
 
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
 use syn::{
     BinOp, Block, Expr, ExprForLoop, ExprIf, Ident, Lit, Pat, RangeLimits, Result, Stmt, Type, UnOp,
 };
@@ -71,6 +72,8 @@ pub struct Translator {
     scopes: Vec<HashMap<String, Local>>,
     /// The function's float type, `f64` or `f32`: what `Kind::F` is.
     fl: &'static str,
+    /// The parameters, in order.
+    params: Vec<Ident>,
 }
 
 fn err<T>(tokens: impl quote::ToTokens, msg: impl std::fmt::Display) -> Result<T> {
@@ -112,6 +115,7 @@ impl Translator {
         Translator {
             scopes: vec![top],
             fl,
+            params: params.iter().map(|p| p.0.clone()).collect(),
         }
     }
 
@@ -197,7 +201,14 @@ impl Translator {
             Some((Stmt::Expr(e, None), rest)) => (rest, Some(e)),
             _ => (&block.stmts[..], None),
         };
+        // The parameters get their Rust names in the IR: a run-time error of a slice
+        // access names the slice (`load of %x`), and the dumps read as the code.
         let mut out = TokenStream::new();
+        for p in &self.params {
+            let name = p.to_string();
+            let name = name.strip_prefix("r#").unwrap_or(&name);
+            out.extend(quote!(let _ = #p.named(#name);));
+        }
         for s in stmts {
             out.extend(self.stmt(s)?);
         }
@@ -337,10 +348,11 @@ impl Translator {
                 );
             }
             let i64t = ty(INT);
+            let alloc = quote_spanned!(mac.span()=> #float::alloc);
             return Ok(quote!({
                 let __gradlift_n = #n;
                 let __gradlift_v = #v;
-                let mut #b = #float::alloc(__gradlift_n);
+                let mut #b = #alloc(__gradlift_n);
                 ::gradlift::trace::for_range(0i64, __gradlift_n, (), move |__gradlift_i: #i64t, ()| {
                     let mut #b = #b;
                     #set(&mut #b, __gradlift_i, __gradlift_v);
@@ -388,7 +400,7 @@ impl Translator {
                     let v = self.float_digits(x.base10_digits(), x)?;
                     Ok((self.constant(quote!(#v)), Kind::F))
                 }
-                "" | "i64" | "usize" => {
+                "" | "i64" | "usize" | "i32" => {
                     let v = Literal::i64_suffixed(x.base10_parse::<i64>()?);
                     Ok((quote!(<#i>::from(#v)), Kind::I))
                 }
@@ -421,8 +433,10 @@ impl Translator {
                 if ik != Kind::I {
                     return err(&i.index, "an index must be an integer");
                 }
+                // Spanned by the expression: a run-time error of the read names
+                // its Rust line (`#[track_caller]` records it in the IR).
                 Ok((
-                    quote!(::gradlift::trace::prelude::SliceRead::at(&#x, #idx)),
+                    quote_spanned!(i.span()=> ::gradlift::trace::prelude::SliceRead::at(&#x, #idx)),
                     Kind::F,
                 ))
             }
@@ -514,7 +528,8 @@ impl Translator {
         for a in &c.args {
             args.push(self.call_arg(a)?);
         }
-        Ok((quote!(#path(#(#args),*)), Kind::F))
+        // Spanned: the call records the caller's line (the twin is `#[track_caller]`).
+        Ok((quote_spanned!(c.span()=> #path(#(#args),*)), Kind::F))
     }
 
     /// An argument of a `#[differentiable]` call: a number by value, a slice by
@@ -615,12 +630,14 @@ impl Translator {
     }
 
     fn binary(&mut self, b: &syn::ExprBinary) -> Result<(TokenStream, Kind)> {
-        // Assignments with an operator: `x op= v`.
+        // Assignments with an operator: `x op= v`, as `x = Op::op(x, v)`, spanned by
+        // the expression (see the arithmetic below).
+        let sp = b.span();
         let compound = match b.op {
-            BinOp::AddAssign(_) => Some(quote!(+)),
-            BinOp::SubAssign(_) => Some(quote!(-)),
-            BinOp::MulAssign(_) => Some(quote!(*)),
-            BinOp::DivAssign(_) => Some(quote!(/)),
+            BinOp::AddAssign(_) => Some(quote_spanned!(sp=> Add::add)),
+            BinOp::SubAssign(_) => Some(quote_spanned!(sp=> Sub::sub)),
+            BinOp::MulAssign(_) => Some(quote_spanned!(sp=> Mul::mul)),
+            BinOp::DivAssign(_) => Some(quote_spanned!(sp=> Div::div)),
             BinOp::RemAssign(_)
             | BinOp::BitAndAssign(_)
             | BinOp::BitOrAssign(_)
@@ -673,12 +690,14 @@ impl Translator {
                 ),
             );
         }
+        // Every token of the call is spanned by the expression (the callee's path
+        // included): the position an integer division by zero names.
         let arith = match b.op {
-            BinOp::Add(_) => Some(quote!(+)),
-            BinOp::Sub(_) => Some(quote!(-)),
-            BinOp::Mul(_) => Some(quote!(*)),
-            BinOp::Div(_) => Some(quote!(/)),
-            BinOp::Rem(_) if lk == Kind::I => Some(quote!(%)),
+            BinOp::Add(_) => Some(quote_spanned!(sp=> Add::add)),
+            BinOp::Sub(_) => Some(quote_spanned!(sp=> Sub::sub)),
+            BinOp::Mul(_) => Some(quote_spanned!(sp=> Mul::mul)),
+            BinOp::Div(_) => Some(quote_spanned!(sp=> Div::div)),
+            BinOp::Rem(_) if lk == Kind::I => Some(quote_spanned!(sp=> Rem::rem)),
             BinOp::Rem(_) => {
                 return unsupported(
                     b,
@@ -689,7 +708,7 @@ impl Translator {
             _ => None,
         };
         if let Some(op) = arith {
-            return Ok((quote!((#l #op #r)), lk));
+            return Ok((quote_spanned!(sp=> ::core::ops::#op(#l, #r)), lk));
         }
         let cmp = match b.op {
             BinOp::Lt(_) => "lt",
@@ -717,7 +736,7 @@ impl Translator {
         Ok((v, Kind::B))
     }
 
-    /// `target = v` or `target op= v`.
+    /// `target = v` or `target op= v` (`op` a path `Div::div` in `core::ops`).
     fn store(
         &mut self,
         target: &Expr,
@@ -743,7 +762,7 @@ impl Translator {
                     );
                 }
                 let v = match op {
-                    Some(op) => quote!(#id #op (#v)),
+                    Some(op) => quote_spanned!(target.span()=> ::core::ops::#op(#id, #v)),
                     None => v,
                 };
                 Ok((quote!(#id = #v), Kind::Unit))
@@ -757,14 +776,14 @@ impl Translator {
                 if vk != Kind::F {
                     return err(target, "only f64 values can be stored into a slice");
                 }
-                Ok((store_at(&x, idx, op, v), Kind::Unit))
+                Ok((store_at(target.span(), &x, idx, op, v), Kind::Unit))
             }
             Expr::Unary(u) if matches!(u.op, UnOp::Deref(_)) => {
                 let x = self.slice_of(&u.expr, true)?;
                 if vk != Kind::F {
                     return err(target, "only f64 values can be stored through a `&mut f64`");
                 }
-                Ok((store_at(&x, quote!(0i64), op, v), Kind::Unit))
+                Ok((store_at(target.span(), &x, quote!(0i64), op, v), Kind::Unit))
             }
             Expr::Paren(p) => self.store(&p.expr, op, v, vk),
             _ => unsupported(
@@ -872,9 +891,10 @@ impl Translator {
         let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
         match (k, to.as_deref()) {
             (Kind::F, Some(t)) if t == self.fl => Ok((v, k)),
-            (Kind::I, Some("i64" | "usize")) => Ok((v, k)),
+            // Integers are all traced as i64.
+            (Kind::I, Some("i64" | "usize" | "i32")) => Ok((v, k)),
             (Kind::I, Some(t)) if t == self.fl => Ok((quote!(#float::from_int(#v)), Kind::F)),
-            (Kind::F, Some("i64")) => Ok((quote!(#float::to_int(#v)), Kind::I)),
+            (Kind::F, Some("i64" | "i32")) => Ok((quote!(#float::to_int(#v)), Kind::I)),
             // `as usize` saturates at 0 (and NaN becomes 0).
             (Kind::F, Some("usize")) => Ok((
                 {
@@ -889,7 +909,7 @@ impl Translator {
             _ => unsupported(
                 c,
                 "this cast",
-                "cast between f64, i64 and usize (booleans and other integer types are not supported)",
+                "cast between f64, i64, i32 and usize (booleans and other integer types are not supported)",
             ),
         }
     }
@@ -1084,20 +1104,31 @@ impl Translator {
 }
 
 /// `x[idx] = v` or `x[idx] op= v` on a traced writable slice.
-fn store_at(x: &Ident, idx: TokenStream, op: Option<TokenStream>, v: TokenStream) -> TokenStream {
+/// `x[idx] = v` (or `x[idx] op= v`), spanned at `span`, the target's position, which
+/// a run-time error names.
+fn store_at(
+    span: Span,
+    x: &Ident,
+    idx: TokenStream,
+    op: Option<TokenStream>,
+    v: TokenStream,
+) -> TokenStream {
     let i = format_ident!("__gradlift_i");
     let w = format_ident!("__gradlift_w");
     let new = match op {
-        Some(op) => quote!(::gradlift::trace::prelude::SliceRead::at(&#x, #i) #op #w),
+        Some(op) => quote_spanned!(span=>
+            ::core::ops::#op(::gradlift::trace::prelude::SliceRead::at(&#x, #i), #w)
+        ),
         None => quote!(#w),
     };
     let n = format_ident!("__gradlift_new");
+    let set = quote_spanned!(span=> ::gradlift::trace::prelude::SliceWrite::set(&mut #x, #i, #n));
     quote! {{
         let #w = #v;
         let #i = #idx;
         let #n = #new;
         let mut #x = #x;
-        ::gradlift::trace::prelude::SliceWrite::set(&mut #x, #i, #n)
+        #set
     }}
 }
 
@@ -1141,14 +1172,14 @@ fn carry_parts(carried: &[Ident]) -> CarryParts {
 fn check_local_type(t: &Type, fl: &str) -> Result<()> {
     if let Type::Path(p) = t
         && let Some(id) = p.path.get_ident()
-        && (matches!(id.to_string().as_str(), "i64" | "usize" | "bool") || *id == fl)
+        && (matches!(id.to_string().as_str(), "i64" | "usize" | "i32" | "bool") || *id == fl)
     {
         return Ok(());
     }
     unsupported(
         t,
         "a local of this type",
-        &format!("use {fl}, i64, usize or bool"),
+        &format!("use {fl}, i64, i32, usize or bool"),
     )
 }
 

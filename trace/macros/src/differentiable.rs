@@ -37,7 +37,7 @@ fn kind_of(t: &Type) -> Option<(Kind, Option<&'static str>)> {
         },
         Type::Tuple(t) if t.elems.is_empty() => Some((Kind::Unit, None)),
         t => match scalar(t)?.as_str() {
-            "usize" | "i64" => Some((Kind::I, None)),
+            "usize" | "i64" | "i32" => Some((Kind::I, None)),
             s => Some((Kind::F, Some(fl(s)?))),
         },
     }
@@ -71,7 +71,7 @@ fn expand_fn(func: &ItemFn) -> syn::Result<TokenStream> {
     let bad_type = |t: &dyn quote::ToTokens| {
         syn::Error::new_spanned(
             t,
-            "this type is not supported yet by #[differentiable]; use f64, &[f64], &mut [f64], &mut f64 (or the same with f32), usize or i64, and return a float or ()",
+            "this type is not supported yet by #[differentiable]; use f64, &[f64], &mut [f64], &mut f64 (or the same with f32), usize, i64 or i32, and return a float or ()",
         )
     };
     let mut fls = Vec::new();
@@ -146,6 +146,7 @@ fn expand_fn(func: &ItemFn) -> syn::Result<TokenStream> {
 
         #[doc(hidden)]
         #[allow(clippy::too_many_arguments, non_snake_case, dead_code)]
+        #[track_caller]
         #vis fn #twin(#(#outer_params),*) -> #ret_ty {
             #[allow(
                 unused_mut,

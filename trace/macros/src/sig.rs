@@ -23,15 +23,25 @@ enum Activity {
 /// An activity by its name: `std::autodiff`'s, or the RFC draft's for the same
 /// meaning (`Constant` is `Const`; `DuplicatedNoNeed`, whose primal may be left
 /// with any contents, is derived as `Duplicated`, which leaves the right ones).
-fn activity(id: &Ident) -> syn::Result<Activity> {
+/// The "primal not needed" forms: `DuplicatedOnly` is `DuplicatedNoNeed`;
+/// `ActiveOnly` is `Active` on a parameter and, on the return, `Active` without
+/// the value in the result (`true` here).
+fn activity(id: &Ident) -> syn::Result<(Activity, bool)> {
     match id.to_string().as_str() {
-        "Active" => Ok(Activity::Active),
-        "Const" | "Constant" => Ok(Activity::Const),
-        "Duplicated" | "DuplicatedNoNeed" => Ok(Activity::Duplicated),
+        "Active" => Ok((Activity::Active, false)),
+        "ActiveOnly" => Ok((Activity::Active, true)),
+        "Const" | "Constant" => Ok((Activity::Const, false)),
+        "Duplicated" | "DuplicatedNoNeed" | "DuplicatedOnly" => Ok((Activity::Duplicated, false)),
+        "Dual" | "DualOnly" | "Dualv" | "DualvOnly" => Err(syn::Error::new_spanned(
+            id,
+            format!(
+                "`{id}` is forward mode (`std::autodiff::autodiff_forward`), which #[autodiff_reverse] does not do; use `Active`, `Const` or `Duplicated`"
+            ),
+        )),
         other => Err(syn::Error::new_spanned(
             id,
             format!(
-                "`{other}` is not supported yet by #[autodiff_reverse]; use `Active`, `Const` (or `Constant`) or `Duplicated` (or `DuplicatedNoNeed`)"
+                "`{other}` is not an activity of #[autodiff_reverse]; use `Active` (or `ActiveOnly`), `Const` (or `Constant`) or `Duplicated` (or `DuplicatedNoNeed`, `DuplicatedOnly`)"
             ),
         )),
     }
@@ -53,14 +63,14 @@ fn param_kind(t: &Type) -> syn::Result<Kind> {
         },
         t => match scalar(t).as_deref() {
             Some("f64" | "f32") => Some(Kind::F),
-            Some("usize" | "i64") => Some(Kind::I),
+            Some("usize" | "i64" | "i32") => Some(Kind::I),
             _ => None,
         },
     };
     kind.ok_or_else(|| {
         syn::Error::new_spanned(
             t,
-            "this parameter type is not supported yet by #[autodiff_reverse]; use f64, &[f64], &mut [f64], &mut f64 (or the same with f32), usize or i64",
+            "this parameter type is not supported yet by #[autodiff_reverse]; use f64, &[f64], &mut [f64], &mut f64 (or the same with f32), usize, i64 or i32; pass the fields of a struct as parameters of these types",
         )
     })
 }
@@ -169,7 +179,7 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
             ));
         };
         let kind = param_kind(&pt.ty)?;
-        let act = activity(act_id)?;
+        let act = activity(act_id)?.0;
         let fits = match act {
             Activity::Const => true,
             Activity::Active => kind == Kind::F,
@@ -196,18 +206,19 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
             act,
         });
     }
-    let ret_act = match acts.get(n_params) {
+    // `ActiveOnly` on the return: the result leaves the value out.
+    let (ret_act, no_value) = match acts.get(n_params) {
         Some(id) => {
-            let a = activity(id)?;
+            let (a, only) = activity(id)?;
             if a == Activity::Duplicated {
                 return Err(syn::Error::new_spanned(
                     id,
-                    "`Duplicated` does not fit an f64 return; use `Active` or `Const`",
+                    "`Duplicated` does not fit an f64 return; use `Active`, `ActiveOnly` or `Const`",
                 ));
             }
-            Some(a)
+            (Some(a), only)
         }
-        None => None,
+        None => (None, false),
     };
 
     // The float type: `f64` or `f32`, one per function.
@@ -270,7 +281,7 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
     let mut grad_args = Vec::new();
     let mut grad_results = Vec::new();
     let mut grad_tys = Vec::new();
-    if ret == Kind::F {
+    if ret == Kind::F && !no_value {
         results.push(quote!(__gradlift_value));
         grad_results.push(quote!(__gradlift_value));
         grad_tys.push(flt.clone());
@@ -359,10 +370,10 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
             quote!(::gradlift::Return::Const),
         ),
     };
-    let value_pat = if ret == Kind::F {
-        quote!(__gradlift_value)
-    } else {
-        quote!(())
+    let value_pat = match (ret, no_value) {
+        (Kind::F, false) => quote!(__gradlift_value),
+        (Kind::F, true) => quote!(_),
+        _ => quote!(()),
     };
     // A tuple of two or more, the value alone for one, `()` for none.
     let shape = |items: &[TokenStream], tys: &[TokenStream]| match items.len() {

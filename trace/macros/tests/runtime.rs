@@ -95,7 +95,14 @@ fn try_returns_an_index_out_of_bounds() {
     let mut dx = [0.0; 3];
     match d_at_try(&x, &mut dx, 5, 1.0) {
         Err(Error::Run(e)) => {
-            assert_eq!(e.kind, ErrorKind::OutOfBounds { index: 5, len: 3 })
+            assert_eq!(e.kind, ErrorKind::OutOfBounds { index: 5, len: 3 });
+            // The read `x[k]`, where it is written, and the slice by its name.
+            assert_eq!(e.op, "load");
+            assert_eq!(e.operand.as_deref(), Some("%x"));
+            assert_eq!(
+                (e.pos.file, e.pos.line, e.pos.col),
+                (Some(file!()), AT_LINE + 1, 5)
+            );
         }
         r => panic!("expected an out-of-bounds error, got {r:?}"),
     }
@@ -121,7 +128,7 @@ fn try_returns_a_shadow_of_the_wrong_length() {
 
 #[test]
 #[should_panic(
-    expected = "index out of bounds: the len is 3 but the index is 5 (in `at` at trace/macros/tests/runtime.rs:"
+    expected = "index out of bounds: the len is 3 but the index is 5, reading `x` at trace/macros/tests/runtime.rs:"
 )]
 fn panics_on_an_index_out_of_bounds() {
     let x = [1.0, 2.0, 3.0];
@@ -140,7 +147,7 @@ fn panics_on_a_shadow_of_the_wrong_length() {
 }
 
 #[test]
-fn the_panic_names_the_function_and_its_line() {
+fn the_panic_names_the_statement_the_slice_and_the_function() {
     let x = [1.0, 2.0, 3.0];
     let mut dx = [0.0; 3];
     let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d_at(&x, &mut dx, 5, 1.0)))
@@ -149,7 +156,9 @@ fn the_panic_names_the_function_and_its_line() {
     assert_eq!(
         *m,
         format!(
-            "index out of bounds: the len is 3 but the index is 5 (in `at` at {}:{AT_LINE}, differentiated by `d_at`)",
+            "index out of bounds: the len is 3 but the index is 5, reading `x` at {}:{}:5 (in `at` at {}:{AT_LINE}, differentiated by `d_at`)",
+            file!(),
+            AT_LINE + 1,
             file!()
         )
     );
@@ -224,4 +233,125 @@ fn grad_of_active_scalars() {
     assert_eq!(prod(3.0, 2.0), 12.0);
     assert_eq!(d_prod_grad(3.0, 2.0), (12.0, 4.0, 12.0));
     assert_eq!(d_prod_grad(3.0, 2.0), d_prod(3.0, 2.0, 1.0));
+}
+
+// Errors deep in loops, in writes, in helpers and in integer arithmetic name the
+// statement that failed, as the native function's panic would.
+
+const NLL_LINE: u32 = line!() + 2;
+#[autodiff_reverse(d_nll, Duplicated, Duplicated, Active)]
+fn nll(x: &[f64], w: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for i in 0..w.len() {
+        let z = w[i] * x[i];
+        s += (1.0 + z.exp()).ln();
+    }
+    s
+}
+
+#[test]
+fn a_slice_shorter_than_the_loop_names_the_slice_and_the_line() {
+    // The case: `x` is shorter than the loop over `w`.
+    let (x, w) = ([1.0; 5], [0.5; 6]);
+    let (mut dx, mut dw) = ([0.0; 5], [0.0; 6]);
+    let e = match d_nll_try(&x, &mut dx, &w, &mut dw, 1.0) {
+        Err(Error::Run(e)) => e,
+        r => panic!("expected an out-of-bounds error, got {r:?}"),
+    };
+    assert_eq!(e.kind, ErrorKind::OutOfBounds { index: 5, len: 5 });
+    assert_eq!(e.operand.as_deref(), Some("%x"));
+    assert_eq!((e.pos.file, e.pos.line), (Some(file!()), NLL_LINE + 3));
+    // `x[i]` stands at column 24 of `        let z = w[i] * x[i];`.
+    assert_eq!(e.pos.col, 24);
+    let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        d_nll(&x, &mut dx, &w, &mut dw, 1.0)
+    }))
+    .unwrap_err();
+    let m = p.downcast_ref::<String>().unwrap();
+    assert!(
+        m.starts_with(&format!(
+            "index out of bounds: the len is 5 but the index is 5, reading `x` at {}:{}:24 (in `nll`",
+            file!(),
+            NLL_LINE + 3
+        )),
+        "{m}"
+    );
+    // The native function panics on the same read.
+    assert!(std::panic::catch_unwind(|| nll(&x, &w)).is_err());
+}
+
+const SCATTER_LINE: u32 = line!() + 2;
+#[autodiff_reverse(d_scatter, Duplicated, Duplicated, Const)]
+fn scatter(x: &[f64], out: &mut [f64], k: usize) {
+    for i in 0..x.len() {
+        out[i + k] += x[i] * x[i];
+    }
+}
+
+#[test]
+fn a_write_out_of_bounds_names_the_written_slice() {
+    let x = [1.0, 2.0];
+    let (mut dx, mut out, mut dout) = ([0.0; 2], [0.0; 2], [1.0; 2]);
+    let e = match d_scatter_try(&x, &mut dx, &mut out, &mut dout, 1) {
+        Err(Error::Run(e)) => e,
+        r => panic!("expected an out-of-bounds error, got {r:?}"),
+    };
+    assert_eq!(e.kind, ErrorKind::OutOfBounds { index: 2, len: 2 });
+    // `out[i + k] += ..` reads `out` first, at the target's position.
+    assert_eq!(e.operand.as_deref(), Some("%out"));
+    assert_eq!(
+        (e.pos.file, e.pos.line, e.pos.col),
+        (Some(file!()), SCATTER_LINE + 2, 9)
+    );
+    // The native function panics on the same write.
+    assert!(std::panic::catch_unwind(|| scatter(&x, &mut [0.0; 2], 1)).is_err());
+}
+
+const HELPER_LINE: u32 = line!() + 2;
+#[gradlift::differentiable]
+fn third(v: &[f64]) -> f64 {
+    v[2] * 2.0
+}
+
+#[autodiff_reverse(d_uses_helper, Duplicated, Active)]
+fn uses_helper(x: &[f64]) -> f64 {
+    third(x) + x[0]
+}
+
+#[test]
+fn an_error_in_a_helper_names_the_helpers_line() {
+    let x = [1.0, 2.0];
+    let mut dx = [0.0; 2];
+    let e = match d_uses_helper_try(&x, &mut dx, 1.0) {
+        Err(Error::Run(e)) => e,
+        r => panic!("expected an out-of-bounds error, got {r:?}"),
+    };
+    assert_eq!(e.kind, ErrorKind::OutOfBounds { index: 2, len: 2 });
+    assert_eq!((e.pos.file, e.pos.line), (Some(file!()), HELPER_LINE + 1));
+    assert!(std::panic::catch_unwind(|| uses_helper(&x)).is_err());
+    assert_eq!(uses_helper(&[1.0, 2.0, 3.0]), 7.0);
+}
+
+const DIV_LINE: u32 = line!() + 2;
+#[autodiff_reverse(d_per, Active, Const, Active)]
+fn per(a: f64, n: usize) -> f64 {
+    let k = 12 / n;
+    a * k as f64
+}
+
+#[test]
+fn an_integer_division_by_zero_names_its_line() {
+    assert_eq!(d_per(2.0, 4, 1.0), (6.0, 3.0));
+    assert_eq!(per(2.0, 4), 6.0);
+    assert!(std::panic::catch_unwind(|| per(2.0, 0)).is_err());
+    let p = std::panic::catch_unwind(|| d_per(2.0, 0, 1.0)).unwrap_err();
+    let m = p.downcast_ref::<String>().unwrap();
+    assert!(
+        m.starts_with(&format!(
+            "attempt to divide by zero, at {}:{}:",
+            file!(),
+            DIV_LINE + 1
+        )),
+        "{m}"
+    );
 }
