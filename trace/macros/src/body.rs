@@ -680,6 +680,16 @@ impl Translator {
         }
         let (l, lk) = self.expr(&b.left)?;
         let (r, rk) = self.expr(&b.right)?;
+        // `==` and `!=` on bools: exclusive or, negated for `==`.
+        if (lk, rk) == (Kind::B, Kind::B) {
+            let sp = b.span();
+            let xor = quote_spanned!(sp=> ::core::ops::BitXor::bitxor(#l, #r));
+            match b.op {
+                BinOp::Ne(_) => return Ok((xor, Kind::B)),
+                BinOp::Eq(_) => return Ok((quote_spanned!(sp=> (!#xor)), Kind::B)),
+                _ => {}
+            }
+        }
         if lk != rk || !matches!(lk, Kind::F | Kind::I) {
             return err(
                 b,

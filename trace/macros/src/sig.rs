@@ -249,6 +249,23 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
         fl,
     );
     let body = tr.body(&func.block, ret)?;
+    // A function that calls itself is marked `#[differentiable]` too (its twin
+    // traces it as `@NAME`, recursion included): the traced function is then a call
+    // of the twin, traced under the derivative's name, so that `@NAME` is traced
+    // once.
+    let recursive = calls_itself(&func.block, &sig.ident);
+    let ir_name = if recursive {
+        name.to_string()
+    } else {
+        sig.ident.to_string()
+    };
+    let body = if recursive {
+        let twin = crate::differentiable::twin(&sig.ident);
+        let args = params.iter().map(|p| &p.name);
+        quote!(#twin(#(#args),*))
+    } else {
+        body
+    };
     let traced_ty = |k: Kind| match k {
         Kind::F => quote!(::gradlift::trace::Var<#flt>),
         Kind::I => quote!(::gradlift::trace::Var<i64>),
@@ -327,15 +344,17 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
                     (quote!(&mut #flt), quote!(::core::slice::from_mut(#d)))
                 } else {
                     fresh.push(
-                        quote!(let mut #d: ::std::vec::Vec<#flt> = ::std::vec![0.0; #n.len()];),
+                        quote!(let mut #d: ::std::vec::Vec<#flt> = ::std::vec![0.0; <[#flt]>::len(#n)];),
                     );
                     grad_tys.push(quote!(::std::vec::Vec<#flt>));
                     let msg =
                         format!("the shadow of `{n}` has length {{}} but `{n}` has length {{}}");
                     checks.push(quote! {
-                        if #d.len() != #n.len() {
+                        // `<[T]>::len`, not `.len()`: a trait in the caller's scope
+                        // (gradlift's `SliceRead`) may have a `len` method too.
+                        if <[#flt]>::len(#d) != <[#flt]>::len(#n) {
                             return ::core::result::Result::Err(::gradlift::Error::BadArguments(
-                                ::std::format!(#msg, #d.len(), #n.len()),
+                                ::std::format!(#msg, <[#flt]>::len(#d), <[#flt]>::len(#n)),
                             ));
                         }
                     });
@@ -440,7 +459,7 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
             #(#checks)*
             let __gradlift_g = match __GRADLIFT_SHARED.get_or_init(|| {
                 ::gradlift::autodiff::macro_support::share::<#sig_tuple, _, (#(#act_tys,)*)>(
-                    #fname,
+                    #ir_name,
                     #dname,
                     #traced_name,
                     #ret_tokens,
@@ -479,4 +498,22 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
             #grad_result
         }
     })
+}
+
+/// Whether `block` calls the function `name` (by a path ending in it).
+fn calls_itself(block: &syn::Block, name: &Ident) -> bool {
+    struct Find<'a>(&'a Ident, bool);
+    impl<'ast> syn::visit::Visit<'ast> for Find<'_> {
+        fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+            if let syn::Expr::Path(p) = &*c.func
+                && p.path.segments.last().is_some_and(|s| s.ident == *self.0)
+            {
+                self.1 = true;
+            }
+            syn::visit::visit_expr_call(self, c);
+        }
+    }
+    let mut f = Find(name, false);
+    syn::visit::Visit::visit_block(&mut f, block);
+    f.1
 }

@@ -153,3 +153,44 @@ fn unused_helper(x: f64) -> f64 {
 fn unused_helper_is_plain() {
     assert_eq!(unused_helper(1.0), 2.0);
 }
+
+// A recursive function with the attribute itself: marked `#[differentiable]` too,
+// in either order.
+
+#[autodiff_reverse(d_pw, Active, Const, Active)]
+#[differentiable]
+fn pw(x: f64, n: i64) -> f64 {
+    if n == 0 { 1.0 } else { x * pw(x, n - 1) }
+}
+
+#[differentiable]
+#[autodiff_reverse(d_fact_pow, Active, Const, Active)]
+fn fact_pow(x: f64, n: i64) -> f64 {
+    if n <= 1 {
+        x
+    } else {
+        n as f64 * x * fact_pow(x, n - 1)
+    }
+}
+
+#[test]
+fn an_attributed_function_may_call_itself() {
+    // x^n and its derivative n x^(n-1).
+    for (x, n) in [(2.0, 3), (-1.5, 4), (0.5, 0)] {
+        let (v, dx) = d_pw(x, n, 1.0);
+        assert_eq!(v, pw(x, n));
+        let want = if n == 0 {
+            0.0
+        } else {
+            n as f64 * x.powi(n as i32 - 1)
+        };
+        assert!(
+            (dx - want).abs() < 1e-12 * (1.0 + want.abs()),
+            "{dx} {want}"
+        );
+    }
+    // n! x^n, whose derivative is n! n x^(n-1).
+    let (v, dx) = d_fact_pow(1.5, 4, 1.0);
+    assert_eq!(v, fact_pow(1.5, 4));
+    check_close(&[dx], &fd(|p| fact_pow(p[0], 4), &[1.5]));
+}

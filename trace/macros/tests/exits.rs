@@ -285,3 +285,65 @@ fn while_inside_for() {
         check_slice(while_in_for, d_while_in_for, &x);
     }
 }
+
+// A `loop` left only by `return`, as the last statement (with or without `;`),
+// and a result that returns in every arm.
+
+#[autodiff_reverse(d_newton_sqrt, Active, Active)]
+fn newton_sqrt(a: f64) -> f64 {
+    let mut y = a.max(1.0);
+    loop {
+        let next = 0.5 * (y + a / y);
+        if (next - y).abs() < 1e-12 {
+            return next;
+        }
+        y = next;
+    }
+}
+
+#[autodiff_reverse(d_newton_cbrt, Active, Active)]
+fn newton_cbrt(a: f64) -> f64 {
+    let mut y = a.max(1.0);
+    let mut k = 0;
+    loop {
+        let next = (2.0 * y + a / (y * y)) / 3.0;
+        k += 1;
+        if (next - y).abs() < 1e-12 || k == 100 {
+            return next;
+        }
+        y = next;
+    }
+}
+
+#[autodiff_reverse(d_sign_sq, Active, Active)]
+fn sign_sq(x: f64) -> f64 {
+    let big = x.abs() > 2.0;
+    if big == (x > 0.0) {
+        return x * x;
+    } else {
+        return -x * x;
+    }
+}
+
+#[test]
+fn loops_left_only_by_return_and_results_that_always_return() {
+    for a in [0.5, 2.0, 9.0] {
+        let (v, da) = d_newton_sqrt(a, 1.0);
+        assert_eq!(v, newton_sqrt(a));
+        assert!((v - a.sqrt()).abs() < 1e-12);
+        // The derivative of the iteration's fixed point: 1 / (2 sqrt a).
+        check_close(&[da], &[0.5 / a.sqrt()]);
+        let (v, da) = d_newton_cbrt(a, 1.0);
+        assert_eq!(v, newton_cbrt(a));
+        check_close(&[da], &[1.0 / (3.0 * a.cbrt().powi(2))]);
+    }
+    // `==` on bools decides the sign: + for x > 2, - for 0 < x <= 2, + for
+    // -2 <= x <= 0 (false == false), - for x < -2.
+    for x in [3.0, 1.0, -1.0, -3.0] {
+        let (v, dx) = d_sign_sq(x, 1.0);
+        assert_eq!(v, sign_sq(x));
+        check_close(&[dx], &fd(|p| sign_sq(p[0]), &[x]));
+    }
+    assert_eq!(sign_sq(1.0), -1.0);
+    assert_eq!(sign_sq(-1.0), 1.0);
+}

@@ -253,10 +253,25 @@ impl Rewriter {
             }
         }
         // A value's exits are reported by the translation; a `()` function's last
-        // statement is a statement like the others.
-        if let Some(t) = tail {
-            let t = if self.has_value { t } else { self.expr(&t) };
-            out.push(Stmt::Expr(t, None));
+        // statement is a statement like the others. A result that always returns
+        // (`if c { return a; } else { return b; }`) is a statement too.
+        match tail {
+            Some(t) if self.has_value && !diverges(&t) => out.push(Stmt::Expr(t, None)),
+            Some(t) => {
+                let t = self.expr(&t);
+                out.push(Stmt::Expr(t, Some(Default::default())));
+                if self.has_value {
+                    let rv = ident(RV);
+                    out.push(Stmt::Expr(parse_quote!(#rv), None));
+                }
+            }
+            // No result: the statements before end in a `loop` left only by
+            // `return` (or in a `return`), so what they returned is the result.
+            None if self.has_value && self.has_ret => {
+                let rv = ident(RV);
+                out.push(Stmt::Expr(parse_quote!(#rv), None));
+            }
+            None => {}
         }
         out
     }
@@ -469,4 +484,27 @@ fn body_exits(b: &Block) -> Exits {
 /// Whether the block has any exit to rewrite, also of a loop inside it.
 fn nested_exits(b: &Block) -> bool {
     body_exits(b).seen
+}
+
+/// Whether `e` always returns: a `return`, an `if` whose arms all do, a block ending
+/// in one, a `loop` with no `break` of its own.
+fn diverges(e: &Expr) -> bool {
+    let block = |b: &Block| match b.stmts.last() {
+        Some(Stmt::Expr(e, _)) => diverges(e),
+        _ => false,
+    };
+    match e {
+        Expr::Return(_) => true,
+        Expr::If(i) => {
+            block(&i.then_branch) && i.else_branch.as_ref().is_some_and(|(_, e)| diverges(e))
+        }
+        Expr::Block(b) => block(&b.block),
+        Expr::Paren(p) => diverges(&p.expr),
+        Expr::Loop(l) => {
+            let mut x = Exits::default();
+            exits_stmts(&l.body.stmts, false, &mut x);
+            !x.brk && x.ret
+        }
+        _ => false,
+    }
 }
