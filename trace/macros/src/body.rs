@@ -124,38 +124,11 @@ impl Translator {
         ty(&format!("::gradlift::trace::Var<{}>", self.fl))
     }
 
-    /// The traced constant of the native float `v`.
-    ///
-    /// An `f32` constant is computed, not a literal: gradlift's IR types an inline
-    /// literal by the instruction using it, and reads it as `f64` where no other
-    /// operand is an `f32` value (`-2.0f32`, `2.0f32 * 3.0`), which the tracer does
-    /// not avoid; so it is `i as f32` for an integer `i`, else `m as f32 * 2^e`,
-    /// both exact.
+    /// The traced constant of the native float `v` (an `f32` one is legalised by
+    /// the tracer into a typed constant where the IR needs one).
     fn constant(&self, v: TokenStream) -> TokenStream {
         let f = self.float();
-        if self.fl != "f32" {
-            return quote!(<#f>::from(#v));
-        }
-        let float = quote!(<#f as ::gradlift::trace::prelude::Float>);
-        let int = ty(INT);
-        quote!({
-            let x: f32 = #v;
-            if x.fract() == 0.0 && x.abs() < 16_777_216.0 {
-                #float::from_int(<#int>::from(x as i64))
-            } else {
-                let b = x.to_bits();
-                let eb = ((b >> 23) & 0xff) as i32;
-                let m = i64::from(b & 0x7f_ffff) | if eb == 0 { 0 } else { 0x80_0000 };
-                let e = if eb == 0 { -149 } else { eb - 150 };
-                let p = if e >= -126 {
-                    f32::from_bits(((e + 127) as u32) << 23)
-                } else {
-                    f32::from_bits(1u32 << (e + 149))
-                };
-                let m = if b >> 31 == 1 { -m } else { m };
-                #float::from_int(<#int>::from(m)) * p
-            }
-        })
+        quote!(<#f>::from(#v))
     }
 
     /// The literal written `digits`, rounded once to the function's float type, as

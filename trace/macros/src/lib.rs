@@ -41,16 +41,20 @@
 //! | activity | parameter | `NAME` takes | `NAME` gives |
 //! |---|---|---|---|
 //! | `Active` | `f64` | the `f64` | its derivative, appended to the result |
-//! | `Const` | `f64`, `usize`, `i64`, `&[f64]`, `&mut [f64]`, `&mut f64` | the same | nothing |
+//! | `Const` | `f64`, `usize`, `i64`, `i32`, `&[f64]`, `&mut [f64]`, `&mut f64` | the same | nothing |
 //! | `Duplicated` | `&[f64]`, `&mut [f64]`, `&mut f64` | it, then a shadow `&mut [f64]` (`&mut f64`) | its gradient, added (`+=`) into the shadow |
 //! | `Active` (return) | `-> f64` | a seed `f64`, after all the parameters | the derivatives scaled by the seed |
+//! | `ActiveOnly` (return) | `-> f64` | a seed `f64`, after all the parameters | the derivatives scaled by the seed, without the value |
 //! | `Const` (return) | `-> f64` | nothing more | derivatives through shadows only |
 //!
-//! The RFC draft's names are accepted with the same meaning: `Constant` is `Const`,
-//! and `DuplicatedNoNeed` (whose primal may be left with any contents) is derived as
-//! `Duplicated`, which leaves the right ones.
+//! The other names of `std::autodiff` and of the RFC draft are accepted with the
+//! same meaning: `Constant` is `Const`; `ActiveOnly` on a parameter is `Active`;
+//! `DuplicatedNoNeed` and `DuplicatedOnly` (whose primal may be left with any
+//! contents) are derived as `Duplicated`, which leaves the right ones. The forward
+//! mode's `Dual` and its kin are refused.
 //!
-//! `NAME` returns the function's value (unless it is `()`), then the derivatives of
+//! `NAME` returns the function's value (unless it is `()`, or the return is
+//! `ActiveOnly`), then the derivatives of
 //! the `Active` parameters in order: a tuple if that is two or more numbers, the
 //! number alone if it is one, `()` if none. As in Enzyme, a shadow accumulates,
 //! and the shadow of a writable slice is on entry the seed of what the function
@@ -106,20 +110,30 @@
 //! `NAME` panics where `NAME_try` returns an error: an index out of bounds, a
 //! shadow whose length is not its slice's, or a failure to trace, derive or
 //! compile (`gradlift::Error::Trace`, `Derive`, ...: the first call's failure is
-//! kept, and every later call returns it again). The message reads as Rust's own, then names the function
-//! and the line where it is written, and the panic's location is `NAME`'s caller:
+//! kept, and every later call returns it again). The message reads as Rust's own;
+//! for an error of the compiled code it then names the slice and the statement
+//! (the Rust `file:line:col` of the read, write, division or call that failed,
+//! also inside a `#[differentiable]` helper), and last the function and the line
+//! where it is written. The panic's location is `NAME`'s caller:
 //!
 //! ```text
-//! index out of bounds: the len is 3 but the index is 5 (in `at` at src/lib.rs:12, differentiated by `d_at`)
+//! index out of bounds: the len is 5 but the index is 5, reading `x` at src/lib.rs:14:24 (in `nll` at src/lib.rs:10, differentiated by `d_nll`)
+//! attempt to divide by zero, at src/lib.rs:22:13 (in `per` at src/lib.rs:21, differentiated by `d_per`)
 //! the shadow of `x` has length 2 but `x` has length 3 (in `at` at src/lib.rs:12, differentiated by `d_at`)
 //! the derivative of `lost` failed: deriving the rule: ... (in `lost` at src/lib.rs:20, differentiated by `d_lost`)
 //! ```
 //!
+//! `NAME_try`'s `gradlift::Error::Run` carries the same facts as data: the
+//! `RunError`'s `pos` (`file`, `line`, `col`) and `operand` (`%x`: the parameters
+//! keep their Rust names in the IR).
+//!
 //! # Dumping the IR
 //!
 //! With the environment variable `GRADLIFT_DUMP` set to a directory when the first
-//! call of `NAME` happens, that call writes the function's IR at each stage into
-//! it (creating it if need be), as files that `gradlift::ir::parse` reads back:
+//! call of `NAME` happens (or a directory given to
+//! `gradlift::autodiff::set_dump_dir`, which takes precedence), that call writes
+//! the function's IR at each stage into it (creating it if need be), as files that
+//! `gradlift::ir::parse` reads back:
 //!
 //! | file | holds |
 //! |---|---|
@@ -129,21 +143,21 @@
 //! | `NAME.rvs.ir` | the derived pullback `@f.rvs`, and the functions it calls |
 //!
 //! A file that cannot be written is an error of that call (and of every later
-//! one).
+//! one), `gradlift::Error::Dump`.
 //!
 //! # The supported subset
 //!
 //! The body is translated into gradlift's tracing API (see `docs/tracing.md`):
 //!
-//! - parameters `f64`, `&[f64]`, `&mut [f64]`, `&mut f64` and (`Const` only) `usize`
-//!   and `i64`; a result `f64` or `()`;
+//! - parameters `f64`, `&[f64]`, `&mut [f64]`, `&mut f64` and (`Const` only) `usize`,
+//!   `i64` and `i32`; a result `f64` or `()`;
 //! - the same with `f32` instead of `f64` (`Var<f32>` when traced), one float type
 //!   per function: `&[f32]` images and weights, an `f32` loss; `NAME`'s shadows,
 //!   seed and derivatives are then `f32` too. Literals and `f32::consts` are `f32`;
 //! - `let` and `let mut` of one variable (`f64`, integers, `bool`, or another name
 //!   for a slice), `=`, `+=`, `-=`, `*=`, `/=`;
-//! - `+ - * /` on `f64`, and also `%` on integers; `< <= > >= == !=`; `&&`, `||`
-//!   (short-circuiting, as in Rust), `!`; unary `-`;
+//! - `+ - * /` on `f64`, and also `%` on integers; `< <= > >= == !=` (`==` and
+//!   `!=` on bools too); `&&`, `||` (short-circuiting, as in Rust), `!`; unary `-`;
 //! - `if` / `else if` / `else`, as statements and as expressions, on any condition:
 //!   each becomes a real branch (`cond`), carrying the outer variables it assigns;
 //! - `for i in a..b` and `a..=b`: a real loop (`for_range`), carrying the outer
@@ -156,13 +170,14 @@
 //!   become flags carried through the loops and branches: the statements after an
 //!   exit run under an `if` on the flags, a loop that can be left early tests them
 //!   (a `for` over a range becomes a `while_loop` over its index), so what Rust
-//!   skips is skipped, and values and derivatives are exact;
+//!   skips is skipped, and values and derivatives are exact. A `loop` left only by
+//!   `return` may end the function, and so may an `if` that returns in every arm;
 //! - `x[i]`, `x.len()`, `x[i] = v`, `x[i] += v` (and `-= *= /=`) on slices, `*r`
 //!   and `*r = v` on a `&mut f64`;
 //! - local buffers `let mut b = vec![v; n];` and `vec![a, b, c]` of f64 (a traced
 //!   `alloc`), read and written like slices, with `b.len()`;
-//! - `as` between `f64` (or `f32`), `i64` and `usize` (`f64 as usize` saturates at
-//!   0, as in Rust);
+//! - `as` between `f64` (or `f32`), `i64`, `i32` and `usize` (`f64 as usize`
+//!   saturates at 0, as in Rust);
 //! - the float methods `sin cos tan exp ln sqrt abs tanh floor ceil`, `powi` with
 //!   an integer literal, `powf max min`; float, integer and bool literals;
 //!   `f64::consts::PI` and other `f64::` constants;
@@ -173,7 +188,9 @@
 //!   (gradlift's `func(..).call(..)`), so helpers, recursion and mutual recursion
 //!   are differentiated as calls, not inlined. A marked function stays as written
 //!   and gains a hidden twin `__gradlift_differentiable_NAME`, which must be in
-//!   scope where it is called (calling by path, or importing it with the function);
+//!   scope where it is called (calling by path, or importing it with the function).
+//!   A function with `#[autodiff_reverse]` that calls itself is marked
+//!   `#[differentiable]` too (in either order);
 //! - the result as the final expression or a final `return`.
 //!
 //! ```
@@ -205,7 +222,9 @@
 //! `f32` and `f64` in one function (`as` between them included), and other
 //! parameter types. Integers are traced as `i64`: a `usize` subtraction that
 //! would underflow (a panic in a debug build) is a negative number in the
-//! derivative.
+//! derivative, `i32` arithmetic does not wrap at 32 bits, and a float cast to
+//! `usize` or `i32` saturates at the ends of `i64` (`1e19 as usize` is
+//! `i64::MAX`), not of the Rust type.
 //! A `Const` writable parameter must not hold a value that depends on an `Active`
 //! or `Duplicated` input if the function reads it: gradlift refuses to lose that
 //! derivative, and `NAME` panics saying to make the parameter `Duplicated`.
