@@ -483,3 +483,85 @@ fn autodiff_can_move_to_another_thread() {
         .unwrap();
     assert_eq!((x, y), (19.0, (4.0, 3.0)));
 }
+
+/// A generic function of the float methods `sinh cosh asin acos atan atan2 hypot
+/// log10 log2 exp2 mul_add`, traced, derived and compiled by `autodiff`: its value
+/// is the native function's bit for bit, its gradient the closed form and the
+/// central differences of the native function; atan2 in the four quadrants, hypot
+/// and atan2 at 1e±200 (where x² + y² overflows or underflows), in f64 and f32.
+#[test]
+fn the_float_methods_of_the_math_ops_differentiate() {
+    /// The sum of atan2(y, x), h, sinh(u), cosh(u), asin(u), acos(u), atan(u),
+    /// log10(h), log2(h), exp2(u) and mul_add(u, y, x), with h = hypot(x, y) and
+    /// u = x / h in [-1, 1].
+    fn math<T: Float>(x: T, y: T) -> T {
+        let h = x.hypot(y);
+        let u = x / h;
+        let a = y.atan2(x) + h + u.sinh() + u.cosh() + u.asin() + u.acos() + u.atan();
+        a + h.log10() + h.log2() + u.exp2() + u.mul_add(y, x)
+    }
+    /// Its gradient, term by term.
+    fn closed(x: f64, y: f64) -> (f64, f64) {
+        let h = x.hypot(y);
+        let u = x / h;
+        // du/dx = y² / h³, du/dy = -x y / h³; dh = (x, y) / h.
+        let (ux, uy) = (y / h * (y / h) / h, -(x / h) * (y / h) / h);
+        let (hx, hy) = (x / h, y / h);
+        let r = (1.0 - u) * (1.0 + u);
+        let du = u.cosh() + u.sinh() + 1.0 / r.sqrt() - 1.0 / r.sqrt()
+            + 1.0 / (1.0 + u * u)
+            + u.exp2() * 2f64.ln()
+            + y;
+        let dh = 1.0 + 1.0 / (h * 10f64.ln()) + 1.0 / (h * 2f64.ln());
+        // d atan2(y, x) = (-y, x) / h².
+        let (ax, ay) = (-(y / h) / h, (x / h) / h);
+        // mul_add(u, y, x) = u y + x: + (0 via u) y-direct u and x-direct 1.
+        (ax + dh * hx + du * ux + 1.0, ay + dh * hy + du * uy + u)
+    }
+    let mut g = autodiff("math", math::<Var>).unwrap();
+    let fd = |f: &dyn Fn(f64) -> f64, x: f64| {
+        let h = 1e-6 * x.abs();
+        (f(x + h) - f(x - h)) / (2.0 * h)
+    };
+    for (x, y) in [
+        (0.8, 1.3),
+        (-0.8, 1.3),
+        (-0.8, -1.3),
+        (0.8, -1.3),
+        (3e200, -4e200),
+        (-3e-200, 4e-200),
+    ] {
+        let (v, (dx, dy)) = g.gradient((Active(x), Active(y))).unwrap();
+        assert_eq!(
+            v.to_bits(),
+            math::<f64>(x, y).to_bits(),
+            "value at ({x}, {y})"
+        );
+        let (cx, cy) = closed(x, y);
+        assert!(
+            close(dx, cx, 1e-12) && close(dy, cy, 1e-12),
+            "({x}, {y}): {dx} {dy} vs {cx} {cy}"
+        );
+        // Central differences of the native function (relative steps: any scale).
+        let (fx, fy) = (fd(&|x| math(x, y), x), fd(&|y| math(x, y), y));
+        assert!(
+            close(dx, fx, 1e-6) && close(dy, fy, 1e-6),
+            "({x}, {y}): {dx} {dy} vs FD {fx} {fy}"
+        );
+    }
+    // In f32: the value bit for bit, the gradient against the f64 closed form.
+    let mut g32 = autodiff("math32", math::<Var<f32>>).unwrap();
+    for (x, y) in [(0.8f32, 1.3f32), (-0.8, -1.3), (0.8, -1.3), (3e30, -4e30)] {
+        let (v, (dx, dy)) = g32.gradient((Active(x), Active(y))).unwrap();
+        assert_eq!(
+            v.to_bits(),
+            math::<f32>(x, y).to_bits(),
+            "value at ({x}, {y})"
+        );
+        let (cx, cy) = closed(f64::from(x), f64::from(y));
+        assert!(
+            close(f64::from(dx), cx, 1e-4) && close(f64::from(dy), cy, 1e-4),
+            "f32 ({x}, {y}): {dx} {dy} vs {cx} {cy}"
+        );
+    }
+}

@@ -25,7 +25,8 @@
 //! the cotangent to the first operand; `floor`, `ceil`, integer ops, comparisons,
 //! `cast` to or from an integer and `bitcast` have zero derivative; `pow x, y` gives
 //! `∂/∂x = y x^(y-1)` (0 where `y = 0`) and `∂/∂y = x^y log x` (0 where `x = 0`);
-//! `powi x, n` gives `n x^(n-1)` (0 where `n = 0`); `select c, a, b` routes the
+//! `powi x, n` gives `n x^(n-1)` (0 where `n = 0`); `hypot` and `atan2` give 0 at
+//! the origin (`hypot` as `fabs` at 0; `atan2` jumps there); `select c, a, b` routes the
 //! cotangent to the chosen arm; `cast` between `f32` and `f64` converts the cotangent.
 //! Every rule here is needed for correctness: none exists for speed only.
 
@@ -120,6 +121,14 @@ const ARGS01: Reads = Reads {
 };
 const RESULT: Reads = Reads {
     args: &[],
+    result: true,
+};
+const READS_ARG0_RESULT: Reads = Reads {
+    args: &[0],
+    result: true,
+};
+const READS_ARG1_RESULT: Reads = Reads {
+    args: &[1],
     result: true,
 };
 
@@ -284,6 +293,15 @@ fn unary_of_result(d: fn(&mut RevCtx<'_, '_>, Value) -> Value) -> OpRule {
     })
 }
 
+/// `sqrt((1 - x)(1 + x))`, that is `sqrt(1 - x²)` without the cancellation of
+/// `1 - x·x` near `|x| = 1`.
+fn one_minus_x_squared_sqrt(r: &mut RevCtx<'_, '_>, x: Value) -> Value {
+    let one = r.lit(1.0);
+    let (a, b) = (r.b.fsub(one, x), r.b.fadd(one, x));
+    let p = r.b.fmul(a, b);
+    r.b.sqrt(p)
+}
+
 /// The rule of `op`. See the [module docs](self).
 pub(crate) fn op_rule(op: Opcode) -> OpRule {
     use Opcode::*;
@@ -363,6 +381,46 @@ pub(crate) fn op_rule(op: Opcode) -> OpRule {
             let is0 = r.b.fcmp(CmpPred::Eq, g, zero);
             Some(r.b.select(is0, zero, c))
         }),
+        // ∂/∂y = x / (x² + y²), ∂/∂x = -y / (x² + y²), written (x/h)(ct/h) with
+        // h = hypot(x, y) so that x² + y² cannot overflow or underflow; 0 at the
+        // origin, where atan2 jumps and has no derivative.
+        Atan2 => float(&[Some(ARGS01), Some(ARGS01)], |r, k| {
+            let (y, x) = (r.arg(0), r.arg(1));
+            let (g, zero) = (r.ct(), r.zero());
+            let h = r.b.hypot(x, y);
+            let gh = r.b.fdiv(g, h);
+            let c = if k == 0 {
+                let xh = r.b.fdiv(x, h);
+                r.b.fmul(xh, gh)
+            } else {
+                let yh = r.b.fdiv(y, h);
+                let d = r.b.fmul(yh, gh);
+                r.b.fneg(d)
+            };
+            let origin = r.b.fcmp(CmpPred::Eq, h, zero);
+            Some(r.b.select(origin, zero, c))
+        }),
+        // ∂/∂x = x / h, ∂/∂y = y / h with h = hypot(x, y) the saved result; 0 at the
+        // origin (a cone's tip), as `fabs` at 0: hypot(x, 0) = |x|.
+        Hypot => float(
+            &[Some(READS_ARG0_RESULT), Some(READS_ARG1_RESULT)],
+            |r, k| {
+                let (v, h) = (r.arg(k), r.result());
+                let (g, zero) = (r.ct(), r.zero());
+                let vh = r.b.fdiv(v, h);
+                let c = r.b.fmul(g, vh);
+                let origin = r.b.fcmp(CmpPred::Eq, h, zero);
+                Some(r.b.select(origin, zero, c))
+            },
+        ),
+        // a * b + c: ∂/∂a = b, ∂/∂b = a, ∂/∂c = 1.
+        Fma => float(&[Some(ARG1), Some(ARG0), Some(NOTHING)], |r, k| {
+            if k == 2 {
+                return Some(r.ct());
+            }
+            let other = r.arg(1 - k);
+            Some(r.ct_times(other))
+        }),
         Fneg => float(&[Some(NOTHING)], |r, _| {
             let g = r.ct();
             Some(r.b.fneg(g))
@@ -404,6 +462,49 @@ pub(crate) fn op_rule(op: Opcode) -> OpRule {
         Tanh => unary_of_result(|r, y| {
             let (one, yy) = (r.lit(1.0), r.b.fmul(y, y));
             r.b.fsub(one, yy)
+        }),
+        // cosh(x).
+        Sinh => unary_of_arg(|r, x| r.b.cosh(x)),
+        // sinh(x).
+        Cosh => unary_of_arg(|r, x| r.b.sinh(x)),
+        // 1 / sqrt(1 - x²), written ct / sqrt((1 - x)(1 + x)): exact factors near ±1.
+        Asin => float(&[Some(ARG0)], |r, _| {
+            let (g, x) = (r.ct(), r.arg(0));
+            let s = one_minus_x_squared_sqrt(r, x);
+            Some(r.b.fdiv(g, s))
+        }),
+        // -1 / sqrt(1 - x²), as for asin.
+        Acos => float(&[Some(ARG0)], |r, _| {
+            let (g, x) = (r.ct(), r.arg(0));
+            let s = one_minus_x_squared_sqrt(r, x);
+            let q = r.b.fdiv(g, s);
+            Some(r.b.fneg(q))
+        }),
+        // 1 / (1 + x²), written ct / (1 + x²) (0 where x² overflows, as the limit).
+        Atan => float(&[Some(ARG0)], |r, _| {
+            let (g, x) = (r.ct(), r.arg(0));
+            let (one, xx) = (r.lit(1.0), r.b.fmul(x, x));
+            let d = r.b.fadd(one, xx);
+            Some(r.b.fdiv(g, d))
+        }),
+        // 1 / (x ln 10), written (ct / x) · log10(e).
+        Log10 => float(&[Some(ARG0)], |r, _| {
+            let (g, x) = (r.ct(), r.arg(0));
+            let q = r.b.fdiv(g, x);
+            let k = r.lit(core::f64::consts::LOG10_E);
+            Some(r.b.fmul(q, k))
+        }),
+        // 1 / (x ln 2), written (ct / x) · log2(e).
+        Log2 => float(&[Some(ARG0)], |r, _| {
+            let (g, x) = (r.ct(), r.arg(0));
+            let q = r.b.fdiv(g, x);
+            let k = r.lit(core::f64::consts::LOG2_E);
+            Some(r.b.fmul(q, k))
+        }),
+        // 2^x ln 2, with 2^x the saved result.
+        Exp2 => unary_of_result(|r, y| {
+            let k = r.lit(core::f64::consts::LN_2);
+            r.b.fmul(y, k)
         }),
         Floor | Ceil => OpRule::Zero("piecewise constant: zero wherever the derivative exists"),
         // n x^(n-1), 0 where n = 0 (x^0 is constant); no derivative flows to n.
@@ -476,6 +577,7 @@ mod tests {
             match op.shape() {
                 Shape::FloatBinary
                 | Shape::FloatUnary
+                | Shape::FloatTernary
                 | Shape::Powi
                 | Shape::Select
                 | Shape::Cast => match rule {

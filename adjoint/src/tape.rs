@@ -532,8 +532,9 @@ impl TapePlan {
     }
 }
 
-/// Cheap pure ops worth computing again rather than saving: arithmetic (no
-/// transcendental function, which costs more than a push and a pop), comparisons,
+/// Cheap pure ops worth computing again rather than saving: arithmetic (`fma`
+/// included; no transcendental function, which costs more than a push and a pop,
+/// and no `hypot`), comparisons,
 /// casts, `select`. Integer division cannot fail here: the forward pass computed the
 /// same division on the same operands.
 fn recomputable(op: Opcode) -> bool {
@@ -543,6 +544,7 @@ fn recomputable(op: Opcode) -> bool {
         Fadd | Fsub
             | Fmul
             | Fdiv
+            | Fma
             | Fmin
             | Fmax
             | Fneg

@@ -287,6 +287,86 @@ fn conventions_at_kinks() {
     );
 }
 
+/// The new math ops against their closed forms: atan2 in all four quadrants (and on
+/// the negative x axis, where the value jumps but the derivative does not), hypot
+/// and atan2 far beyond where x² + y² overflows or underflows, and the conventions
+/// at the origin.
+#[test]
+fn math_ops_match_closed_forms_in_every_quadrant_and_at_any_scale() {
+    let m = corpus();
+    // d atan2(y, x) = (x dy - y dx) / (x² + y²).
+    for (y, x) in [
+        (0.7, 1.3),
+        (0.7, -1.3),
+        (-0.7, -1.3),
+        (-0.7, 1.3),
+        (0.0, -2.0),
+        (-0.0, -2.0),
+        (2.0, 0.0),
+    ] {
+        let r2: f64 = x * x + y * y;
+        close(
+            &grad(&m, "op_atan2", None, &[f(y), f(x)]),
+            &[x / r2, -y / r2],
+        );
+    }
+    // hypot and atan2 at 1e300 and 1e-300: x² + y² would be inf or 0, the rules
+    // scale by h instead. (3, 4, 5) scaled: d hypot = (x, y) / h = (0.6, 0.8).
+    for s in [1e300, 1e-300, 1.0] {
+        let (x, y) = (3.0 * s, -4.0 * s);
+        close(&grad(&m, "op_hypot", None, &[f(x), f(y)]), &[0.6, -0.8]);
+        // d atan2(y, x) = (-y, x) / h², written with h = 5s.
+        let h = 5.0 * s;
+        let want = [x / h / h, -y / h / h];
+        let got = grad(&m, "op_atan2", None, &[f(y), f(x)]);
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                (g - w).abs() <= 1e-12 * w.abs(),
+                "atan2 at scale {s}: {got:?}, want {want:?}"
+            );
+        }
+    }
+    // The origin: hypot as |x| at 0 (zero), atan2 zero where it has no derivative.
+    close(&grad(&m, "op_hypot", None, &[f(0.0), f(0.0)]), &[0.0, 0.0]);
+    close(&grad(&m, "op_atan2", None, &[f(0.0), f(0.0)]), &[0.0, 0.0]);
+    // hypot along an axis is |x|: sign(x).
+    close(
+        &grad(&m, "op_hypot", None, &[f(-2.0), f(0.0)]),
+        &[-1.0, 0.0],
+    );
+    // The unary ones.
+    let x = 0.6f64;
+    let sq = (1.0 - x * x).sqrt();
+    close(&grad(&m, "op_sinh", None, &[f(x)]), &[x.cosh()]);
+    close(&grad(&m, "op_cosh", None, &[f(x)]), &[x.sinh()]);
+    close(&grad(&m, "op_asin", None, &[f(x)]), &[1.0 / sq]);
+    close(&grad(&m, "op_acos", None, &[f(x)]), &[-1.0 / sq]);
+    close(&grad(&m, "op_atan", None, &[f(x)]), &[1.0 / (1.0 + x * x)]);
+    close(&grad(&m, "op_atan", None, &[f(1e200)]), &[0.0]);
+    close(
+        &grad(&m, "op_log10", None, &[f(x)]),
+        &[1.0 / (x * 10f64.ln())],
+    );
+    close(
+        &grad(&m, "op_log2", None, &[f(x)]),
+        &[1.0 / (x * 2f64.ln())],
+    );
+    close(
+        &grad(&m, "op_exp2", None, &[f(x)]),
+        &[2f64.powf(x) * 2f64.ln()],
+    );
+    // asin near 1: (1 - x)(1 + x) keeps the digits 1 - x·x loses.
+    let x: f64 = 1.0 - 1e-12;
+    let want = 1.0 / ((1.0 - x) * (1.0 + x)).sqrt();
+    let got = grad(&m, "op_asin", None, &[f(x)])[0];
+    assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    // fma: (b, a, 1).
+    close(
+        &grad(&m, "op_fma", None, &[f(1.5), f(-0.7), f(0.25)]),
+        &[-0.7, 1.5, 1.0],
+    );
+}
+
 #[test]
 fn a_const_return_gives_zeros_and_needs_no_tape() {
     let m = corpus();

@@ -65,7 +65,7 @@ impl Gen<'_> {
     fn expr(&mut self, b: &mut FunctionBuilder<'_>) -> Value {
         let (p, q) = (self.var(), self.var());
         let (a, c) = (b.use_var(p), b.use_var(q));
-        match self.rng.below(14) {
+        match self.rng.below(19) {
             0 => {
                 let m = b.fmul(a, c);
                 b.tanh(m)
@@ -126,6 +126,49 @@ impl Gen<'_> {
                 let s = b.fsub(a, c);
                 let cs = b.cos(s);
                 b.fmul(cs, a)
+            }
+            13 => {
+                // atan2 a, (1.5 + tanh c): x > 0, away from the jump.
+                let t = b.tanh(c);
+                let k = b.fconst(1.5);
+                let x = b.fadd(t, k);
+                b.atan2(a, x)
+            }
+            14 => {
+                // 0.5 hypot(a, 1.5 + tanh c): away from the origin.
+                let t = b.tanh(c);
+                let k = b.fconst(1.5);
+                let y = b.fadd(t, k);
+                let h = b.hypot(a, y);
+                let half = b.fconst(0.5);
+                b.fmul(h, half)
+            }
+            15 => {
+                let t = b.tanh(c);
+                let k = b.fconst(0.1);
+                b.fma(a, t, k)
+            }
+            16 => {
+                // sinh(tanh a) + atan c - asin(tanh(a) / 2) + acos(tanh(c) / 2)
+                let (ta, tc) = (b.tanh(a), b.tanh(c));
+                let (s, at) = (b.sinh(ta), b.atan(c));
+                let half = b.fconst(0.5);
+                let (ha, hc) = (b.fmul(ta, half), b.fmul(tc, half));
+                let (asn, acs) = (b.asin(ha), b.acos(hc));
+                let s1 = b.fadd(s, at);
+                let s2 = b.fsub(s1, asn);
+                b.fadd(s2, acs)
+            }
+            17 => {
+                // log2(exp2(tanh a) + c²) - log10(cosh(tanh c))
+                let (ta, tc) = (b.tanh(a), b.tanh(c));
+                let e = b.exp2(ta);
+                let cc = b.fmul(c, c);
+                let s = b.fadd(e, cc);
+                let l2 = b.log2(s);
+                let ch = b.cosh(tc);
+                let l10 = b.log10(ch);
+                b.fsub(l2, l10)
             }
             _ => {
                 let nf = b.cast(Type::F64, self.n);

@@ -516,6 +516,10 @@ impl<'m> FunctionBuilder<'m> {
         fmax = Fmax;
         /// `pow a, b`
         pow = Pow;
+        /// `atan2 y, x`
+        atan2 = Atan2;
+        /// `hypot x, y`
+        hypot = Hypot;
         /// `powi x, n`
         powi = Powi;
         /// `iadd a, b`
@@ -565,6 +569,22 @@ impl<'m> FunctionBuilder<'m> {
         tan = Tan;
         /// `tanh a`
         tanh = Tanh;
+        /// `sinh a`
+        sinh = Sinh;
+        /// `cosh a`
+        cosh = Cosh;
+        /// `asin a`
+        asin = Asin;
+        /// `acos a`
+        acos = Acos;
+        /// `atan a`
+        atan = Atan;
+        /// `log10 a`
+        log10 = Log10;
+        /// `log2 a`
+        log2 = Log2;
+        /// `exp2 a`
+        exp2 = Exp2;
         /// `floor a`
         floor = Floor;
         /// `ceil a`
@@ -575,6 +595,11 @@ impl<'m> FunctionBuilder<'m> {
         not = Not;
         /// `len s`
         len = Len;
+    }
+
+    /// `fma a, b, c`: `a * b + c`, rounded once.
+    pub fn fma(&mut self, a: Value, b: Value, c: Value) -> Value {
+        self.ins1(Opcode::Fma, Imm::None, &[a, b, c])
     }
 
     /// `fcmp pred a, b`

@@ -140,6 +140,8 @@ pub enum Shape {
     FloatBinary,
     /// `op a`: one float; that float.
     FloatUnary,
+    /// `op a, b, c`: three floats of one type; that float.
+    FloatTernary,
     /// `powi x, n`: a float and an `i64`; the float.
     Powi,
     /// `op a, b`: two `i64`; `i64`.
@@ -230,6 +232,8 @@ ops! {
     Fmin = "fmin", FloatBinary, "The smaller of two floats; nan if either is nan; -0.0 is less than 0.0.";
     Fmax = "fmax", FloatBinary, "The larger of two floats; nan if either is nan; 0.0 is greater than -0.0.";
     Pow = "pow", FloatBinary, "x raised to the float power y (C `pow`).";
+    Atan2 = "atan2", FloatBinary, "`atan2 y, x`: the angle of the point (x, y) in radians, in [-pi, pi] (C `atan2`).";
+    Hypot = "hypot", FloatBinary, "sqrt(x² + y²) without undue overflow or underflow (C `hypot`).";
     Fneg = "fneg", FloatUnary, "Float negation.";
     Fabs = "fabs", FloatUnary, "Absolute value.";
     Sqrt = "sqrt", FloatUnary, "Square root (nan below zero).";
@@ -239,9 +243,18 @@ ops! {
     Cos = "cos", FloatUnary, "Cosine.";
     Tan = "tan", FloatUnary, "Tangent.";
     Tanh = "tanh", FloatUnary, "Hyperbolic tangent.";
+    Sinh = "sinh", FloatUnary, "Hyperbolic sine.";
+    Cosh = "cosh", FloatUnary, "Hyperbolic cosine.";
+    Asin = "asin", FloatUnary, "Arcsine, in [-pi/2, pi/2] (nan outside [-1, 1]).";
+    Acos = "acos", FloatUnary, "Arccosine, in [0, pi] (nan outside [-1, 1]).";
+    Atan = "atan", FloatUnary, "Arctangent, in [-pi/2, pi/2].";
+    Log10 = "log10", FloatUnary, "Base-10 logarithm (-inf at 0, nan below zero).";
+    Log2 = "log2", FloatUnary, "Base-2 logarithm (-inf at 0, nan below zero).";
+    Exp2 = "exp2", FloatUnary, "2 raised to the power x.";
     Floor = "floor", FloatUnary, "Largest integer value not above x.";
     Ceil = "ceil", FloatUnary, "Smallest integer value not below x.";
     Powi = "powi", Powi, "x raised to an integer power.";
+    Fma = "fma", FloatTernary, "`fma a, b, c`: a * b + c rounded once (fused multiply-add, Rust's `mul_add`).";
     Iadd = "iadd", IntBinary, "Integer addition, wrapping.";
     Isub = "isub", IntBinary, "Integer subtraction, wrapping.";
     Imul = "imul", IntBinary, "Integer multiplication, wrapping.";
@@ -284,6 +297,7 @@ impl Shape {
             self,
             Shape::FloatBinary
                 | Shape::FloatUnary
+                | Shape::FloatTernary
                 | Shape::Powi
                 | Shape::IntBinary
                 | Shape::IntUnary
@@ -354,7 +368,7 @@ impl Opcode {
             | Shape::IntCmp
             | Shape::BoolBinary
             | Shape::Load => 2,
-            Shape::Select | Shape::Store => 3,
+            Shape::FloatTernary | Shape::Select | Shape::Store => 3,
             Shape::Call => return None,
         })
     }
@@ -513,6 +527,13 @@ pub fn resolve(
                 t
             };
             check(smallvec![Some(t), Some(t)], smallvec![r])
+        }
+        Shape::FloatTernary => {
+            let t = unify(&[0, 1, 2], Type::F64);
+            if !t.is_float() {
+                return Err(format!("{name} takes floats, found {t}"));
+            }
+            check(smallvec![Some(t), Some(t), Some(t)], smallvec![t])
         }
         Shape::FloatUnary | Shape::Powi => {
             let t = unify(&[0], Type::F64);
@@ -679,7 +700,7 @@ mod tests {
         for &op in Opcode::ALL {
             assert_eq!(Opcode::from_name(op.name()), Some(op));
         }
-        assert_eq!(Opcode::ALL.len(), 50);
+        assert_eq!(Opcode::ALL.len(), 61);
         assert_eq!(Opcode::from_name("phi"), None);
     }
 
@@ -693,6 +714,34 @@ mod tests {
         let s = Type::slice_mut(Elem::F32);
         let t = resolve(Opcode::Store, &Imm::None, &[Some(s), None, None], None).unwrap();
         assert_eq!(t.params[1..], [Some(Type::I64), Some(Type::F32)]);
+    }
+
+    #[test]
+    fn fma_takes_three_floats_of_one_type() {
+        let op = Opcode::Fma;
+        assert_eq!((op.arity(), op.result_count()), (Some(3), Some(1)));
+        assert!(op.shape().is_scalar() && !op.has_effects());
+        // Literals take the type of the one value among the operands.
+        let t = resolve(op, &Imm::None, &[None, None, Some(Type::F32)], None).unwrap();
+        assert_eq!(t.params[..], [Some(Type::F32); 3]);
+        assert_eq!(t.results[..], [Type::F32]);
+        let t = resolve(op, &Imm::None, &[None, None, None], None).unwrap();
+        assert_eq!(t.results[..], [Type::F64]);
+        let e = resolve(
+            op,
+            &Imm::None,
+            &[Some(Type::F64), None, Some(Type::F32)],
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(e, "operand 3 of fma must be f64, found f32");
+        let e = resolve(op, &Imm::None, &[Some(Type::I64), None, None], None).unwrap_err();
+        assert_eq!(e, "fma takes floats, found i64");
+        let e = resolve(op, &Imm::None, &[None, None], None).unwrap_err();
+        assert_eq!(e, "fma takes 3 operands, found 2");
+        for op in [Opcode::Atan2, Opcode::Hypot] {
+            assert_eq!(op.shape(), Shape::FloatBinary);
+        }
     }
 
     #[test]

@@ -141,6 +141,72 @@ fn every_scalar_op_computes_what_rust_computes() {
     check(Opcode::Pow, n, &[D(2.0), D(0.5)], D(2f64.powf(0.5)));
     check(Opcode::Pow, n, &[D(-8.0), D(1.0 / 3.0)], D(nan));
     check(Opcode::Pow, n, &[S(2.0), S(0.5)], S(2f32.powf(0.5)));
+    // atan2 y, x in the four quadrants, on the axes, and at signed zeros.
+    let pi = core::f64::consts::PI;
+    check(Opcode::Atan2, n, &[D(1.0), D(1.0)], D(pi / 4.0));
+    check(Opcode::Atan2, n, &[D(1.0), D(-1.0)], D(3.0 * pi / 4.0));
+    check(Opcode::Atan2, n, &[D(-1.0), D(-1.0)], D(-3.0 * pi / 4.0));
+    check(Opcode::Atan2, n, &[D(-1.0), D(1.0)], D(-pi / 4.0));
+    check(Opcode::Atan2, n, &[D(0.0), D(-1.0)], D(pi));
+    check(Opcode::Atan2, n, &[D(-0.0), D(-1.0)], D(-pi));
+    check(Opcode::Atan2, n, &[D(-0.0), D(1.0)], D(-0.0));
+    check(Opcode::Atan2, n, &[D(2.0), D(0.0)], D(pi / 2.0));
+    check(
+        Opcode::Atan2,
+        n,
+        &[S(-1.0), S(-1.0)],
+        S(-3.0 * core::f32::consts::PI / 4.0),
+    );
+    check(Opcode::Atan2, n, &[D(0.3), D(-2.0)], D(0.3f64.atan2(-2.0)));
+    // hypot: exact for Pythagorean triples, no overflow at 1e300, inf beats nan.
+    check(Opcode::Hypot, n, &[D(3.0), D(4.0)], D(5.0));
+    let (big, tiny) = (2f64.powi(1000), 2f64.powi(-1060));
+    check(
+        Opcode::Hypot,
+        n,
+        &[D(-3.0 * big), D(4.0 * big)],
+        D(5.0 * big),
+    );
+    check(
+        Opcode::Hypot,
+        n,
+        &[D(3.0 * tiny), D(-4.0 * tiny)],
+        D(5.0 * tiny),
+    );
+    check(
+        Opcode::Hypot,
+        n,
+        &[D(f64::INFINITY), D(nan)],
+        D(f64::INFINITY),
+    );
+    let big32 = 2f32.powi(100);
+    check(
+        Opcode::Hypot,
+        n,
+        &[S(3.0 * big32), S(4.0 * big32)],
+        S(5.0 * big32),
+    );
+    check(Opcode::Hypot, n, &[D(0.3), D(1.7)], D(0.3f64.hypot(1.7)));
+
+    // fma: one rounding. (1 + 2^-30)^2 - 1 keeps the 2^-60 term that fmul then
+    // fadd round away.
+    let a = 1.0 + 2f64.powi(-30);
+    check(
+        Opcode::Fma,
+        n,
+        &[D(a), D(a), D(-1.0)],
+        D(2f64.powi(-29) + 2f64.powi(-60)),
+    );
+    assert_ne!(a * a - 1.0, 2f64.powi(-29) + 2f64.powi(-60));
+    let s = 1.0 + 2f32.powi(-13);
+    check(
+        Opcode::Fma,
+        n,
+        &[S(s), S(s), S(-1.0)],
+        S(2f32.powi(-12) + 2f32.powi(-26)),
+    );
+    check(Opcode::Fma, n, &[D(2.0), D(3.0), D(4.0)], D(10.0));
+    check(Opcode::Fma, n, &[D(f64::INFINITY), D(0.0), D(1.0)], D(nan));
 
     // Float unary.
     check(Opcode::Fneg, n, &[D(0.0)], D(-0.0));
@@ -164,6 +230,37 @@ fn every_scalar_op_computes_what_rust_computes() {
     check(Opcode::Tan, n, &[S(0.5)], S(0.5f32.tan()));
     check(Opcode::Tanh, n, &[D(0.5)], D(0.5f64.tanh()));
     check(Opcode::Tanh, n, &[S(-20.0)], S(-1.0));
+    check(Opcode::Sinh, n, &[D(0.5)], D(0.5f64.sinh()));
+    check(Opcode::Sinh, n, &[S(-0.0)], S(-0.0));
+    check(Opcode::Sinh, n, &[D(1000.0)], D(f64::INFINITY));
+    check(Opcode::Cosh, n, &[D(0.0)], D(1.0));
+    check(Opcode::Cosh, n, &[D(-0.5)], D(0.5f64.cosh()));
+    check(Opcode::Cosh, n, &[S(2.0)], S(2f32.cosh()));
+    check(Opcode::Asin, n, &[D(1.0)], D(core::f64::consts::FRAC_PI_2));
+    check(Opcode::Asin, n, &[D(1.5)], D(nan));
+    check(Opcode::Asin, n, &[S(0.5)], S(0.5f32.asin()));
+    check(Opcode::Acos, n, &[D(-1.0)], D(core::f64::consts::PI));
+    check(Opcode::Acos, n, &[D(0.3)], D(0.3f64.acos()));
+    check(Opcode::Acos, n, &[S(2.0)], S(f32::NAN));
+    check(Opcode::Atan, n, &[D(1.0)], D(core::f64::consts::FRAC_PI_4));
+    check(
+        Opcode::Atan,
+        n,
+        &[D(f64::NEG_INFINITY)],
+        D(-core::f64::consts::FRAC_PI_2),
+    );
+    check(Opcode::Atan, n, &[S(0.5)], S(0.5f32.atan()));
+    check(Opcode::Log10, n, &[D(1000.0)], D(3.0));
+    check(Opcode::Log10, n, &[D(0.0)], D(f64::NEG_INFINITY));
+    check(Opcode::Log10, n, &[D(-1.0)], D(nan));
+    check(Opcode::Log10, n, &[S(0.01)], S(0.01f32.log10()));
+    check(Opcode::Log2, n, &[D(0.125)], D(-3.0));
+    check(Opcode::Log2, n, &[D(10.0)], D(10f64.log2()));
+    check(Opcode::Log2, n, &[S(1024.0)], S(10.0));
+    check(Opcode::Exp2, n, &[D(-3.0)], D(0.125));
+    check(Opcode::Exp2, n, &[D(0.5)], D(core::f64::consts::SQRT_2));
+    check(Opcode::Exp2, n, &[D(1024.0)], D(f64::INFINITY));
+    check(Opcode::Exp2, n, &[S(10.0)], S(1024.0));
     check(Opcode::Floor, n, &[D(-1.5)], D(-2.0));
     check(Opcode::Floor, n, &[S(2.5)], S(2.0));
     check(Opcode::Ceil, n, &[D(-1.5)], D(-1.0));

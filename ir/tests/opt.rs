@@ -1042,6 +1042,34 @@ fn fold_computes_constants_with_the_interpreters_arithmetic() {
 }
 
 #[test]
+fn fold_computes_the_math_functions_too() {
+    // hypot 3, 4 = 5; fma 2, 3, 5 = 11; atan2 0, -1 = pi; log2 8 = 3; and an fma
+    // whose single rounding shows: (1 + 2^-30)^2 - 1 = 2^-29 + 2^-60.
+    let m = module(
+        "func @f() -> (f64, f64, f64, f64, f64) {
+        entry:
+            %h = hypot 3.0, -4.0
+            %f = fma 2.0, 3.0, %h
+            %a = atan2 0.0, -1.0
+            %l = log2 8.0
+            %e = fma 1.0000000009313226, 1.0000000009313226, -1.0
+            ret %h, %f, %a, %l, %e
+        }",
+    );
+    let (o, r) = optimised(&m, &config("fold"), "fold");
+    assert_eq!(r.folded, 5, "{r}");
+    let want = 2f64.powi(-29) + 2f64.powi(-60);
+    assert_eq!(1.0000000009313226f64, 1.0 + 2f64.powi(-30));
+    assert!(
+        body_of(&o, "f").contains(&format!(
+            "ret 5.0, 11.0, {:?}, 3.0, {want:?}",
+            core::f64::consts::PI
+        )),
+        "{o}"
+    );
+}
+
+#[test]
 fn fold_uses_only_identities_exact_in_ieee_arithmetic() {
     let m = module(
         "func @f(%x: f64, %n: i64) -> (f64, f64, f64, f64, f64, i64, i64, i64) {

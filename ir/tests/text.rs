@@ -100,12 +100,25 @@ entry:
     %p = tanh %o
     %q = floor %p
     %r = ceil %q
-    %s = powi %r, 3
+    %s0 = powi %r, 3
+    %s1 = sinh %s0
+    %s2 = cosh %s1
+    %s3 = asin %s2
+    %s4 = acos %s3
+    %s5 = atan %s4
+    %s6 = log10 %s5
+    %s7 = log2 %s6
+    %s8 = exp2 %s7
+    %s9 = atan2 %s8, -1.0
+    %s10 = hypot %s9, %y
+    %s = fma %s10, 2.0, %x
     %t = fadd %u, %v
     %w = fmul %t, 0.1
     %w2 = fdiv %w, 1e-45
     %w3 = fsub -2.5e-3, %w2
-    %z = powi %w3, -2
+    %w4 = fma 0.5, %w3, %v
+    %w5 = atan2 %w4, %u
+    %z = powi %w5, -2
     ret %s, %z
 }
 ";
@@ -966,7 +979,9 @@ fn random_function(steps: &[(u8, u16, u16, u16, u8)]) -> Module {
                         Opcode::Fmin,
                         Opcode::Fmax,
                         Opcode::Pow,
-                    ][usize::from(sel % 7)];
+                        Opcode::Atan2,
+                        Opcode::Hypot,
+                    ][usize::from(sel % 9)];
                     let (x, y) = (pick(b, &pool, float, a), pick(b, &pool, float, c));
                     let inst = b.ins(op, Imm::None, &[x, y]);
                     Some(b.results(inst)[0])
@@ -982,6 +997,14 @@ fn random_function(steps: &[(u8, u16, u16, u16, u8)]) -> Module {
                         Opcode::Cos,
                         Opcode::Tan,
                         Opcode::Tanh,
+                        Opcode::Sinh,
+                        Opcode::Cosh,
+                        Opcode::Asin,
+                        Opcode::Acos,
+                        Opcode::Atan,
+                        Opcode::Log10,
+                        Opcode::Log2,
+                        Opcode::Exp2,
                         Opcode::Floor,
                         Opcode::Ceil,
                     ];
@@ -989,9 +1012,14 @@ fn random_function(steps: &[(u8, u16, u16, u16, u8)]) -> Module {
                     let inst = b.ins(ops[usize::from(c) % ops.len()], Imm::None, &[x]);
                     Some(b.results(inst)[0])
                 }
-                9 => {
+                9 if d % 2 == 0 => {
                     let (x, n) = (pick(b, &pool, float, a), pick(b, &pool, Type::I64, c));
                     Some(b.powi(x, n))
+                }
+                9 => {
+                    let (x, y) = (pick(b, &pool, float, a), pick(b, &pool, float, c));
+                    let z = pick(b, &pool, float, d);
+                    Some(b.fma(x, y, z))
                 }
                 10 | 11 => {
                     let ops = [

@@ -237,6 +237,11 @@ mod tests {
         assert!(h.contains("#define GRADLIFT_OUT_OF_BOUNDS 1"));
         assert!(h.contains("double gradlift_sin_f64(double a0);"));
         assert!(h.contains("float gradlift_powi_f32(float a0, int64_t a1);"));
+        assert!(h.contains("double gradlift_pow_f64(double a0, double a1);"));
+        assert!(h.contains("double gradlift_atan2_f64(double a0, double a1);"));
+        assert!(h.contains("float gradlift_hypot_f32(float a0, float a1);"));
+        assert!(h.contains("float gradlift_exp2_f32(float a0);"));
+        assert!(h.contains("double gradlift_log10_f64(double a0);"));
         assert!(h.contains("int64_t gradlift_arena_grow(int64_t a0, int64_t a1, int64_t a2);"));
         assert!(h.contains("void gradlift_memzero(int64_t a0, int64_t a1);"));
         assert!(h.contains("int64_t gradlift_tape_alloc(int64_t a0, int64_t a1, int64_t a2);"));

@@ -14,7 +14,7 @@ use gradlift_ir::{Body, Elem, FuncId, Imm, Inst, Module, Msg, Opcode, Pos, Type}
 use crate::abi::slots;
 use crate::codegen::{self, Listing};
 use crate::error::CompileError;
-use crate::helpers::Helper;
+use crate::helpers::{self, Helper};
 use crate::isa;
 use crate::runtime::{Ctx, HostSlot, OK, Workspace, code, code_elem, stack_limit};
 
@@ -172,6 +172,9 @@ pub fn compile_with(
     for h in Helper::all() {
         builder.symbol(h.name(), h.addr());
     }
+    for (name, addr) in helpers::libcalls() {
+        builder.symbol(name, addr);
+    }
     let mut jm = JITModule::new(builder);
     let defined = codegen::define(&mut jm, module, &funcs, Linkage::Local, None)?;
     jm.finalize_definitions()
@@ -260,6 +263,9 @@ pub fn listing(module: &Module, roots: &[FuncId]) -> Result<Vec<Listing>, Compil
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     for h in Helper::all() {
         builder.symbol(h.name(), h.addr());
+    }
+    for (name, addr) in helpers::libcalls() {
+        builder.symbol(name, addr);
     }
     let mut jm = JITModule::new(builder);
     let mut out = Vec::new();

@@ -17,10 +17,10 @@ pub(crate) enum Helper {
     F64Unary(MathFn),
     /// `f(x) -> y` on `f32`.
     F32Unary(MathFn),
-    /// `x.powf(y)` on `f64`.
-    PowF64,
-    /// `x.powf(y)` on `f32`.
-    PowF32,
+    /// `f(x, y) -> z` on `f64`, a math function of `std`.
+    F64Binary(MathFn2),
+    /// `f(x, y) -> z` on `f32`.
+    F32Binary(MathFn2),
     /// `powi x, n` on `f64` (`n` an `i64`).
     PowiF64,
     /// `powi x, n` on `f32`.
@@ -49,46 +49,114 @@ pub(crate) enum MathFn {
     Tanh,
     Exp,
     Log,
+    Sinh,
+    Cosh,
+    Asin,
+    Acos,
+    Atan,
+    Log10,
+    Log2,
+    Exp2,
 }
 
-impl MathFn {
-    const ALL: [MathFn; 6] = [
-        MathFn::Sin,
-        MathFn::Cos,
-        MathFn::Tan,
-        MathFn::Tanh,
-        MathFn::Exp,
-        MathFn::Log,
-    ];
+/// A two-argument math function of the IR that has no Cranelift instruction.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub(crate) enum MathFn2 {
+    /// `x.powf(y)`.
+    Pow,
+    /// `y.atan2(x)`, operands in the IR's order (`atan2 y, x`).
+    Atan2,
+    /// `x.hypot(y)`.
+    Hypot,
 }
 
-macro_rules! unary {
-    ($name:ident, $t:ty, $f:ident) => {
-        extern "C" fn $name(x: $t) -> $t {
-            x.$f()
+/// Declares the math helpers: for each function, the IR-side variant, the `std`
+/// method, and the symbol's stem (`gradlift_{stem}_f64`, `gradlift_{stem}_f32`).
+macro_rules! math_fns {
+    (
+        unary { $($u:ident $um:ident $us:literal;)* }
+        binary { $($b:ident $bm:ident $bs:literal;)* }
+    ) => {
+        impl MathFn {
+            const ALL: &'static [MathFn] = &[$(MathFn::$u,)*];
+
+            fn name(self, f32: bool) -> &'static str {
+                match (self, f32) {
+                    $((MathFn::$u, false) => concat!("gradlift_", $us, "_f64"),
+                      (MathFn::$u, true) => concat!("gradlift_", $us, "_f32"),)*
+                }
+            }
+
+            fn addr(self, f32: bool) -> *const u8 {
+                match (self, f32) {
+                    $((MathFn::$u, false) => {
+                        extern "C" fn f(x: f64) -> f64 {
+                            x.$um()
+                        }
+                        f as *const u8
+                    }
+                    (MathFn::$u, true) => {
+                        extern "C" fn f(x: f32) -> f32 {
+                            x.$um()
+                        }
+                        f as *const u8
+                    })*
+                }
+            }
+        }
+
+        impl MathFn2 {
+            const ALL: &'static [MathFn2] = &[$(MathFn2::$b,)*];
+
+            fn name(self, f32: bool) -> &'static str {
+                match (self, f32) {
+                    $((MathFn2::$b, false) => concat!("gradlift_", $bs, "_f64"),
+                      (MathFn2::$b, true) => concat!("gradlift_", $bs, "_f32"),)*
+                }
+            }
+
+            fn addr(self, f32: bool) -> *const u8 {
+                match (self, f32) {
+                    $((MathFn2::$b, false) => {
+                        extern "C" fn f(x: f64, y: f64) -> f64 {
+                            x.$bm(y)
+                        }
+                        f as *const u8
+                    }
+                    (MathFn2::$b, true) => {
+                        extern "C" fn f(x: f32, y: f32) -> f32 {
+                            x.$bm(y)
+                        }
+                        f as *const u8
+                    })*
+                }
+            }
         }
     };
 }
 
-unary!(sin_f64, f64, sin);
-unary!(cos_f64, f64, cos);
-unary!(tan_f64, f64, tan);
-unary!(tanh_f64, f64, tanh);
-unary!(exp_f64, f64, exp);
-unary!(log_f64, f64, ln);
-unary!(sin_f32, f32, sin);
-unary!(cos_f32, f32, cos);
-unary!(tan_f32, f32, tan);
-unary!(tanh_f32, f32, tanh);
-unary!(exp_f32, f32, exp);
-unary!(log_f32, f32, ln);
-
-extern "C" fn pow_f64(x: f64, y: f64) -> f64 {
-    x.powf(y)
-}
-
-extern "C" fn pow_f32(x: f32, y: f32) -> f32 {
-    x.powf(y)
+math_fns! {
+    unary {
+        Sin sin "sin";
+        Cos cos "cos";
+        Tan tan "tan";
+        Tanh tanh "tanh";
+        Exp exp "exp";
+        Log ln "log";
+        Sinh sinh "sinh";
+        Cosh cosh "cosh";
+        Asin asin "asin";
+        Acos acos "acos";
+        Atan atan "atan";
+        Log10 log10 "log10";
+        Log2 log2 "log2";
+        Exp2 exp2 "exp2";
+    }
+    binary {
+        Pow powf "pow";
+        Atan2 atan2 "atan2";
+        Hypot hypot "hypot";
+    }
 }
 
 extern "C" fn powi_f64(x: f64, n: i64) -> f64 {
@@ -103,6 +171,25 @@ extern "C" fn powi_f32(x: f32, n: i64) -> f32 {
         Ok(n) => x.powi(n),
         Err(_) => x.powf(n as f32),
     }
+}
+
+/// `fma` lowers to Cranelift's `fma` instruction: one `fmadd` on aarch64 and on
+/// x86-64 with FMA; on an x86-64 without it, Cranelift calls the libcall `fma` /
+/// `fmaf`. The JIT binds those names to Rust's `mul_add` (the interpreter's `fma`),
+/// so the libcall never depends on what the process happens to export. A fused
+/// multiply-add is correctly rounded by definition, so every path gives the same
+/// bits.
+pub(crate) fn libcalls() -> [(&'static str, *const u8); 2] {
+    extern "C" fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
+        a.mul_add(b, c)
+    }
+    extern "C" fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+    [
+        ("fma", fma_f64 as *const u8),
+        ("fmaf", fma_f32 as *const u8),
+    ]
 }
 
 /// # Safety
@@ -189,13 +276,15 @@ impl Helper {
     /// Every helper, for registering the symbols.
     pub(crate) fn all() -> Vec<Helper> {
         let mut all = Vec::new();
-        for f in MathFn::ALL {
+        for &f in MathFn::ALL {
             all.push(Helper::F64Unary(f));
             all.push(Helper::F32Unary(f));
         }
+        for &f in MathFn2::ALL {
+            all.push(Helper::F64Binary(f));
+            all.push(Helper::F32Binary(f));
+        }
         all.extend([
-            Helper::PowF64,
-            Helper::PowF32,
             Helper::PowiF64,
             Helper::PowiF32,
             Helper::ArenaGrow,
@@ -210,26 +299,11 @@ impl Helper {
 
     /// The symbol name.
     pub(crate) fn name(self) -> &'static str {
-        use MathFn::*;
         match self {
-            Helper::F64Unary(f) => match f {
-                Sin => "gradlift_sin_f64",
-                Cos => "gradlift_cos_f64",
-                Tan => "gradlift_tan_f64",
-                Tanh => "gradlift_tanh_f64",
-                Exp => "gradlift_exp_f64",
-                Log => "gradlift_log_f64",
-            },
-            Helper::F32Unary(f) => match f {
-                Sin => "gradlift_sin_f32",
-                Cos => "gradlift_cos_f32",
-                Tan => "gradlift_tan_f32",
-                Tanh => "gradlift_tanh_f32",
-                Exp => "gradlift_exp_f32",
-                Log => "gradlift_log_f32",
-            },
-            Helper::PowF64 => "gradlift_pow_f64",
-            Helper::PowF32 => "gradlift_pow_f32",
+            Helper::F64Unary(f) => f.name(false),
+            Helper::F32Unary(f) => f.name(true),
+            Helper::F64Binary(f) => f.name(false),
+            Helper::F32Binary(f) => f.name(true),
             Helper::PowiF64 => "gradlift_powi_f64",
             Helper::PowiF32 => "gradlift_powi_f32",
             Helper::ArenaGrow => "gradlift_arena_grow",
@@ -243,26 +317,11 @@ impl Helper {
 
     /// The address of the Rust function.
     pub(crate) fn addr(self) -> *const u8 {
-        use MathFn::*;
         match self {
-            Helper::F64Unary(f) => match f {
-                Sin => sin_f64 as *const u8,
-                Cos => cos_f64 as *const u8,
-                Tan => tan_f64 as *const u8,
-                Tanh => tanh_f64 as *const u8,
-                Exp => exp_f64 as *const u8,
-                Log => log_f64 as *const u8,
-            },
-            Helper::F32Unary(f) => match f {
-                Sin => sin_f32 as *const u8,
-                Cos => cos_f32 as *const u8,
-                Tan => tan_f32 as *const u8,
-                Tanh => tanh_f32 as *const u8,
-                Exp => exp_f32 as *const u8,
-                Log => log_f32 as *const u8,
-            },
-            Helper::PowF64 => pow_f64 as *const u8,
-            Helper::PowF32 => pow_f32 as *const u8,
+            Helper::F64Unary(f) => f.addr(false),
+            Helper::F32Unary(f) => f.addr(true),
+            Helper::F64Binary(f) => f.addr(false),
+            Helper::F32Binary(f) => f.addr(true),
             Helper::PowiF64 => powi_f64 as *const u8,
             Helper::PowiF32 => powi_f32 as *const u8,
             Helper::ArenaGrow => arena_grow as *const u8,
@@ -286,8 +345,8 @@ impl Helper {
         let (params, results): (&[Type], &[Type]) = match self {
             Helper::F64Unary(_) => (&[types::F64], &[types::F64]),
             Helper::F32Unary(_) => (&[types::F32], &[types::F32]),
-            Helper::PowF64 => (&[types::F64, types::F64], &[types::F64]),
-            Helper::PowF32 => (&[types::F32, types::F32], &[types::F32]),
+            Helper::F64Binary(_) => (&[types::F64, types::F64], &[types::F64]),
+            Helper::F32Binary(_) => (&[types::F32, types::F32], &[types::F32]),
             Helper::PowiF64 => (&[types::F64, types::I64], &[types::F64]),
             Helper::PowiF32 => (&[types::F32, types::I64], &[types::F32]),
             Helper::ArenaGrow => (&[ptr, types::I64, types::I64], &[ptr]),

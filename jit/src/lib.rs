@@ -125,10 +125,14 @@
 //! own type; `fmin`/`fmax` with NaN if either operand is NaN (the canonical NaN
 //! of Rust, as the interpreter returns) and `-0.0` below `0.0`; integers wrapping,
 //! `i64::MIN / -1` wrapping; shifts modulo 64; `cast` float to int truncating and
-//! saturating (NaN to 0). Transcendental ops (`exp`, `log`, `sin`, `cos`, `tan`,
-//! `tanh`, `pow`, `powi`) call Rust helpers that are the very `std` functions the
-//! interpreter uses, so results agree bit for bit; `sqrt`, `floor`, `ceil`, `fabs`,
-//! `fneg` are Cranelift instructions (exact in IEEE arithmetic).
+//! saturating (NaN to 0). Transcendental ops (`exp`, `exp2`, `log`, `log10`,
+//! `log2`, `sin`, `cos`, `tan`, `asin`, `acos`, `atan`, `atan2`, `sinh`, `cosh`,
+//! `tanh`, `hypot`, `pow`, `powi`) call Rust helpers that are the very `std`
+//! functions the interpreter uses, so results agree bit for bit; `sqrt`, `floor`,
+//! `ceil`, `fabs`, `fneg` and `fma` are Cranelift instructions (exact in IEEE
+//! arithmetic: `fma` rounds once, as Rust's `mul_add`; on an x86-64 without the FMA
+//! extension Cranelift calls the libcall `fma`/`fmaf`, which the JIT binds to
+//! `mul_add`, and an object file for such a target imports from the C library).
 //!
 //! # The tape
 //!
@@ -169,8 +173,8 @@
 //! calls ([`ObjectFile::imports`]: the math functions, the arena's and the tape's
 //! slow paths, `gradlift_call_host` for `extern` calls) are undefined, and the
 //! program that links the object defines them with the semantics of this crate's
-//! (the math ones are the C library's `sin`, `expf`, `pow`, ...; `powi` is
-//! repeated squaring). It also provides the context (`gradlift_ctx` in the C
+//! (the math ones are the C library's `sin`, `expf`, `pow`, `atan2`, `hypotf`, ...;
+//! `powi` is repeated squaring). It also provides the context (`gradlift_ctx` in the C
 //! header that the hidden `c_abi::ctx_header()` writes). The code is not position
 //! independent: link with `gcc -static` or `-no-pie`.
 //!

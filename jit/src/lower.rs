@@ -34,7 +34,7 @@ use gradlift_ir::{
 use std::collections::HashMap;
 
 use crate::error::CompileError;
-use crate::helpers::{Helper, MathFn};
+use crate::helpers::{Helper, MathFn, MathFn2};
 use crate::runtime::{Offsets, code, elem_code};
 
 /// The Cranelift types one IR type is passed as: a scalar one value, a slice two
@@ -467,6 +467,9 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let out = match op.shape() {
             Shape::FloatBinary => Some(self.float_binary(op, a[0].one(), a[1].one())?),
             Shape::FloatUnary => Some(self.float_unary(op, a[0].one())?),
+            // `fma` is the one ternary float op: Cranelift's `fma` (see
+            // `helpers::libcalls` for the targets without the instruction).
+            Shape::FloatTernary => Some(self.b.ins().fma(a[0].one(), a[1].one(), a[2].one())),
             Shape::Powi => Some(self.powi(a[0].one(), a[1].one())?),
             Shape::IntBinary => Some(self.int_binary(inst, op, a[0].one(), a[1].one())),
             Shape::IntUnary => Some(self.b.ins().ineg(a[0].one())),
@@ -635,11 +638,16 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 };
                 self.b.ins().select(nan, canon, r)
             }
-            Opcode::Pow => {
+            Opcode::Pow | Opcode::Atan2 | Opcode::Hypot => {
+                let f = match op {
+                    Opcode::Pow => MathFn2::Pow,
+                    Opcode::Atan2 => MathFn2::Atan2,
+                    _ => MathFn2::Hypot,
+                };
                 let h = if ty == types::F32 {
-                    Helper::PowF32
+                    Helper::F32Binary(f)
                 } else {
-                    Helper::PowF64
+                    Helper::F64Binary(f)
                 };
                 return self.helper_result(h, &[x, y]);
             }
@@ -669,6 +677,14 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             Opcode::Cos => math(MathFn::Cos),
             Opcode::Tan => math(MathFn::Tan),
             Opcode::Tanh => math(MathFn::Tanh),
+            Opcode::Sinh => math(MathFn::Sinh),
+            Opcode::Cosh => math(MathFn::Cosh),
+            Opcode::Asin => math(MathFn::Asin),
+            Opcode::Acos => math(MathFn::Acos),
+            Opcode::Atan => math(MathFn::Atan),
+            Opcode::Log10 => math(MathFn::Log10),
+            Opcode::Log2 => math(MathFn::Log2),
+            Opcode::Exp2 => math(MathFn::Exp2),
             _ => return Err(self.internal("not a float unary op")),
         };
         self.helper_result(h, &[x])

@@ -167,3 +167,35 @@ fn unsupported_targets_and_bad_roots_are_errors() {
     let e = compile_object(&m, &[missing], aarch64()).unwrap_err();
     assert!(matches!(e, CompileError::NotDefined(_)), "{e}");
 }
+
+#[test]
+fn fma_is_an_instruction_on_aarch64_and_a_libcall_on_baseline_x86_64() {
+    let m = module(
+        "fma",
+        "func @f(%a: f64, %b: f64, %c: f64, %s: f32) -> (f64, f32) {
+        entry:
+            %r = fma %a, %b, %c
+            %t = atan2 %r, %a
+            %u = fma %s, %s, 1.0
+            ret %t, %u
+        }",
+    );
+    let f = m.func_by_name("f").unwrap();
+    // A symbol named `name` in the object's string table.
+    let names = |obj: &ObjectFile, name: &str| {
+        let needle = format!("\0{name}\0").into_bytes();
+        obj.bytes.windows(needle.len()).any(|w| w == needle)
+    };
+    // aarch64 has fmadd: only the helper of atan2 is called.
+    let arm = compile_object(&m, &[f], aarch64()).unwrap();
+    check_object(&arm, EM_AARCH64, &[f], "aarch64 fma");
+    assert_eq!(arm.imports, ["gradlift_atan2_f64"]);
+    assert!(names(&arm, "gradlift_atan2_f64"));
+    assert!(!names(&arm, "fma") && !names(&arm, "fmaf"));
+    // Baseline x86-64 has no FMA extension: Cranelift calls the C library's `fma`
+    // and `fmaf` (libcalls, which `imports` does not list).
+    let x86 = compile_object(&m, &[f], "x86_64-unknown-linux-gnu".parse().unwrap()).unwrap();
+    check_object(&x86, EM_X86_64, &[f], "x86-64 fma");
+    assert_eq!(x86.imports, ["gradlift_atan2_f64"]);
+    assert!(names(&x86, "fma") && names(&x86, "fmaf"));
+}

@@ -29,8 +29,28 @@ float gradlift_tan_f32(float a0) { return tanf(a0); }
 float gradlift_tanh_f32(float a0) { return tanhf(a0); }
 float gradlift_exp_f32(float a0) { return expf(a0); }
 float gradlift_log_f32(float a0) { return logf(a0); }
+double gradlift_sinh_f64(double a0) { return sinh(a0); }
+double gradlift_cosh_f64(double a0) { return cosh(a0); }
+double gradlift_asin_f64(double a0) { return asin(a0); }
+double gradlift_acos_f64(double a0) { return acos(a0); }
+double gradlift_atan_f64(double a0) { return atan(a0); }
+double gradlift_log10_f64(double a0) { return log10(a0); }
+double gradlift_log2_f64(double a0) { return log2(a0); }
+double gradlift_exp2_f64(double a0) { return exp2(a0); }
+float gradlift_sinh_f32(float a0) { return sinhf(a0); }
+float gradlift_cosh_f32(float a0) { return coshf(a0); }
+float gradlift_asin_f32(float a0) { return asinf(a0); }
+float gradlift_acos_f32(float a0) { return acosf(a0); }
+float gradlift_atan_f32(float a0) { return atanf(a0); }
+float gradlift_log10_f32(float a0) { return log10f(a0); }
+float gradlift_log2_f32(float a0) { return log2f(a0); }
+float gradlift_exp2_f32(float a0) { return exp2f(a0); }
 double gradlift_pow_f64(double a0, double a1) { return pow(a0, a1); }
 float gradlift_pow_f32(float a0, float a1) { return powf(a0, a1); }
+double gradlift_atan2_f64(double a0, double a1) { return atan2(a0, a1); }
+float gradlift_atan2_f32(float a0, float a1) { return atan2f(a0, a1); }
+double gradlift_hypot_f64(double a0, double a1) { return hypot(a0, a1); }
+float gradlift_hypot_f32(float a0, float a1) { return hypotf(a0, a1); }
 
 /* compiler-builtins' `pow` (behind f64::powi and f32::powi). */
 static double powi_f64(double a, int32_t b) {

@@ -1,7 +1,8 @@
 //! Every scalar op at the edges of its domain, against the interpreter, bit for bit:
 //! NaN (of both signs, with payloads), zeros of both signs, infinities, subnormals,
 //! floats beyond `i64`, `i64::MIN` and `-1`, shift amounts beyond 63 and negative,
-//! every cast and bitcast, `select` on scalars and slices, `const`.
+//! every cast and bitcast, `select` on scalars and slices, `const`; `fma` on every
+//! triple of the special floats.
 
 mod support;
 
@@ -42,7 +43,7 @@ entry:
     ret %eq, %ne, %lt, %le, %gt, %ge
 }
 
-func @f64_2(%x: f64, %y: f64) -> (f64, f64, f64, f64, f64, f64, f64) {
+func @f64_2(%x: f64, %y: f64) -> (f64, f64, f64, f64, f64, f64, f64, f64, f64) {
 entry:
     %add = fadd %x, %y
     %sub = fsub %x, %y
@@ -51,10 +52,19 @@ entry:
     %min = fmin %x, %y
     %max = fmax %x, %y
     %pow = pow %x, %y
-    ret %add, %sub, %mul, %div, %min, %max, %pow
+    %atan2 = atan2 %x, %y
+    %hypot = hypot %x, %y
+    ret %add, %sub, %mul, %div, %min, %max, %pow, %atan2, %hypot
 }
 
-func @f32_2(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32, f32) {
+func @f64_3(%x: f64, %y: f64, %z: f64) -> (f64, f64) {
+entry:
+    %fma = fma %x, %y, %z
+    %lit = fma %x, -3.0, 0.5
+    ret %fma, %lit
+}
+
+func @f32_2(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32) {
 entry:
     %add = fadd %x, %y
     %sub = fsub %x, %y
@@ -63,7 +73,16 @@ entry:
     %min = fmin %x, %y
     %max = fmax %x, %y
     %pow = pow %x, %y
-    ret %add, %sub, %mul, %div, %min, %max, %pow
+    %atan2 = atan2 %x, %y
+    %hypot = hypot %x, %y
+    ret %add, %sub, %mul, %div, %min, %max, %pow, %atan2, %hypot
+}
+
+func @f32_3(%x: f32, %y: f32, %z: f32) -> (f32, f32) {
+entry:
+    %fma = fma %x, %y, %z
+    %lit = fma %x, -3.0, 0.5
+    ret %fma, %lit
 }
 
 func @fcmps(%x: f64, %y: f64) -> (bool, bool, bool, bool, bool, bool) {
@@ -88,7 +107,7 @@ entry:
     ret %eq, %ne, %lt, %le, %gt, %ge
 }
 
-func @f64_1(%x: f64) -> (f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64) {
+func @f64_1(%x: f64) -> (f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64) {
 entry:
     %neg = fneg %x
     %abs = fabs %x
@@ -101,10 +120,18 @@ entry:
     %tanh = tanh %x
     %floor = floor %x
     %ceil = ceil %x
-    ret %neg, %abs, %sqrt, %exp, %log, %sin, %cos, %tan, %tanh, %floor, %ceil
+    %sinh = sinh %x
+    %cosh = cosh %x
+    %asin = asin %x
+    %acos = acos %x
+    %atan = atan %x
+    %log10 = log10 %x
+    %log2 = log2 %x
+    %exp2 = exp2 %x
+    ret %neg, %abs, %sqrt, %exp, %log, %sin, %cos, %tan, %tanh, %floor, %ceil, %sinh, %cosh, %asin, %acos, %atan, %log10, %log2, %exp2
 }
 
-func @f32_1(%x: f32) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) {
+func @f32_1(%x: f32) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) {
 entry:
     %neg = fneg %x
     %abs = fabs %x
@@ -117,7 +144,15 @@ entry:
     %tanh = tanh %x
     %floor = floor %x
     %ceil = ceil %x
-    ret %neg, %abs, %sqrt, %exp, %log, %sin, %cos, %tan, %tanh, %floor, %ceil
+    %sinh = sinh %x
+    %cosh = cosh %x
+    %asin = asin %x
+    %acos = acos %x
+    %atan = atan %x
+    %log10 = log10 %x
+    %log2 = log2 %x
+    %exp2 = exp2 %x
+    ret %neg, %abs, %sqrt, %exp, %log, %sin, %cos, %tan, %tanh, %floor, %ceil, %sinh, %cosh, %asin, %acos, %atan, %log10, %log2, %exp2
 }
 
 func @powis(%x: f64, %n: i64) -> (f64, f32) {
@@ -299,6 +334,13 @@ fn every_scalar_op_matches_the_interpreter_at_the_edges() {
             run("f32_2", vec![Val::F32(x as f32), Val::F32(y as f32)]);
             run("fcmps", vec![Val::F64(x), Val::F64(y)]);
             run("fcmps32", vec![Val::F32(x as f32), Val::F32(y as f32)]);
+            for &z in &fs {
+                run("f64_3", vec![Val::F64(x), Val::F64(y), Val::F64(z)]);
+                run(
+                    "f32_3",
+                    vec![Val::F32(x as f32), Val::F32(y as f32), Val::F32(z as f32)],
+                );
+            }
         }
         run("f64_1", vec![Val::F64(x)]);
         run("f32_1", vec![Val::F32(x as f32)]);
@@ -330,4 +372,47 @@ fn every_scalar_op_matches_the_interpreter_at_the_edges() {
     // Division by zero is the one error here: every `div` with b = 0.
     assert_eq!(errors, ints().len());
     assert!(n > 5000, "{n}");
+}
+
+/// On a host with the FMA extension (and on aarch64), `fma` is one instruction, not
+/// a call; the values are checked above on every triple of special floats.
+#[test]
+fn fma_is_one_instruction_where_the_host_has_one() {
+    let m = module(
+        "func @f(%a: f64, %b: f64, %c: f64) -> f64 {
+        entry:
+            %r = fma %a, %b, %c
+            ret %r
+        }",
+    );
+    let f = m.func_by_name("f").unwrap();
+    let listing = gradlift_jit::listing(&m, &[f]).unwrap();
+    let asm = &listing.iter().find(|l| l.name == "f").unwrap().asm;
+    #[cfg(target_arch = "x86_64")]
+    let native = std::arch::is_x86_feature_detected!("fma").then_some("vfmadd");
+    #[cfg(target_arch = "aarch64")]
+    let native = Some("fmadd");
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let native: Option<&str> = None;
+    match native {
+        Some(ins) => {
+            let calls = asm.lines().any(|l| {
+                let op = l.split_whitespace().next().unwrap_or("");
+                matches!(op, "call" | "callq" | "bl" | "blr")
+            });
+            assert!(asm.contains(ins) && !calls, "{asm}");
+        }
+        None => eprintln!("skipped: the host has no fma instruction"),
+    }
+    // One rounding: (1 + 2^-30)^2 - 1 = 2^-29 + 2^-60 exactly.
+    let c = compile(&m).unwrap();
+    let a = 1.0 + 2f64.powi(-30);
+    let r = c
+        .call(
+            &mut Workspace::new(),
+            f,
+            &mut [Val::F64(a), Val::F64(a), Val::F64(-1.0)],
+        )
+        .unwrap();
+    assert_eq!(r, [Val::F64(2f64.powi(-29) + 2f64.powi(-60))]);
 }

@@ -91,6 +91,29 @@ pub trait Float:
     fn tan(self) -> Self;
     /// Hyperbolic tangent.
     fn tanh(self) -> Self;
+    /// Hyperbolic sine.
+    fn sinh(self) -> Self;
+    /// Hyperbolic cosine.
+    fn cosh(self) -> Self;
+    /// Arcsine, in `[-pi/2, pi/2]` (NaN outside `[-1, 1]`).
+    fn asin(self) -> Self;
+    /// Arccosine, in `[0, pi]` (NaN outside `[-1, 1]`).
+    fn acos(self) -> Self;
+    /// Arctangent, in `[-pi/2, pi/2]`.
+    fn atan(self) -> Self;
+    /// The four-quadrant arctangent of `self / other`: `y.atan2(x)` is the angle of
+    /// the point `(x, y)`, in `[-pi, pi]`.
+    fn atan2(self, other: Self) -> Self;
+    /// `sqrt(self² + other²)`, without undue overflow or underflow.
+    fn hypot(self, other: Self) -> Self;
+    /// Base-10 logarithm.
+    fn log10(self) -> Self;
+    /// Base-2 logarithm.
+    fn log2(self) -> Self;
+    /// `2^x`.
+    fn exp2(self) -> Self;
+    /// `self * a + b` with one rounding (fused multiply-add), as Rust's `mul_add`.
+    fn mul_add(self, a: Self, b: Self) -> Self;
     /// Absolute value.
     fn abs(self) -> Self;
     /// Largest integer not above.
@@ -342,6 +365,39 @@ macro_rules! native_float {
             fn tanh(self) -> $t {
                 <$t>::tanh(self)
             }
+            fn sinh(self) -> $t {
+                <$t>::sinh(self)
+            }
+            fn cosh(self) -> $t {
+                <$t>::cosh(self)
+            }
+            fn asin(self) -> $t {
+                <$t>::asin(self)
+            }
+            fn acos(self) -> $t {
+                <$t>::acos(self)
+            }
+            fn atan(self) -> $t {
+                <$t>::atan(self)
+            }
+            fn atan2(self, other: $t) -> $t {
+                <$t>::atan2(self, other)
+            }
+            fn hypot(self, other: $t) -> $t {
+                <$t>::hypot(self, other)
+            }
+            fn log10(self) -> $t {
+                <$t>::log10(self)
+            }
+            fn log2(self) -> $t {
+                <$t>::log2(self)
+            }
+            fn exp2(self) -> $t {
+                <$t>::exp2(self)
+            }
+            fn mul_add(self, a: $t, b: $t) -> $t {
+                <$t>::mul_add(self, a, b)
+            }
             fn abs(self) -> $t {
                 <$t>::abs(self)
             }
@@ -481,6 +537,16 @@ macro_rules! traced_unary {
     )*};
 }
 
+/// Float methods of two operands (`self` first), each one op.
+macro_rules! traced_binary {
+    ($($m:ident $op:ident),* $(,)?) => {$(
+        #[track_caller]
+        fn $m(self, other: Self) -> Self {
+            op(stringify!($m), Opcode::$op, Imm::None, &[self.operand(), other.operand()])
+        }
+    )*};
+}
+
 macro_rules! traced_float {
     ($p:ty, $lit:expr) => {
         impl Float for Var<$p> {
@@ -514,7 +580,20 @@ macro_rules! traced_float {
             }
             traced_unary! {
                 sqrt Sqrt, exp Exp, ln Log, sin Sin, cos Cos, tan Tan, tanh Tanh, abs Fabs,
-                floor Floor, ceil Ceil,
+                floor Floor, ceil Ceil, sinh Sinh, cosh Cosh, asin Asin, acos Acos,
+                atan Atan, log10 Log10, log2 Log2, exp2 Exp2,
+            }
+            traced_binary! {
+                atan2 Atan2, hypot Hypot,
+            }
+            #[track_caller]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                op(
+                    "mul_add",
+                    Opcode::Fma,
+                    Imm::None,
+                    &[self.operand(), a.operand(), b.operand()],
+                )
             }
             #[track_caller]
             fn powi(self, n: i32) -> Self {

@@ -286,6 +286,62 @@ fn every_math_function_matches_native() {
     }
 }
 
+/// `sinh cosh asin acos atan atan2 hypot log10 log2 exp2 mul_add`, traced in f64 and
+/// f32: each is one op of the IR, and the traced function computes the native one's
+/// bits (atan2 in every quadrant, hypot beyond where x² + y² overflows).
+#[test]
+fn the_float_methods_of_the_math_ops_match_native_bit_for_bit() {
+    fn math<T: Float>(x: T, y: T) -> T {
+        let q = x / x.hypot(y);
+        let a = x.sinh() + y.cosh() + q.asin() + q.acos() + x.atan() + y.atan2(x);
+        let b = x.abs().log10() + y.abs().log2() + q.exp2();
+        a + b + x.mul_add(y, q)
+    }
+    let traced = trace("math", math::<Var>).unwrap();
+    let text = traced.module.to_string();
+    for op in [
+        "sinh", "cosh", "asin", "acos", "atan", "atan2", "hypot", "log10", "log2", "exp2", "fma",
+    ] {
+        assert!(text.contains(&format!(" = {op} ")), "no {op} in\n{text}");
+    }
+    assert_eq!(gradlift_ir::parse(&text).unwrap().to_string(), text);
+    let traced32 = trace("math", math::<Var<f32>>).unwrap();
+    for (x, y) in [
+        (0.7, 1.3),
+        (-0.7, 1.3),
+        (-0.7, -1.3),
+        (0.7, -1.3),
+        (-2.0, 0.0),
+        (-2.0, -0.0),
+        (1e200, 3e200),
+        (-3e-200, 2e-200),
+    ] {
+        let (out, _) = run(&traced, "math", vec![Val::F64(x), Val::F64(y)]);
+        let (native, got) = (math::<f64>(x, y), f64_of(&out[0]));
+        assert!(
+            native.to_bits() == got.to_bits() || (native.is_nan() && got.is_nan()),
+            "{x} {y}: {got} vs {native}"
+        );
+        let (x32, y32) = (x as f32, y as f32);
+        let (out, _) = run(&traced32, "math", vec![Val::F32(x32), Val::F32(y32)]);
+        let native = math::<f32>(x32, y32);
+        assert!(
+            out[0] == Val::F32(native)
+                || (native.is_nan() && matches!(out[0], Val::F32(v) if v.is_nan())),
+            "{x} {y}: {out:?} vs {native}"
+        );
+    }
+    // mul_add rounds once: (1 + 2^-30)^2 - 1 keeps its 2^-60.
+    fn fused<T: Float>(x: T) -> T {
+        x.mul_add(x, T::lit(-1.0))
+    }
+    let traced = trace("fused", fused::<Var>).unwrap();
+    let x = 1.0 + 2f64.powi(-30);
+    let (out, _) = run(&traced, "fused", vec![Val::F64(x)]);
+    assert_eq!(out[0], Val::F64(2f64.powi(-29) + 2f64.powi(-60)));
+    assert_ne!(x * x - 1.0, 2f64.powi(-29) + 2f64.powi(-60));
+}
+
 #[test]
 fn integer_and_boolean_operators_match_native() {
     fn ints<T: Real>(a: T::Int, b: T::Int) -> T::Int {

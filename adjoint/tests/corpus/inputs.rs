@@ -81,6 +81,45 @@ pub fn scalar_inputs() -> Vec<(&'static str, Vec<Vec<Val>>)> {
         ("op_cos", one(&[0.4, -2.0])),
         ("op_tan", one(&[0.3, -1.0])),
         ("op_tanh", one(&[0.3, -1.5])),
+        ("op_sinh", one(&[0.3, -2.5])),
+        ("op_cosh", one(&[0.3, -2.5])),
+        ("op_asin", one(&[0.3, -0.9])),
+        ("op_acos", one(&[0.3, -0.9])),
+        ("op_atan", one(&[0.3, -4.0])),
+        ("op_log10", one(&[0.3, 250.0])),
+        ("op_log2", one(&[0.3, 250.0])),
+        ("op_exp2", one(&[-1.3, 3.7])),
+        (
+            "op_atan2",
+            // (y, x) in the four quadrants, and near the negative x axis.
+            vec![
+                vec![f(0.7), f(1.3)],
+                vec![f(0.7), f(-1.3)],
+                vec![f(-0.7), f(-1.3)],
+                vec![f(-0.7), f(1.3)],
+                vec![f(1e-3), f(-2.0)],
+            ],
+        ),
+        (
+            "op_hypot",
+            vec![
+                vec![f(3.0), f(-4.0)],
+                vec![f(-0.2), f(1e-3)],
+                vec![f(-5.0), f(12.0)],
+            ],
+        ),
+        (
+            "op_fma",
+            vec![
+                vec![f(1.5), f(-0.7), f(0.25)],
+                vec![f(-2.0), f(3.25), f(-1.0)],
+            ],
+        ),
+        ("op_math_const", one(&[0.8, -1.7])),
+        (
+            "f32_math",
+            vec![vec![s(0.7), s(-1.3)], vec![s(-0.4), s(0.9)]],
+        ),
         ("op_floor_ceil", one(&[1.3, -2.6])),
         (
             "op_powi",

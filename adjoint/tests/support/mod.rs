@@ -183,6 +183,40 @@ fn step(op: Opcode, imm: Imm, a: &[Tan]) -> Tan {
             let t = f(a[0]).tanh();
             fl(t, (1.0 - t * t) * dx)
         }
+        Sinh => fl(f(a[0]).sinh(), f(a[0]).cosh() * dx),
+        Cosh => fl(f(a[0]).cosh(), f(a[0]).sinh() * dx),
+        Asin => {
+            let p = f(a[0]);
+            fl(p.asin(), dx / (1.0 - p * p).sqrt())
+        }
+        Acos => {
+            let p = f(a[0]);
+            fl(p.acos(), -dx / (1.0 - p * p).sqrt())
+        }
+        Atan => {
+            let p = f(a[0]);
+            fl(p.atan(), dx / (1.0 + p * p))
+        }
+        Log10 => fl(f(a[0]).log10(), dx / (f(a[0]) * 10f64.ln())),
+        Log2 => fl(f(a[0]).log2(), dx / (f(a[0]) * 2f64.ln())),
+        Exp2 => {
+            let e = f(a[0]).exp2();
+            fl(e, e * 2f64.ln() * dx)
+        }
+        // atan2 y, x: (x dy - y dx) / (x² + y²).
+        Atan2 => {
+            let (y, x) = (f(a[0]), f(a[1]));
+            fl(y.atan2(x), (x * dx - y * a[1].dot) / (x * x + y * y))
+        }
+        Hypot => {
+            let (p, q) = (f(a[0]), f(a[1]));
+            let h = p.hypot(q);
+            fl(h, (p * dx + q * a[1].dot) / h)
+        }
+        Fma => {
+            let (p, q, r) = (f(a[0]), f(a[1]), f(a[2]));
+            fl(p.mul_add(q, r), dx * q + p * a[1].dot + a[2].dot)
+        }
         Floor => fl(f(a[0]).floor(), 0.0),
         Ceil => fl(f(a[0]).ceil(), 0.0),
         Powi => {

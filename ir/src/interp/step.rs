@@ -382,6 +382,15 @@ pub(super) fn exec(
             }
         };
     }
+    macro_rules! float3 {
+        (|$a:ident, $b:ident, $c:ident| $e:expr) => {
+            match (arg!(0), arg!(1), arg!(2)) {
+                (Slot::F64($a), Slot::F64($b), Slot::F64($c)) => Slot::F64($e),
+                (Slot::F32($a), Slot::F32($b), Slot::F32($c)) => Slot::F32($e),
+                (x, y, z) => return Err(mismatch(op, &[x, y, z], mem!())),
+            }
+        };
+    }
     macro_rules! float1 {
         (|$a:ident| $e:expr) => {
             match arg!(0) {
@@ -455,6 +464,8 @@ pub(super) fn exec(
         Opcode::Fmin => float2!(|a, b| a.fmin(b)),
         Opcode::Fmax => float2!(|a, b| a.fmax(b)),
         Opcode::Pow => float2!(|a, b| a.powf(b)),
+        Opcode::Atan2 => float2!(|a, b| a.atan2(b)),
+        Opcode::Hypot => float2!(|a, b| a.hypot(b)),
         Opcode::Fneg => float1!(|a| -a),
         Opcode::Fabs => float1!(|a| a.abs()),
         Opcode::Sqrt => float1!(|a| a.sqrt()),
@@ -464,8 +475,17 @@ pub(super) fn exec(
         Opcode::Cos => float1!(|a| a.cos()),
         Opcode::Tan => float1!(|a| a.tan()),
         Opcode::Tanh => float1!(|a| a.tanh()),
+        Opcode::Sinh => float1!(|a| a.sinh()),
+        Opcode::Cosh => float1!(|a| a.cosh()),
+        Opcode::Asin => float1!(|a| a.asin()),
+        Opcode::Acos => float1!(|a| a.acos()),
+        Opcode::Atan => float1!(|a| a.atan()),
+        Opcode::Log10 => float1!(|a| a.log10()),
+        Opcode::Log2 => float1!(|a| a.log2()),
+        Opcode::Exp2 => float1!(|a| a.exp2()),
         Opcode::Floor => float1!(|a| a.floor()),
         Opcode::Ceil => float1!(|a| a.ceil()),
+        Opcode::Fma => float3!(|a, b, c| a.mul_add(b, c)),
         Opcode::Powi => match (arg!(0), arg!(1)) {
             (Slot::F64(x), Slot::I64(n)) => Slot::F64(x.powi64(n)),
             (Slot::F32(x), Slot::I64(n)) => Slot::F32(x.powi64(n)),

@@ -96,8 +96,12 @@ fn ty(s: &str) -> TokenStream {
 
 /// The unary float methods of the tracing API, with Rust's names.
 const UNARY: &[&str] = &[
-    "sin", "cos", "tan", "exp", "ln", "sqrt", "abs", "tanh", "floor", "ceil",
+    "sin", "cos", "tan", "exp", "ln", "sqrt", "abs", "tanh", "floor", "ceil", "sinh", "cosh",
+    "asin", "acos", "atan", "log10", "log2", "exp2",
 ];
+
+/// The float methods named in the unsupported-method messages.
+const METHODS: &str = "sin cos tan asin acos atan atan2 sinh cosh tanh exp exp2 ln log10 log2 sqrt hypot powi powf mul_add abs max min floor ceil";
 
 impl Translator {
     /// A translator with the function's parameters in scope.
@@ -818,7 +822,7 @@ impl Translator {
             return unsupported(
                 m,
                 &format!("the method `{name}` on {}", rk.name()),
-                "use the float methods `sin cos tan exp ln sqrt powi powf abs max min tanh floor ceil` on f64, and `len` on slices",
+                &format!("use the float methods `{METHODS}` on f64, and `len` on slices"),
             );
         }
         let f = self.float();
@@ -849,17 +853,21 @@ impl Translator {
                     ),
                 }
             }
-            ("powf" | "max" | "min", 1) => {
-                let (a, ak) = self.expr(&m.args[0])?;
-                if ak != Kind::F {
-                    return err(&m.args[0], format!("`{name}` needs an f64 argument"));
+            ("powf" | "max" | "min" | "atan2" | "hypot", 1) | ("mul_add", 2) => {
+                let mut args = Vec::new();
+                for e in &m.args {
+                    let (a, ak) = self.expr(e)?;
+                    if ak != Kind::F {
+                        return err(e, format!("`{name}` needs an f64 argument"));
+                    }
+                    args.push(a);
                 }
-                Ok((quote!(#float::#method(#r, #a)), Kind::F))
+                Ok((quote!(#float::#method(#r, #(#args),*)), Kind::F))
             }
             _ => unsupported(
                 m,
                 &format!("the method `{name}`"),
-                "use the float methods `sin cos tan exp ln sqrt powi powf abs max min tanh floor ceil`",
+                &format!("use the float methods `{METHODS}`"),
             ),
         }
     }

@@ -178,8 +178,9 @@
 //!   `alloc`), read and written like slices, with `b.len()`;
 //! - `as` between `f64` (or `f32`), `i64`, `i32` and `usize` (`f64 as usize`
 //!   saturates at 0, as in Rust);
-//! - the float methods `sin cos tan exp ln sqrt abs tanh floor ceil`, `powi` with
-//!   an integer literal, `powf max min`; float, integer and bool literals;
+//! - the float methods `sin cos tan asin acos atan sinh cosh tanh exp exp2 ln log10
+//!   log2 sqrt abs floor ceil`, `powi` with an integer literal, `powf max min atan2
+//!   hypot` and `mul_add` (fused, as in Rust); float, integer and bool literals;
 //!   `f64::consts::PI` and other `f64::` constants;
 //! - calls of functions marked `#[differentiable]` (this crate's companion
 //!   attribute; their bodies are in the same subset), by name or path: `sq(x)`,
