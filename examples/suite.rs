@@ -61,9 +61,10 @@ fn median(mut samples: Vec<f64>) -> f64 {
 }
 
 /// The samples (seconds per call) of [`measure`] for each of `fs` at once: the
-/// calls take turns, one of each per round, so that sample `k` of every function
-/// is taken at about the same time, under the same load of a machine shared with
-/// other work. The first round warms up (kept when the slowest call is slow);
+/// calls take turns, one of each per round (each round starting with the next
+/// function), so that sample `k` of every function is taken at about the same
+/// time, under the same load of a machine shared with other work. The first round
+/// warms up (kept when the slowest call is slow);
 /// then enough rounds for about [`BUDGET`] seconds of the slowest function, at
 /// least [`MIN_RUNS`].
 fn samples_each(fs: &mut [&mut dyn FnMut()]) -> Vec<Vec<f64>> {
@@ -83,9 +84,12 @@ fn samples_each(fs: &mut [&mut dyn FnMut()]) -> Vec<Vec<f64>> {
     } else {
         ((BUDGET / slowest.max(1e-9)).ceil() as usize).clamp(MIN_RUNS, 1_000_000)
     };
-    for _ in 0..runs {
-        for (f, s) in fs.iter_mut().zip(&mut samples) {
-            s.push(time(f));
+    let n = fs.len();
+    for round in 0..runs {
+        // Each round starts with the next function, so that none is always
+        // first (or last) in its round.
+        for k in (0..n).map(|k| (k + round) % n) {
+            samples[k].push(time(fs[k]));
         }
     }
     samples
