@@ -4,7 +4,8 @@
 //! callable gradient and the tape's peak, as a markdown table. Under each program's
 //! row, a row `(attribute)` for the same program written as plain Rust under
 //! `#[autodiff_reverse]` (`benches/attr.rs`): the gradient time of its `d_NAME`, the
-//! time of its first call, and that gradient over the autodiff form's.
+//! time of its first call, and its cost next to the autodiff form's gradient (the
+//! two timed in turns; the ratio of their fastest calls).
 //!
 //! Before anything is timed, gradlift's first gradient (and the attribute's) is
 //! checked against the hand gradient (value and every entry to 1e-8 relative), so
