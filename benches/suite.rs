@@ -18,26 +18,31 @@
 //! | `<program>/primal/jit` | one call of the compiled primal ([`CompiledFunction::call_into`]; workspace, arguments and result buffer made before the loop) |
 //! | `<program>/gradient/jit` | the value and gradient in one call, on borrowed arguments and shadows made before the loop ([`CompiledGradient::gradient_args`], which copies nothing), with the suite's activities (`BENCHMARKS.md`); checked first through [`CompiledGradient::prepare`] |
 //! | `<program>/primal/hand` | the hand-written primal |
+//! | `<program>/gradient/attr` | the value and gradient of the program written as plain Rust under `#[autodiff_reverse]` (`benches/attr.rs`): one call of its `d_NAME`, on shadows made before the loop (they accumulate, as `gradient/jit`'s do) |
 //! | `<program>/gradient/hand` | the hand-written value and gradient, into buffers made before the loop |
 //! | `<program>/compile` | `autodiff(name, suite::program::<Var>)` and its first `gradient(..)` call: trace, derivation, JIT compilation and one gradient, from nothing each time |
 //! | `normalize/gradient/jit/20000` | `normalize`'s gradient at twice its suite size: its ratio to `normalize/gradient/jit` shows the order (4 for O(n^2), 2 for O(n)) |
+//! | `normalize/gradient/attr/20000` | the same for the attribute form |
 //!
 //! The suite's `ratio` is `gradient/jit` over `primal/jit`; `vs hand` is
-//! `gradient/jit` over `gradient/hand`. The activities: every slice argument
+//! `gradient/jit` over `gradient/hand`; the attribute's cost is `gradient/attr` over
+//! `gradient/jit`. The activities: every slice argument
 //! differentiated, except `normalize`'s `w` and `mlp`'s `X` (constant), and `ode`'s
 //! step count (an integer, constant).
 //!
 //! Before anything of a program is timed, gradlift's compiled primal and prepared
 //! gradient (the very cache that is timed) are checked against the hand-written ones
 //! (value and every gradient entry to 1e-8 relative, [`hand::check`]): a wrong
-//! program panics instead of being timed. Every program is compiled and checked
+//! program panics instead of being timed; so is the attribute form's first gradient,
+//! from zeroed shadows. Every program is compiled and checked
 //! even when a filter leaves none of its benchmarks to run.
 //!
 //! `normalize`'s gradient is guarded: while its tape grows as O(n^2) (the norm is
 //! recomputed inside the loop and nothing hoists it yet), the tape at n = 10_000 is
 //! gigabytes. The gradient is first run at n = 1_000; if its tape's peak exceeds
 //! [`NORMALIZE_TAPE_CAP`], a line says so and `normalize/gradient/jit`,
-//! `normalize/gradient/jit/20000` and `normalize/compile` are skipped (the rest of
+//! `normalize/gradient/attr` (at both sizes), `normalize/gradient/jit/20000` and
+//! `normalize/compile` are skipped (the rest of
 //! `normalize`, the hand-written gradient included, still runs).
 //!
 //! Criterion prints, for each id, `time: [low estimate high]` (a 95% confidence
@@ -66,6 +71,10 @@ use gradlift::{
 /// The hand-written primals and gradients (`benches/hand.rs`), shared with
 /// `examples/suite.rs`.
 mod hand;
+
+/// The programs as plain Rust under `#[autodiff_reverse]` (`benches/attr.rs`),
+/// shared with `examples/suite.rs` and `tests/suite_attr.rs`.
+mod attr;
 
 /// The criterion settings of every group: few, short samples, so that the whole
 /// suite runs in a few minutes on two cores.
@@ -217,6 +226,29 @@ fn bench_gradient(
     });
 }
 
+/// Checks the attribute form's derivative `run` (`d_NAME` of `benches/attr.rs`: it
+/// returns the value and adds the gradient of each differentiated argument into its
+/// shadow, in argument order) from zeroed shadows against `hand`'s, then times it
+/// as `id`.
+fn bench_attr(
+    group: &mut Group<'_>,
+    id: &str,
+    program: &str,
+    hand: &mut HandGradient<impl HandFn>,
+    mut run: impl FnMut(&mut [Vec<f64>]) -> f64,
+) {
+    let hand_value = hand.call();
+    let mut shadows: Vec<Vec<f64>> = hand.grads.iter().map(|g| vec![0.0; g.len()]).collect();
+    let value = run(&mut shadows);
+    let pairs: Vec<(&[f64], &[f64])> = shadows
+        .iter()
+        .zip(&hand.grads)
+        .map(|(g, w)| (&g[..], &w[..]))
+        .collect();
+    hand::check(&format!("{program} (attribute)"), value, hand_value, &pairs);
+    group.bench_function(id, |b| b.iter(|| black_box(run(&mut shadows))));
+}
+
 /// Times `hand` (`gradient/hand`).
 fn bench_hand_gradient(group: &mut Group<'_>, hand: &mut HandGradient<impl HandFn>) {
     group.bench_function("gradient/hand", |b| b.iter(|| black_box(hand.call())));
@@ -235,11 +267,13 @@ fn bench_compile<T>(group: &mut Group<'_>, mut to_gradient: impl FnMut() -> T) {
 }
 
 /// A program of one slice `x`, differentiated with respect to `x`: `sumsq`,
-/// `rosenbrock`, `logsumexp`, `branchy`.
+/// `rosenbrock`, `logsumexp`, `branchy`; `derivative` is its attribute form's
+/// `d_NAME`.
 fn of_x<F: Callable<(Slice<f64>,), Output = Var> + Copy>(
     c: &mut Criterion,
     program: &'static str,
     traced: F,
+    derivative: fn(&[f64], &mut [f64], f64) -> f64,
     x: Vec<f64>,
     hand_primal: impl Fn(&[f64]) -> f64,
     hand_gradient: impl Fn(&[f64], &mut [f64]) -> f64,
@@ -259,6 +293,9 @@ fn of_x<F: Callable<(Slice<f64>,), Output = Var> + Copy>(
         hand_primal(black_box(&x))
     });
     bench_gradient(&mut group, "gradient/jit", program, &grad, &args, &mut hand);
+    bench_attr(&mut group, "gradient/attr", program, &mut hand, |d| {
+        derivative(black_box(&x), &mut d[0], 1.0)
+    });
     bench_hand_gradient(&mut group, &mut hand);
     bench_compile(&mut group, || {
         let mut dx = vec![0.0; n];
@@ -278,6 +315,7 @@ fn sumsq(c: &mut Criterion) {
         c,
         "sumsq",
         suite::sumsq::<Var>,
+        attr::d_sumsq,
         x,
         hand::sumsq,
         hand::sumsq_gradient,
@@ -289,6 +327,7 @@ fn rosenbrock(c: &mut Criterion) {
         c,
         "rosenbrock",
         suite::rosenbrock::<Var>,
+        attr::d_rosenbrock,
         suite::rosenbrock_input(N),
         hand::rosenbrock,
         hand::rosenbrock_gradient,
@@ -300,6 +339,7 @@ fn logsumexp(c: &mut Criterion) {
         c,
         "logsumexp",
         suite::logsumexp::<Var>,
+        attr::d_logsumexp,
         suite::logsumexp_input(N),
         hand::logsumexp,
         hand::logsumexp_gradient,
@@ -311,6 +351,7 @@ fn branchy(c: &mut Criterion) {
         c,
         "branchy",
         suite::branchy::<Var>,
+        attr::d_branchy,
         suite::branchy_input(N),
         hand::branchy,
         hand::branchy_gradient,
@@ -326,6 +367,15 @@ fn normalize_at(n: usize) -> (Vec<Val>, HandGradient<impl HandFn>) {
         grads: vec![vec![0.0; n]],
     };
     (args, hand)
+}
+
+/// Checks and times `normalize`'s attribute form at size `n` as `id`.
+fn bench_normalize_attr(group: &mut Group<'_>, id: &str, n: usize) {
+    let (x, w) = suite::normalize_input(n);
+    let (_, mut hand) = normalize_at(n);
+    bench_attr(group, id, "normalize", &mut hand, |d| {
+        attr::d_normalize(black_box(&x), &mut d[0], &w, 1.0)
+    });
 }
 
 /// `normalize`: `x` differentiated, `w` constant; the gradient also at twice the
@@ -377,6 +427,12 @@ fn normalize(c: &mut Criterion) {
             &args_2n,
             &mut hand_2n,
         );
+        bench_normalize_attr(&mut group, "gradient/attr", NORMALIZE_N);
+        bench_normalize_attr(
+            &mut group,
+            &format!("gradient/attr/{}", 2 * NORMALIZE_N),
+            2 * NORMALIZE_N,
+        );
     }
     bench_hand_gradient(&mut group, &mut hand);
     if run_gradient {
@@ -424,6 +480,23 @@ fn mlp(c: &mut Criterion) {
         hand::mlp(black_box(&p.x), &p.w1, &p.b1, &p.w2, &p.b2)
     });
     bench_gradient(&mut group, "gradient/jit", "mlp", &grad, &args, &mut hand);
+    bench_attr(&mut group, "gradient/attr", "mlp", &mut hand, |d| {
+        let [dw1, db1, dw2, db2] = d else {
+            unreachable!("four gradients")
+        };
+        attr::d_mlp(
+            black_box(&p.x),
+            &p.w1,
+            dw1,
+            &p.b1,
+            db1,
+            &p.w2,
+            dw2,
+            &p.b2,
+            db2,
+            1.0,
+        )
+    });
     bench_hand_gradient(&mut group, &mut hand);
     bench_compile(&mut group, || {
         let mut d = zeros();
@@ -464,6 +537,9 @@ fn ode(c: &mut Criterion) {
         hand::ode(black_box(&p), black_box(steps))
     });
     bench_gradient(&mut group, "gradient/jit", "ode", &grad, &args, &mut hand);
+    bench_attr(&mut group, "gradient/attr", "ode", &mut hand, |d| {
+        attr::d_ode(black_box(&p), &mut d[0], steps, 1.0)
+    });
     bench_hand_gradient(&mut group, &mut hand);
     bench_compile(&mut group, || {
         let mut dp = vec![0.0; p.len()];

@@ -1,17 +1,22 @@
 //! The baseline measurement of the benchmark suite (`BENCHMARKS.md`): for each program at
 //! its suite size (and `normalize` also at twice its size), gradlift's JIT primal
 //! and gradient against the hand-written Rust of `benches/hand.rs`, the time to a
-//! callable gradient and the tape's peak, as a markdown table.
+//! callable gradient and the tape's peak, as a markdown table. Under each program's
+//! row, a row `(attribute)` for the same program written as plain Rust under
+//! `#[autodiff_reverse]` (`benches/attr.rs`): the gradient time of its `d_NAME`, the
+//! time of its first call, and its cost next to the autodiff form's gradient (the
+//! two timed in turns; the ratio of their fastest calls).
 //!
-//! Before anything is timed, gradlift's first gradient is checked against the hand
-//! gradient (value and every entry to 1e-8 relative), so the table never reports a
-//! wrong program.
+//! Before anything is timed, gradlift's first gradient (and the attribute's) is
+//! checked against the hand gradient (value and every entry to 1e-8 relative), so
+//! the table never reports a wrong program.
 //!
 //! Run with `cargo run --release --example suite` (an argument keeps only the
 //! programs whose name contains it). `cargo bench --bench suite` measures the same
 //! programs with criterion's statistics (`benches/suite.rs`).
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use gradlift::adjoint::{Activity, RuleConfig};
@@ -29,6 +34,11 @@ use gradlift::{
 mod hand;
 use hand::check;
 
+/// The suite's programs as plain Rust under `#[autodiff_reverse]`
+/// (`benches/attr.rs`), shared with the criterion benchmarks and the tests.
+#[path = "../benches/attr.rs"]
+mod attr;
+
 /// Time per measurement: a call is repeated until about this much has run.
 const BUDGET: f64 = 0.3;
 /// Calls per measurement, at least (fewer for calls slower than [`SLOW`]).
@@ -42,23 +52,48 @@ const SLOW_RUNS: usize = 3;
 /// as a sample when the call is slow), then enough calls for about [`BUDGET`]
 /// seconds, at least [`MIN_RUNS`].
 fn measure(mut f: impl FnMut()) -> f64 {
-    let start = Instant::now();
-    f();
-    let first = start.elapsed().as_secs_f64();
-    let mut samples = Vec::new();
-    let runs = if first > SLOW {
-        samples.push(first);
-        SLOW_RUNS - 1
-    } else {
-        ((BUDGET / first.max(1e-9)).ceil() as usize).clamp(MIN_RUNS, 1_000_000)
-    };
-    for _ in 0..runs {
+    median(samples_each(&mut [&mut f]).swap_remove(0)) * 1e3
+}
+
+/// The middle of `samples` (the upper one of an even count).
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// The samples (seconds per call) of [`measure`] for each of `fs` at once: the
+/// calls take turns, one of each per round (each round starting with the next
+/// function), so that sample `k` of every function is taken at about the same
+/// time, under the same load of a machine shared with other work. The first round
+/// warms up (kept when the slowest call is slow);
+/// then enough rounds for about [`BUDGET`] seconds of the slowest function, at
+/// least [`MIN_RUNS`].
+fn samples_each(fs: &mut [&mut dyn FnMut()]) -> Vec<Vec<f64>> {
+    let time = |f: &mut dyn FnMut()| {
         let start = Instant::now();
         f();
-        samples.push(start.elapsed().as_secs_f64());
+        start.elapsed().as_secs_f64()
+    };
+    let first: Vec<f64> = fs.iter_mut().map(|f| time(f)).collect();
+    let slowest = first.iter().fold(0.0f64, |m, &t| m.max(t));
+    let mut samples: Vec<Vec<f64>> = fs.iter().map(|_| Vec::new()).collect();
+    let runs = if slowest > SLOW {
+        for (s, &t) in samples.iter_mut().zip(&first) {
+            s.push(t);
+        }
+        SLOW_RUNS - 1
+    } else {
+        ((BUDGET / slowest.max(1e-9)).ceil() as usize).clamp(MIN_RUNS, 1_000_000)
+    };
+    let n = fs.len();
+    for round in 0..runs {
+        // Each round starts with the next function, so that none is always
+        // first (or last) in its round.
+        for k in (0..n).map(|k| (k + round) % n) {
+            samples[k].push(time(fs[k]));
+        }
     }
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2] * 1e3
+    samples
 }
 
 /// One row of the table.
@@ -70,6 +105,32 @@ struct Row {
     gradient: Option<Gradlift>,
     hand_primal: f64,
     hand_gradient: f64,
+    /// The attribute form's gradient, `None` when it was not run (as `gradient`).
+    attr: Option<Attr>,
+}
+
+/// The attribute form's gradient in a [`Row`]: `d_NAME` of `benches/attr.rs`.
+struct Attr {
+    /// Median ms of a call of `d_NAME` (its shadows made before the timed calls).
+    time: f64,
+    /// Its fastest call over the fastest of the autodiff form's gradient, the two
+    /// timed in turns.
+    vs_autodiff: f64,
+    /// The first call of `d_NAME` in the process (trace, optimiser, derivation,
+    /// Cranelift, the first gradient); `None` when an earlier row made it.
+    compile: Option<Duration>,
+}
+
+/// The first call of `call` (the attribute form's `d_NAME`) and its duration, or
+/// `None` for the duration if `called` says an earlier row made it.
+fn first_call<T>(called: &AtomicBool, call: impl FnOnce() -> T) -> (T, Option<Duration>) {
+    let start = Instant::now();
+    let t = call();
+    let elapsed = start.elapsed();
+    (
+        t,
+        (!called.swap(true, Ordering::Relaxed)).then_some(elapsed),
+    )
 }
 
 /// gradlift's gradient in a [`Row`].
@@ -101,17 +162,27 @@ struct Jit {
     primal_value: f64,
     /// The median ms of the gradient, its value and tape, when it ran.
     gradient: Option<(f64, f64, usize)>,
+    /// The median ms of the attribute form's gradient and its fastest call over
+    /// the gradient's fastest, when it ran.
+    attr: Option<(f64, f64)>,
 }
 
 /// Compiles the primal ([`CompiledFunction`]) and the gradient with the activities
 /// `params` ([`CompiledGradient`], called with borrowed arguments:
 /// [`CompiledGradient::gradient_args`]) of the function of `ad`, and times them at `args` with every buffer allocated before
 /// the timed calls.
-/// With `params` `None`, the primal only.
+/// With `params` `None`, the primal only. `attr`, a call of the attribute form's
+/// derivative, is timed with the gradient, the calls taking turns
+/// ([`samples_each`]). Its cost next to the gradient's is the ratio of their
+/// fastest calls: on this shared machine the load moves the medians by up to 3x
+/// from one run to the next (and the median of the ratios of samples taken
+/// together, by as much, when the calls are about as long as the scheduler's
+/// slices); the fastest calls, those no other work interrupted, move by 1-2%.
 fn jit<A, R>(
     ad: &Autodiff<A, R>,
     params: Option<&[Activity]>,
     args: Vec<Val>,
+    attr: Option<&mut dyn FnMut()>,
 ) -> Result<Jit, Error> {
     let (module, name) = (ad.module(), ad.name());
     let func = CompiledFunction::with_hosts(module, name, ad.hosts())?;
@@ -129,6 +200,7 @@ fn jit<A, R>(
             primal,
             primal_value,
             gradient: None,
+            attr: None,
         });
     };
     let id = module
@@ -148,7 +220,7 @@ fn jit<A, R>(
     let (mut value, mut grads) = (Vec::new(), Vec::new());
     let mut ws = Workspace::new();
     let (mut gradient_value, mut tape_bytes) = (f64::NAN, 0);
-    let gradient = measure(|| {
+    let mut gradient = || {
         tape_bytes = grad
             .gradient_args(
                 &mut ws,
@@ -161,11 +233,23 @@ fn jit<A, R>(
             .expect("the gradient ran once");
         gradient_value = scalar(&value);
         black_box(&grads);
-    });
+    };
+    let (gradient, attr) = match attr {
+        Some(attr) => {
+            let [g, a]: [Vec<f64>; 2] = samples_each(&mut [&mut gradient, attr])
+                .try_into()
+                .expect("two functions measured");
+            let fastest = |s: &[f64]| s.iter().copied().fold(f64::INFINITY, f64::min);
+            let ratio = fastest(&a) / fastest(&g);
+            (median(g) * 1e3, Some((median(a) * 1e3, ratio)))
+        }
+        None => (measure(gradient), None),
+    };
     Ok(Jit {
         primal,
         primal_value,
         gradient: Some((gradient, gradient_value, tape_bytes)),
+        attr,
     })
 }
 
@@ -180,8 +264,14 @@ fn row(
     hand_primal: f64,
     hand_gradient: f64,
     compile: Option<Duration>,
+    attr_compile: Option<Duration>,
 ) -> Row {
     check(program, jit.primal_value, hand_value, &[]);
+    let attr = jit.attr.map(|(time, vs_autodiff)| Attr {
+        time,
+        vs_autodiff,
+        compile: attr_compile,
+    });
     let gradient = jit
         .gradient
         .zip(compile)
@@ -200,13 +290,16 @@ fn row(
         gradient,
         hand_primal,
         hand_gradient,
+        attr,
     }
 }
 
-/// A program of one slice `x`, differentiated with respect to `x`.
+/// A program of one slice `x`, differentiated with respect to `x`; `derivative` is
+/// its attribute form's `d_NAME`.
 fn of_x<F: Callable<(Slice<f64>,), Output = Var>>(
     program: &'static str,
     traced: F,
+    derivative: fn(&[f64], &mut [f64], f64) -> f64,
     x: Vec<f64>,
     hand_primal: fn(&[f64]) -> f64,
     hand_gradient: fn(&[f64], &mut [f64]) -> f64,
@@ -222,14 +315,35 @@ fn of_x<F: Callable<(Slice<f64>,), Output = Var>>(
     let hand_value = hand_gradient(&x, &mut hand_dx);
     check(program, value, hand_value, &[(&dx, &hand_dx)]);
 
-    let jit = jit(&ad, Some(&[Activity::Dup]), vec![Val::F64s(x.clone())])?;
+    // The attribute form: its first call, checked, then timed (the shadow
+    // accumulates, as the autodiff form's does).
+    let mut attr_dx = vec![0.0; n];
+    let start = Instant::now();
+    let attr_value = derivative(&x, &mut attr_dx, 1.0);
+    let attr_compile = start.elapsed();
+    check(program, attr_value, hand_value, &[(&attr_dx, &hand_dx)]);
+
+    let mut attr = || {
+        black_box(derivative(black_box(&x), &mut attr_dx, 1.0));
+    };
+    let args = vec![Val::F64s(x.clone())];
+    let jit = jit(&ad, Some(&[Activity::Dup]), args, Some(&mut attr))?;
     let hp = measure(|| {
         black_box(hand_primal(black_box(&x)));
     });
     let hg = measure(|| {
         black_box(hand_gradient(black_box(&x), &mut hand_dx));
     });
-    Ok(row(program, n, jit, hand_value, hp, hg, Some(compile)))
+    Ok(row(
+        program,
+        n,
+        jit,
+        hand_value,
+        hp,
+        hg,
+        Some(compile),
+        Some(attr_compile),
+    ))
 }
 
 /// `normalize` at size `n`: `x` duplicated, `w` constant. gradlift's gradient is
@@ -240,6 +354,7 @@ fn normalize(n: usize, tape: Option<usize>) -> Result<Row, Error> {
     let hand_value = hand::normalize_gradient(&x, &w, &mut hand_dx);
     let run_gradient = tape.is_none_or(|t| t <= TAPE_CAP);
     let mut compile = None;
+    let (mut attr_dx, mut attr_compile) = (vec![0.0; n], None);
     if run_gradient {
         let mut dx = vec![0.0; n];
         let start = Instant::now();
@@ -249,11 +364,23 @@ fn normalize(n: usize, tape: Option<usize>) -> Result<Row, Error> {
         check("normalize", value, hand_value, &[(&dx, &hand_dx)]);
         // The tape is O(n^2) here (gigabytes): this first gradient's workspace is
         // freed before the timed one grows its own.
+        static CALLED: AtomicBool = AtomicBool::new(false);
+        let (value, first) = first_call(&CALLED, || attr::d_normalize(&x, &mut attr_dx, &w, 1.0));
+        check("normalize", value, hand_value, &[(&attr_dx, &hand_dx)]);
+        attr_compile = first;
     }
     let ad = autodiff("normalize", suite::normalize::<Var>)?;
     let args = vec![Val::F64s(x.clone()), Val::F64s(w.clone())];
     let params = [Activity::Dup, Activity::Const];
-    let jit = jit(&ad, run_gradient.then_some(&params[..]), args)?;
+    let mut attr = || {
+        black_box(attr::d_normalize(black_box(&x), &mut attr_dx, &w, 1.0));
+    };
+    let jit = jit(
+        &ad,
+        run_gradient.then_some(&params[..]),
+        args,
+        Some(&mut attr),
+    )?;
     let hp = measure(|| {
         black_box(hand::normalize(black_box(&x), black_box(&w)));
     });
@@ -264,7 +391,16 @@ fn normalize(n: usize, tape: Option<usize>) -> Result<Row, Error> {
             &mut hand_dx,
         ));
     });
-    Ok(row("normalize", n, jit, hand_value, hp, hg, compile))
+    Ok(row(
+        "normalize",
+        n,
+        jit,
+        hand_value,
+        hp,
+        hg,
+        compile,
+        attr_compile,
+    ))
 }
 
 /// `mlp` at the suite's batch: `x` constant, the four parameters duplicated.
@@ -298,6 +434,38 @@ fn mlp() -> Result<Row, Error> {
     let pairs: Vec<(&[f64], &[f64])> = d.iter().zip(&h).map(|(g, w)| (&g[..], &w[..])).collect();
     check("mlp", value, hand_value, &pairs);
 
+    // The attribute form: its first call, checked.
+    let mut attr_d = [
+        vec![0.0; p.w1.len()],
+        vec![0.0; p.b1.len()],
+        vec![0.0; p.w2.len()],
+        vec![0.0; p.b2.len()],
+    ];
+    let attr_gradient = |d: &mut [Vec<f64>; 4]| {
+        let [dw1, db1, dw2, db2] = d;
+        attr::d_mlp(
+            black_box(&p.x),
+            &p.w1,
+            dw1,
+            &p.b1,
+            db1,
+            &p.w2,
+            dw2,
+            &p.b2,
+            db2,
+            1.0,
+        )
+    };
+    let start = Instant::now();
+    let attr_value = attr_gradient(&mut attr_d);
+    let attr_compile = start.elapsed();
+    let pairs: Vec<(&[f64], &[f64])> = attr_d
+        .iter()
+        .zip(&h)
+        .map(|(g, w)| (&g[..], &w[..]))
+        .collect();
+    check("mlp", attr_value, hand_value, &pairs);
+
     let args = [&p.x, &p.w1, &p.b1, &p.w2, &p.b2]
         .map(|v| Val::F64s(v.clone()))
         .to_vec();
@@ -308,7 +476,10 @@ fn mlp() -> Result<Row, Error> {
         Activity::Dup,
         Activity::Dup,
     ];
-    let jit = jit(&ad, Some(&params), args)?;
+    let mut attr = || {
+        black_box(attr_gradient(&mut attr_d));
+    };
+    let jit = jit(&ad, Some(&params), args, Some(&mut attr))?;
     let hp = measure(|| {
         black_box(hand::mlp(black_box(&p.x), &p.w1, &p.b1, &p.w2, &p.b2));
     });
@@ -323,6 +494,7 @@ fn mlp() -> Result<Row, Error> {
         hp,
         hg,
         Some(compile),
+        Some(attr_compile),
     ))
 }
 
@@ -341,8 +513,19 @@ fn ode() -> Result<Row, Error> {
     let hand_value = hand::ode_gradient(&p, steps, &mut hand_dp, &mut scratch);
     check("ode", value, hand_value, &[(&dp, &hand_dp)]);
 
+    // The attribute form: its first call, checked.
+    let mut attr_dp = vec![0.0; p.len()];
+    let start = Instant::now();
+    let attr_value = attr::d_ode(&p, &mut attr_dp, steps, 1.0);
+    let attr_compile = start.elapsed();
+    check("ode", attr_value, hand_value, &[(&attr_dp, &hand_dp)]);
+
     let args = vec![Val::F64s(p.clone()), Val::I64(ODE_STEPS)];
-    let jit = jit(&ad, Some(&[Activity::Dup, Activity::Const]), args)?;
+    let mut attr = || {
+        black_box(attr::d_ode(black_box(&p), &mut attr_dp, steps, 1.0));
+    };
+    let params = [Activity::Dup, Activity::Const];
+    let jit = jit(&ad, Some(&params), args, Some(&mut attr))?;
     let hp = measure(|| {
         black_box(hand::ode(black_box(&p), black_box(steps)));
     });
@@ -354,7 +537,16 @@ fn ode() -> Result<Row, Error> {
             &mut scratch,
         ));
     });
-    Ok(row("ode", steps, jit, hand_value, hp, hg, Some(compile)))
+    Ok(row(
+        "ode",
+        steps,
+        jit,
+        hand_value,
+        hp,
+        hg,
+        Some(compile),
+        Some(attr_compile),
+    ))
 }
 
 fn main() -> Result<(), Error> {
@@ -369,6 +561,7 @@ fn main() -> Result<(), Error> {
             of_x(
                 "sumsq",
                 suite::sumsq::<Var>,
+                attr::d_sumsq,
                 suite::sumsq_input(N),
                 hand::sumsq,
                 hand::sumsq_gradient,
@@ -378,6 +571,7 @@ fn main() -> Result<(), Error> {
             of_x(
                 "rosenbrock",
                 suite::rosenbrock::<Var>,
+                attr::d_rosenbrock,
                 suite::rosenbrock_input(N),
                 hand::rosenbrock,
                 hand::rosenbrock_gradient,
@@ -387,6 +581,7 @@ fn main() -> Result<(), Error> {
             of_x(
                 "logsumexp",
                 suite::logsumexp::<Var>,
+                attr::d_logsumexp,
                 suite::logsumexp_input(N),
                 hand::logsumexp,
                 hand::logsumexp_gradient,
@@ -409,6 +604,7 @@ fn main() -> Result<(), Error> {
             of_x(
                 "branchy",
                 suite::branchy::<Var>,
+                attr::d_branchy,
                 suite::branchy_input(N),
                 hand::branchy,
                 hand::branchy_gradient,
@@ -424,9 +620,9 @@ fn main() -> Result<(), Error> {
         }
     }
     println!(
-        "| program | n | primal ms | gradient ms | ratio | hand primal ms | hand gradient ms | vs hand | compile ms | tape bytes |"
+        "| program | n | primal ms | gradient ms | ratio | hand primal ms | hand gradient ms | vs hand | compile ms | tape bytes | vs autodiff |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut skipped = false;
     for r in &rows {
         let (gradient, ratio, vs_hand, compile, tape) = match &r.gradient {
@@ -444,18 +640,40 @@ fn main() -> Result<(), Error> {
             }
         };
         println!(
-            "| {} | {} | {:.4} | {gradient} | {ratio} | {:.4} | {:.4} | {vs_hand} | {compile} | {tape} |",
+            "| {} | {} | {:.4} | {gradient} | {ratio} | {:.4} | {:.4} | {vs_hand} | {compile} | {tape} | |",
             r.program, r.n, r.primal, r.hand_primal, r.hand_gradient,
+        );
+        // The attribute form: its gradient, its first call, and that gradient over
+        // the autodiff form's; its primal is the plain Rust function, its tape is
+        // not reported by `d_NAME`.
+        let dash = || "-".to_string();
+        let (gradient, vs_hand, compile, vs_autodiff) = match &r.attr {
+            Some(a) => (
+                format!("{:.4}", a.time),
+                format!("{:.2}", a.time / r.hand_gradient),
+                a.compile
+                    .map_or_else(dash, |c| format!("{:.1}", c.as_secs_f64() * 1e3)),
+                format!("{:.2}", a.vs_autodiff),
+            ),
+            None => (dash(), dash(), dash(), dash()),
+        };
+        println!(
+            "| {} (attribute) | {} | - | {gradient} | - | {:.4} | {:.4} | {vs_hand} | {compile} | - | {vs_autodiff} |",
+            r.program, r.n, r.hand_primal, r.hand_gradient,
         );
     }
     if skipped {
         println!(
-            "\n`-`: gradlift's gradient not run, its tape predicted over {} GiB.",
+            "\n`-`: gradlift's gradients (autodiff and attribute) not run, the tape predicted over {} GiB.",
             TAPE_CAP >> 30
         );
     }
     println!(
-        "\nEvery gradient run checked against the hand gradient to 1e-8 relative; {:.1} s in all.",
+        "\n`(attribute)`: the program as plain Rust under `#[autodiff_reverse]` (`benches/attr.rs`); \
+         `gradient ms` is its `d_NAME`, `compile ms` its first call (`-`: made by an earlier row), \
+         `vs autodiff` its fastest call over the row above's fastest gradient, \
+         the two timed in turns.\n\
+         Every gradient run checked against the hand gradient to 1e-8 relative; {:.1} s in all.",
         start.elapsed().as_secs_f64()
     );
     Ok(())
