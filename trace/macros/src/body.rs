@@ -315,6 +315,9 @@ impl Translator {
             Ok((v, n))
         };
         if let Ok((v, n)) = repeat.parse2(mac.tokens.clone()) {
+            // `alloc` makes a buffer of zeros: `vec![0.0; n]` needs no fill.
+            let zero = matches!(&v, Expr::Lit(l)
+                if matches!(&l.lit, Lit::Float(f) if f.base10_parse::<f64>().ok() == Some(0.0)));
             let (v, vk) = self.expr(&v)?;
             let (n, nk) = self.expr(&n)?;
             if vk != Kind::F || nk != Kind::I {
@@ -326,6 +329,12 @@ impl Translator {
             }
             let i64t = ty(INT);
             let alloc = quote_spanned!(mac.span()=> #float::alloc);
+            if zero {
+                return Ok(quote!({
+                    let __gradlift_n = #n;
+                    #alloc(__gradlift_n)
+                }));
+            }
             return Ok(quote!({
                 let __gradlift_n = #n;
                 let __gradlift_v = #v;
