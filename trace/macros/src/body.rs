@@ -233,6 +233,10 @@ impl Translator {
     fn stmt(&mut self, s: &Stmt) -> Result<TokenStream> {
         match s {
             Stmt::Local(l) => {
+                let declared = match &l.pat {
+                    Pat::Type(t) => Some(&*t.ty),
+                    _ => None,
+                };
                 let (name, mutable) = match &l.pat {
                     Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
                         (p.ident.clone(), p.mutability.is_some())
@@ -269,7 +273,13 @@ impl Translator {
                     self.declare(&name, Kind::SliceMut, mutable);
                     return Ok(quote!(let #name = #value;));
                 }
-                let (value, kind) = self.expr(&init.expr)?;
+                // `let n: usize = N;` of a `const` (or `static`): its type is
+                // the declared one.
+                let native = declared.and_then(|t| self.native_const(&init.expr, t));
+                let (value, kind) = match native {
+                    Some(v) => v,
+                    None => self.expr(&init.expr)?,
+                };
                 if !(kind.scalar() || matches!(kind, Kind::Slice)) {
                     return unsupported(
                         &init.expr,
@@ -549,12 +559,43 @@ impl Translator {
         Ok(v)
     }
 
+    /// `e` as a native constant of type `t` (the function's float type or an
+    /// integer), when `e` names something that is not a local variable (a `const`
+    /// or `static` of the program): Rust converts it, natively, when tracing.
+    fn native_const(&self, e: &Expr, t: &Type) -> Option<(TokenStream, Kind)> {
+        let Expr::Path(p) = e else { return None };
+        if p.qself.is_some() || p.path.segments.iter().any(|s| !s.arguments.is_none()) {
+            return None;
+        }
+        if let Some(id) = p.path.get_ident()
+            && self.lookup(&id.to_string()).is_some()
+        {
+            return None;
+        }
+        let Type::Path(tp) = t else { return None };
+        let to = tp.path.get_ident()?.to_string();
+        let sp = e.span();
+        if to == self.fl {
+            let fl: TokenStream = self.fl.parse().expect("a type");
+            Some((self.constant(quote_spanned!(sp=> ((#p) as #fl))), Kind::F))
+        } else if matches!(to.as_str(), "i64" | "usize" | "i32") {
+            let to: TokenStream = to.parse().expect("a type");
+            let i = ty(INT);
+            Some((
+                quote_spanned!(sp=> <#i>::from(((#p) as #to) as i64)),
+                Kind::I,
+            ))
+        } else {
+            None
+        }
+    }
+
     fn path(&mut self, p: &syn::ExprPath) -> Result<(TokenStream, Kind)> {
         if let Some(id) = p.path.get_ident() {
             let Some(local) = self.lookup(&id.to_string()) else {
                 return err(
                     id,
-                    "#[autodiff_reverse] can read only the function's parameters and its local variables here",
+                    "#[autodiff_reverse] can read only the function's parameters and its local variables here; read a `const` with its type: `let n: usize = N;` or `N as f64`",
                 );
             };
             return Ok((quote!(#id), local.kind));
@@ -882,6 +923,10 @@ impl Translator {
     }
 
     fn cast(&mut self, c: &syn::ExprCast) -> Result<(TokenStream, Kind)> {
+        // `N as usize` of a `const`: Rust's cast, natively.
+        if let Some(v) = self.native_const(&c.expr, &c.ty) {
+            return Ok(v);
+        }
         let (v, k) = self.expr(&c.expr)?;
         let to = match &*c.ty {
             Type::Path(p) if p.qself.is_none() => p.path.get_ident().map(Ident::to_string),

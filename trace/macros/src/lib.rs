@@ -192,6 +192,8 @@
 //!   scope where it is called (calling by path, or importing it with the function).
 //!   A function with `#[autodiff_reverse]` that calls itself is marked
 //!   `#[differentiable]` too (in either order);
+//! - the program's `const`s (and `static`s), read with their type: `let n: usize =
+//!   N;`, `N as f64` (a constant of the derivative);
 //! - the result as the final expression or a final `return`.
 //!
 //! ```
