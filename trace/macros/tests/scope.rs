@@ -2,7 +2,7 @@
 //! prelude brings `SliceRead::len` (an `i64`), which must not be what the shadow
 //! checks call.
 
-#![allow(unused_imports)]
+#![allow(unused_imports, clippy::needless_range_loop)]
 
 use gradlift::autodiff_reverse;
 use gradlift::trace::prelude::*;
