@@ -41,16 +41,20 @@
 //! | activity | parameter | `NAME` takes | `NAME` gives |
 //! |---|---|---|---|
 //! | `Active` | `f64` | the `f64` | its derivative, appended to the result |
-//! | `Const` | `f64`, `usize`, `i64`, `&[f64]`, `&mut [f64]`, `&mut f64` | the same | nothing |
+//! | `Const` | `f64`, `usize`, `i64`, `i32`, `&[f64]`, `&mut [f64]`, `&mut f64` | the same | nothing |
 //! | `Duplicated` | `&[f64]`, `&mut [f64]`, `&mut f64` | it, then a shadow `&mut [f64]` (`&mut f64`) | its gradient, added (`+=`) into the shadow |
 //! | `Active` (return) | `-> f64` | a seed `f64`, after all the parameters | the derivatives scaled by the seed |
+//! | `ActiveOnly` (return) | `-> f64` | a seed, as `Active` | the derivatives without the value |
 //! | `Const` (return) | `-> f64` | nothing more | derivatives through shadows only |
 //!
 //! The RFC draft's names are accepted with the same meaning: `Constant` is `Const`,
 //! and `DuplicatedNoNeed` (whose primal may be left with any contents) is derived as
-//! `Duplicated`, which leaves the right ones.
+//! `Duplicated`, which leaves the right ones. Of the "primal not needed" forms,
+//! `DuplicatedOnly` is `DuplicatedNoNeed`, and `ActiveOnly` on a parameter is
+//! `Active`.
 //!
-//! `NAME` returns the function's value (unless it is `()`), then the derivatives of
+//! `NAME` returns the function's value (unless it is `()` or the return is
+//! `ActiveOnly`), then the derivatives of
 //! the `Active` parameters in order: a tuple if that is two or more numbers, the
 //! number alone if it is one, `()` if none. As in Enzyme, a shadow accumulates,
 //! and the shadow of a writable slice is on entry the seed of what the function
@@ -66,7 +70,7 @@
 //!   result `R`: an error instead of a panic, for applications that must not
 //!   panic.
 //! - `NAME_grad`: the function's own parameters (no shadows, no seed), and fresh
-//!   gradients: the value (unless it is `()`), then, in parameter order, a new
+//!   gradients: the value (unless it is `()`, or the return is `ActiveOnly`), then, in parameter order, a new
 //!   `Vec<f64>` for each `Duplicated` slice (an `f64` for a `Duplicated` `&mut
 //!   f64`) and the derivative of each `Active` parameter; a tuple if that is two or
 //!   more, the item alone if it is one. It is `NAME` with zeroed shadows and a seed
@@ -106,11 +110,14 @@
 //! `NAME` panics where `NAME_try` returns an error: an index out of bounds, a
 //! shadow whose length is not its slice's, or a failure to trace, derive or
 //! compile (`gradlift::Error::Trace`, `Derive`, ...: the first call's failure is
-//! kept, and every later call returns it again). The message reads as Rust's own, then names the function
-//! and the line where it is written, and the panic's location is `NAME`'s caller:
+//! kept, and every later call returns it again). A run-time error
+//! (`gradlift::Error::Run`) has the Rust `file:line:col` of the failing expression
+//! in its `pos`, and the slice in its `operand` (`Some("%x")`). The message reads as
+//! Rust's own, then names the access and where it is written, then the function and
+//! the line where it is written, and the panic's location is `NAME`'s caller:
 //!
 //! ```text
-//! index out of bounds: the len is 3 but the index is 5 (in `at` at src/lib.rs:12, differentiated by `d_at`)
+//! index out of bounds: the len is 3 but the index is 5, reading `x` at src/lib.rs:13:5 (in `at` at src/lib.rs:12, differentiated by `d_at`)
 //! the shadow of `x` has length 2 but `x` has length 3 (in `at` at src/lib.rs:12, differentiated by `d_at`)
 //! the derivative of `lost` failed: deriving the rule: ... (in `lost` at src/lib.rs:20, differentiated by `d_lost`)
 //! ```
@@ -118,7 +125,8 @@
 //! # Dumping the IR
 //!
 //! With the environment variable `GRADLIFT_DUMP` set to a directory when the first
-//! call of `NAME` happens, that call writes the function's IR at each stage into
+//! call of `NAME` happens (or a directory set by `gradlift::autodiff::set_dump_dir`,
+//! which takes precedence), that call writes the function's IR at each stage into
 //! it (creating it if need be), as files that `gradlift::ir::parse` reads back:
 //!
 //! | file | holds |
@@ -135,8 +143,8 @@
 //!
 //! The body is translated into gradlift's tracing API (see `docs/tracing.md`):
 //!
-//! - parameters `f64`, `&[f64]`, `&mut [f64]`, `&mut f64` and (`Const` only) `usize`
-//!   and `i64`; a result `f64` or `()`;
+//! - parameters `f64`, `&[f64]`, `&mut [f64]`, `&mut f64` and (`Const` only) `usize`,
+//!   `i64` and `i32`; a result `f64` or `()`;
 //! - the same with `f32` instead of `f64` (`Var<f32>` when traced), one float type
 //!   per function: `&[f32]` images and weights, an `f32` loss; `NAME`'s shadows,
 //!   seed and derivatives are then `f32` too. Literals and `f32::consts` are `f32`;
@@ -161,8 +169,8 @@
 //!   and `*r = v` on a `&mut f64`;
 //! - local buffers `let mut b = vec![v; n];` and `vec![a, b, c]` of f64 (a traced
 //!   `alloc`), read and written like slices, with `b.len()`;
-//! - `as` between `f64` (or `f32`), `i64` and `usize` (`f64 as usize` saturates at
-//!   0, as in Rust);
+//! - `as` between `f64` (or `f32`), `i64`, `i32` and `usize` (`f64 as usize`
+//!   saturates at 0, as in Rust);
 //! - the float methods `sin cos tan exp ln sqrt abs tanh floor ceil`, `powi` with
 //!   an integer literal, `powf max min`; float, integer and bool literals;
 //!   `f64::consts::PI` and other `f64::` constants;
@@ -174,7 +182,10 @@
 //!   are differentiated as calls, not inlined. A marked function stays as written
 //!   and gains a hidden twin `__gradlift_differentiable_NAME`, which must be in
 //!   scope where it is called (calling by path, or importing it with the function);
-//! - the result as the final expression or a final `return`.
+//! - the result as the final expression or a final `return`, a final `loop` left
+//!   only by `return`, or an `if` that returns in every arm. A function with the
+//!   attribute that calls itself is marked `#[differentiable]` too (in either
+//!   order).
 //!
 //! ```
 //! use gradlift_macros::{autodiff_reverse, differentiable};
@@ -208,7 +219,7 @@
 //! derivative.
 //! A `Const` writable parameter must not hold a value that depends on an `Active`
 //! or `Duplicated` input if the function reads it: gradlift refuses to lose that
-//! derivative, and `NAME` panics saying to make the parameter `Duplicated`.
+//! derivative, and `NAME` panics saying to make it `dup` (the IR's `Duplicated`).
 //! A `#[differentiable]` function is an IR function named as the Rust one: two of
 //! the same name (from different modules) in one derivative are a tracing error,
 //! and `NAME` panics naming the clash; a `()` one is called as a statement.
