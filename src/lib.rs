@@ -104,7 +104,14 @@ pub use pipeline::{Pipeline, Prepared};
 #[cfg(doctest)]
 pub struct TracingGuideDoctests;
 
-/// The README's Rust examples, compiled and run as doctests so they stay true.
+/// The guide to `#[autodiff_reverse]`'s Rust examples, compiled and run as
+/// doctests.
+#[doc = include_str!("../docs/attribute.md")]
+#[cfg(all(doctest, feature = "macros"))]
+pub struct AttributeGuideDoctests;
+
+/// The README's Rust examples, compiled and run as doctests so they stay true
+/// (its first one is `#[autodiff_reverse]`'s, in the feature `macros`).
 #[doc = include_str!("../README.md")]
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "macros"))]
 pub struct ReadmeDoctests;

@@ -70,7 +70,7 @@
 //!   result `R`: an error instead of a panic, for applications that must not
 //!   panic.
 //! - `NAME_grad`: the function's own parameters (no shadows, no seed), and fresh
-//!   gradients: the value (unless it is `()`), then, in parameter order, a new
+//!   gradients: the value (unless it is `()`, or the return is `ActiveOnly`), then, in parameter order, a new
 //!   `Vec<f64>` for each `Duplicated` slice (an `f64` for a `Duplicated` `&mut
 //!   f64`) and the derivative of each `Active` parameter; a tuple if that is two or
 //!   more, the item alone if it is one. It is `NAME` with zeroed shadows and a seed
@@ -230,7 +230,7 @@
 //! `i64::MAX`), not of the Rust type.
 //! A `Const` writable parameter must not hold a value that depends on an `Active`
 //! or `Duplicated` input if the function reads it: gradlift refuses to lose that
-//! derivative, and `NAME` panics saying to make the parameter `Duplicated`.
+//! derivative, and `NAME` panics saying to make it `dup` (the IR's `Duplicated`).
 //! A `#[differentiable]` function is an IR function named as the Rust one: two of
 //! the same name (from different modules) in one derivative are a tracing error,
 //! and `NAME` panics naming the clash; a `()` one is called as a statement.
