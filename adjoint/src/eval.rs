@@ -170,7 +170,9 @@ pub struct EvalBuffers {
 ///
 /// Checks the arguments, shadows and seeds against the primal's signature first,
 /// and that the tape comes back to its height before the forward pass. When the
-/// tape held nothing before, it is reset afterwards.
+/// tape held nothing before, it is reset afterwards, whether the call succeeded or
+/// failed (a forward pass that fails halfway leaves nothing behind, so a workspace
+/// serves any number of failed calls).
 #[allow(clippy::too_many_arguments)]
 pub fn run_rule<E: Engine>(
     engine: &mut E,
@@ -217,7 +219,17 @@ pub fn run_rule<E: Engine>(
     }
 
     let before = engine.tape().scalars;
-    call(engine, rule, rule.forward, args, value)?;
+    // A call that fails leaves the tape as it found it (empty, when it was): what
+    // its forward pass pushed would otherwise stay in the engine, call after call.
+    let fail = |engine: &mut E, e: EvalError| {
+        if before == 0 {
+            engine.reset_tape();
+        }
+        Err(e)
+    };
+    if let Err(e) = call(engine, rule, rule.forward, args, value) {
+        return fail(engine, e);
+    }
     // The pullback's arguments: the slices as the forward pass left them, the
     // shadows, one cotangent per seeded result.
     let mut rvs: SmallVec<[Arg<'_>; 8]> = SmallVec::new();
@@ -235,13 +247,17 @@ pub fn run_rule<E: Engine>(
             _ => Arg::F64(s),
         });
     }
-    call(engine, rule, rule.pullback, &mut rvs, grads)?;
+    if let Err(e) = call(engine, rule, rule.pullback, &mut rvs, grads) {
+        drop(rvs);
+        return fail(engine, e);
+    }
     let tape = engine.tape();
     if tape.scalars != before {
-        return Err(EvalError::Tape {
+        let e = EvalError::Tape {
             before,
             after: tape.scalars,
-        });
+        };
+        return fail(engine, e);
     }
     if before == 0 {
         engine.reset_tape();

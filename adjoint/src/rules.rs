@@ -508,19 +508,37 @@ pub(crate) fn op_rule(op: Opcode) -> OpRule {
         }),
         Floor | Ceil => OpRule::Zero("piecewise constant: zero wherever the derivative exists"),
         // n x^(n-1), 0 where n = 0 (x^0 is constant); no derivative flows to n.
+        // At n = i64::MIN, n - 1 would wrap: x^(n-1) is x^n / x there.
         Powi => float(&[Some(ARGS01), None], |r, _| {
             let x = r.arg(0);
             let ty = r.ty();
-            let (nf, nm1) = match r.arg_const(1).and_then(Scalar::as_i64) {
+            let p = match r.arg_const(1).and_then(Scalar::as_i64) {
                 Some(0) => return None,
-                Some(n) => (r.lit(n as f64), r.b.iconst(n.wrapping_sub(1))),
+                Some(i64::MIN) => {
+                    let n = r.b.iconst(i64::MIN);
+                    let xn = r.b.powi(x, n);
+                    let nf = r.lit(i64::MIN as f64);
+                    let p = r.b.fdiv(xn, x);
+                    (nf, p)
+                }
+                Some(n) => {
+                    let nm1 = r.b.iconst(n - 1);
+                    (r.lit(n as f64), r.b.powi(x, nm1))
+                }
                 None => {
                     let n = r.arg(1);
-                    let one = r.b.iconst(1);
-                    (r.b.cast(ty, n), r.b.isub(n, one))
+                    let (one, min) = (r.b.iconst(1), r.b.iconst(i64::MIN));
+                    let nm1 = r.b.isub(n, one);
+                    let at_min = r.b.icmp(CmpPred::Eq, n, min);
+                    let e = r.b.select(at_min, n, nm1);
+                    let unit = r.lit(1.0);
+                    let inv = r.b.fdiv(unit, x);
+                    let k = r.b.select(at_min, inv, unit);
+                    let xe = r.b.powi(x, e);
+                    (r.b.cast(ty, n), r.b.fmul(xe, k))
                 }
             };
-            let p = r.b.powi(x, nm1);
+            let (nf, p) = p;
             let d = r.b.fmul(nf, p);
             let c = r.ct_times(d);
             match r.arg_const(1) {

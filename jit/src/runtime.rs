@@ -218,7 +218,13 @@ impl Ctx {
         if self.tape_bytes().saturating_add(8) > self.max_tape_bytes {
             return false;
         }
-        let want = self.tape_cap.saturating_mul(2).max(1024);
+        // Never more slots than the limit allows (less the buffers' bytes): a push
+        // beyond it then comes back here, and fails.
+        let limit = self.max_tape_bytes.saturating_sub(self.tape_buf_bytes) / 8;
+        let want = self.tape_cap.saturating_mul(2).max(1024).min(limit);
+        if want <= self.tape_len {
+            return false;
+        }
         let Some(mut mem) = zeroed_words(want) else {
             return false;
         };

@@ -174,11 +174,21 @@ fn int(json: &Value) -> Result<i64, String> {
     match json {
         Value::Number(n) => match n.as_i64() {
             Some(i) => Ok(i),
-            None if n.is_u64() => Err(format!(" is out of range for i64, found {n}")),
+            // Digits alone (with `arbitrary_precision`, the number as written): an
+            // integer, too big or too small either way.
+            None if is_integer_literal(&n.to_string()) => {
+                Err(format!(" is out of range for i64, found {n}"))
+            }
             None => Err(format!(" must be an integer, found {n}")),
         },
         _ => Err(format!(" must be an integer, found {}", describe(json))),
     }
+}
+
+/// `-?[0-9]+`: a JSON number written as an integer.
+fn is_integer_literal(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// A JSON value as an error message shows what was found.
@@ -488,6 +498,22 @@ mod tests {
             &[p("n", I64)],
             "[18446744073709551615]",
             "argument 1 (%n: i64) is out of range for i64, found 18446744073709551615",
+        );
+        // Just past either end: both out of range, in the same words.
+        err(
+            &[p("n", I64)],
+            "[9223372036854775808]",
+            "argument 1 (%n: i64) is out of range for i64, found 9223372036854775808",
+        );
+        err(
+            &[p("n", I64)],
+            "[-9223372036854775809]",
+            "argument 1 (%n: i64) is out of range for i64, found -9223372036854775809",
+        );
+        err(
+            &[p("n", I64)],
+            "[1e3]",
+            "argument 1 (%n: i64) must be an integer, found 1e+3",
         );
         err(
             &[p("x", F64)],

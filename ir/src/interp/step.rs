@@ -637,7 +637,7 @@ pub(super) fn exec(
             let Some(s) = x.scalar() else {
                 return Err(mismatch(op, &[x], mem!()));
             };
-            tape.push(s);
+            tape.push(s)?;
             return Ok(());
         }
         Opcode::Pop => match imm {

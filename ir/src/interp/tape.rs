@@ -90,10 +90,17 @@ impl Tape {
         self.bytes = self.bytes.saturating_sub(bytes);
     }
 
-    /// `push`.
-    pub(super) fn push(&mut self, s: Scalar) {
+    /// `push`: an error, not an abort, when the memory for a bigger tape cannot be
+    /// had ([`ErrorKind::TapeFull`] with the scalars it holds, as the JIT says).
+    pub(super) fn push(&mut self, s: Scalar) -> Result<(), ErrorKind> {
+        if self.scalars.len() == self.scalars.capacity() {
+            self.scalars
+                .try_reserve(self.scalars.len().max(1024))
+                .map_err(|_| ErrorKind::TapeFull(self.scalars.len()))?;
+        }
         self.scalars.push(s);
         self.grow(SCALAR_BYTES);
+        Ok(())
     }
 
     /// `pop ty`: the top scalar, if it is a `ty`. On an error the tape is unchanged.
@@ -166,8 +173,8 @@ mod tests {
     #[test]
     fn scalars_pop_in_reverse_and_check_their_type() {
         let mut t = Tape::default();
-        t.push(Scalar::F64(1.5));
-        t.push(Scalar::I64(7));
+        t.push(Scalar::F64(1.5)).unwrap();
+        t.push(Scalar::I64(7)).unwrap();
         assert_eq!(
             t.pop(Type::F64),
             Err(ErrorKind::TapeMismatch {

@@ -1,0 +1,236 @@
+//! A failed gradient call leaves the workspace as it found it: whatever makes the
+//! forward pass fail halfway (an index out of bounds, a division by zero, the
+//! tape's cap, the recursion limit), nothing it pushed stays on the tape, and the
+//! next valid call is right, on the JIT (`Workspace`, `GradientCache`) and on the
+//! interpreter. Before, each failed call left its tape entries behind: 2,000 of
+//! them filled a 1 MB tape, and valid calls failed from then on.
+
+use gradlift::adjoint::{Seeds, value_and_gradient};
+use gradlift::ir::interp::Interpreter;
+use gradlift::ir::{Module, parse, verify};
+use gradlift::{CompiledGradient, Error, Pipeline, Val, Workspace};
+
+/// `prod(x) * x[i] / (n / d)`: the loop saves its running product on the tape
+/// (one scalar per element), then the load `x[i]` and the integer division
+/// `n / d` may fail, after the pushes.
+const RISKY: &str = "
+func @risky(%x: [f64], %i: i64, %d: i64) -> f64 {
+entry:
+    %n = len %x
+    jump head
+head:
+    %k = phi i64 [entry: 0, body: %k1]
+    %acc = phi f64 [entry: 1.0, body: %acc1]
+    %more = icmp lt %k, %n
+    br %more, body, exit
+body:
+    %xk = load %x[%k]
+    %acc1 = fmul %acc, %xk
+    %k1 = iadd %k, 1
+    jump head
+exit:
+    %xi = load %x[%i]
+    %r = fmul %acc, %xi
+    %q = idiv %n, %d
+    %qf = cast f64 %q
+    %out = fdiv %r, %qf
+    ret %out
+}
+";
+
+fn module() -> Module {
+    let m = parse(RISKY).unwrap();
+    verify(&m).unwrap();
+    m
+}
+
+fn x(n: usize) -> Vec<f64> {
+    (0..n).map(|k| 1.0 + 1e-4 * k as f64).collect()
+}
+
+fn args(x: &[f64], i: i64, d: i64) -> Vec<Val> {
+    vec![Val::F64s(x.to_vec()), Val::I64(i), Val::I64(d)]
+}
+
+/// The value and the gradient with respect to `x`, in closed form.
+fn closed_form(x: &[f64], i: usize, d: i64) -> (f64, Vec<f64>) {
+    let p: f64 = x.iter().product();
+    let q = (x.len() as i64 / d) as f64;
+    let value = p * x[i] / q;
+    let grad = (0..x.len())
+        .map(|k| {
+            let others: f64 = (0..x.len()).filter(|&j| j != k).map(|j| x[j]).product();
+            (others * x[i] + if k == i { p } else { 0.0 }) / q
+        })
+        .collect();
+    (value, grad)
+}
+
+#[track_caller]
+fn check(value: f64, grad: &[f64], want: &(f64, Vec<f64>)) {
+    assert!(
+        (value - want.0).abs() <= 1e-12 * want.0.abs(),
+        "{value} {}",
+        want.0
+    );
+    for (g, w) in grad.iter().zip(&want.1) {
+        assert!((g - w).abs() <= 1e-12 * w.abs(), "{grad:?} {:?}", want.1);
+    }
+}
+
+fn gradient_of(g: &[Option<Val>]) -> Vec<f64> {
+    match &g[0] {
+        Some(Val::F64s(v)) => v.clone(),
+        other => panic!("expected the gradient of x, got {other:?}"),
+    }
+}
+
+fn scalar(v: &[Val]) -> f64 {
+    match v {
+        [Val::F64(y)] => *y,
+        other => panic!("expected one f64, got {other:?}"),
+    }
+}
+
+#[test]
+fn failed_calls_leave_no_tape_in_the_workspace() {
+    let grad = CompiledGradient::new(&module(), "risky").unwrap();
+    let x = x(100);
+    // 1 MB of tape: 2,000 failed calls of 100 pushes each would need 1.6 MB.
+    let mut ws = Workspace::new().with_max_tape_bytes(1 << 20);
+    for round in 0..2_000 {
+        let bad = if round % 2 == 0 {
+            args(&x, 100, 1) // x[100]: out of bounds
+        } else {
+            args(&x, 3, 0) // n / 0
+        };
+        let e = grad.value_and_gradient(&mut ws, &bad).unwrap_err();
+        assert!(matches!(e, Error::Run(_)), "{e}");
+        assert_eq!(ws.tape().scalars, 0, "round {round}: {e}");
+    }
+    let g = grad.value_and_gradient(&mut ws, &args(&x, 3, 4)).unwrap();
+    check(
+        scalar(g.value.as_deref().unwrap()),
+        &gradient_of(&g.gradient),
+        &closed_form(&x, 3, 4),
+    );
+}
+
+#[test]
+fn a_prepared_cache_survives_failed_calls() {
+    let grad = CompiledGradient::new(&module(), "risky").unwrap();
+    let x = x(50);
+    let mut cache = grad.prepare(&args(&x, 0, 1)).unwrap();
+    for _ in 0..1_000 {
+        assert!(cache.value_and_gradient(&args(&x, -1, 1)).is_err());
+        assert_eq!(cache.workspace().tape().scalars, 0);
+    }
+    let g = cache.value_and_gradient(&args(&x, 7, 5)).unwrap();
+    let (value, gradient) = (scalar(g.value), gradient_of(g.gradient));
+    check(value, &gradient, &closed_form(&x, 7, 5));
+}
+
+#[test]
+fn the_tape_cap_fails_one_call_not_the_next() {
+    let grad = CompiledGradient::new(&module(), "risky").unwrap();
+    // 4 KB: 512 scalars. 1,000 elements do not fit, 100 do.
+    let mut ws = Workspace::new().with_max_tape_bytes(4096);
+    let (big, small) = (x(1_000), x(100));
+    for _ in 0..100 {
+        let e = grad
+            .value_and_gradient(&mut ws, &args(&big, 0, 1))
+            .unwrap_err();
+        assert!(e.to_string().contains("tape"), "{e}");
+        assert_eq!(ws.tape().scalars, 0);
+        let g = grad
+            .value_and_gradient(&mut ws, &args(&small, 9, 3))
+            .unwrap();
+        check(
+            scalar(g.value.as_deref().unwrap()),
+            &gradient_of(&g.gradient),
+            &closed_form(&small, 9, 3),
+        );
+    }
+}
+
+/// `depth(n)` recurses n times; past the recursion limit, the call fails.
+const DEEP: &str = "
+func @deep(%x: f64, %n: i64) -> f64 {
+entry:
+    %done = icmp le %n, 0
+    br %done, base, step
+base:
+    ret %x
+step:
+    %m = isub %n, 1
+    %y = call @deep(%x, %m)
+    %z = fmul %y, %x
+    ret %z
+}
+";
+
+#[test]
+fn the_recursion_limit_fails_one_call_not_the_next() {
+    let m = parse(DEEP).unwrap();
+    let grad = CompiledGradient::new(&m, "deep").unwrap();
+    let mut ws = Workspace::new();
+    for _ in 0..20 {
+        assert!(
+            grad.value_and_gradient(&mut ws, &[Val::F64(1.0), Val::I64(1 << 40)])
+                .is_err()
+        );
+        assert_eq!(ws.tape().scalars, 0);
+        // x^(n+1), whose derivative is (n+1) x^n.
+        let g = grad
+            .value_and_gradient(&mut ws, &[Val::F64(1.5), Val::I64(4)])
+            .unwrap();
+        assert_eq!(g.value, Some(vec![Val::F64(1.5f64.powi(5))]));
+        let Some(Val::F64(d)) = g.gradient[0] else {
+            panic!("{:?}", g.gradient)
+        };
+        assert!((d - 5.0 * 1.5f64.powi(4)).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn the_interpreter_too() {
+    let rule = Pipeline::new().derive(&module(), "risky", None).unwrap();
+    let mut interp = Interpreter::new(&rule.module);
+    let x = x(20);
+    for _ in 0..200 {
+        let e = value_and_gradient(&mut interp, &rule, &args(&x, 20, 1), &Seeds::default());
+        assert!(e.is_err());
+        assert_eq!(interp.tape().scalars, 0);
+        let g = value_and_gradient(&mut interp, &rule, &args(&x, 2, 2), &Seeds::default()).unwrap();
+        check(
+            scalar(g.value.as_deref().unwrap()),
+            &gradient_of(&g.gradient),
+            &closed_form(&x, 2, 2),
+        );
+    }
+}
+
+#[test]
+fn failing_and_valid_calls_alternate_a_hundred_thousand_times() {
+    let grad = CompiledGradient::new(&module(), "risky").unwrap();
+    let x = x(8);
+    let want = closed_form(&x, 5, 2);
+    let mut ws = Workspace::new();
+    let (good, bad) = (args(&x, 5, 2), args(&x, 8, 2));
+    let mut peak = 0;
+    for k in 0..100_000 {
+        assert!(grad.value_and_gradient(&mut ws, &bad).is_err());
+        let g = grad.value_and_gradient(&mut ws, &good).unwrap();
+        peak = peak.max(g.tape_peak_bytes);
+        if k % 10_000 == 0 {
+            check(
+                scalar(g.value.as_deref().unwrap()),
+                &gradient_of(&g.gradient),
+                &want,
+            );
+        }
+    }
+    // The tape stays bounded: at most a valid call's own (8 scalars and a few).
+    assert!(peak <= 8 * 16, "{peak}");
+    assert_eq!(ws.tape().scalars, 0);
+}
