@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use gradlift_ir::verify::{verify_decls, verify_function};
 use gradlift_ir::write::Names;
 use gradlift_ir::{
-    FuncId, Function, Imm, Module, Opcode, Signature, Terminator, Type, Value, VerifierErrors,
+    FuncId, Function, Imm, Module, Opcode, Pos, Signature, Terminator, Type, Value, VerifierErrors,
 };
 use hashbrown::HashMap;
 use smallvec::SmallVec;
@@ -94,6 +94,7 @@ pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result
             errors: VerifierErrors(errors),
         });
     }
+    tape_ops_reached(module, func)?;
     let mut deriver = Deriver {
         input: module,
         out: module.clone(),
@@ -334,6 +335,66 @@ impl Deriver<'_> {
 /// says the tape is out of step.
 pub(crate) fn debug_marker(func: FuncId) -> i64 {
     (0x6772_6164_i64 << 32) | i64::from(func.as_u32())
+}
+
+/// Refuses a tape op (`push`, `pop`, `tape_alloc`, `tape_view`) in `func` or in any
+/// function the derivation would differentiate through a call (callees with a
+/// declaration are differentiated as it says, not through their bodies). A value
+/// popped off the tape would be a constant to the derivation, so differentiating
+/// derived code would give a silently wrong gradient; the error names the op, its
+/// function and position, and the call in `func` that reaches it.
+fn tape_ops_reached(module: &Module, func: FuncId) -> Result<(), AdError> {
+    let fname = module.name(func).to_string();
+    let at = |pos: Pos| {
+        if pos.is_known() {
+            format!(" at {pos}")
+        } else {
+            String::new()
+        }
+    };
+    let mut seen: hashbrown::HashSet<FuncId> = [func].into_iter().collect();
+    // Each function to scan, with the call of `func` that leads to it.
+    let mut queue: VecDeque<(FuncId, Option<(FuncId, Pos)>)> = VecDeque::from([(func, None)]);
+    while let Some((f, via)) = queue.pop_front() {
+        let Some(body) = module.funcs.get(f).and_then(|d| d.function()) else {
+            continue;
+        };
+        for (_, inst) in body.placed_insts() {
+            let d = &body.insts[inst];
+            let pos = body.srcmap.insts.get(inst).copied().unwrap_or(Pos::NONE);
+            match d.opcode {
+                Opcode::Push | Opcode::Pop | Opcode::TapeAlloc | Opcode::TapeView => {
+                    let place = match via {
+                        None => format!("`{}`{}", d.opcode.name(), at(pos)),
+                        Some((callee, call)) => format!(
+                            "`{}` in @{}{}, reached through the call of @{}{}",
+                            d.opcode.name(),
+                            module.name(f),
+                            at(pos),
+                            module.name(callee),
+                            at(call)
+                        ),
+                    };
+                    return Err(AdError::Unsupported {
+                        func: fname,
+                        what: format!(
+                            "{place}: a tape op, so this is derived code, and differentiating derived code is not supported (its popped values would count as constants)"
+                        ),
+                    });
+                }
+                Opcode::Call => {
+                    if let Imm::Func(g) = d.imm
+                        && !has_decl(module, g)
+                        && seen.insert(g)
+                    {
+                        queue.push_back((g, via.or(Some((g, pos)))));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether the module declares a custom derivative (`vjp`, `nodiff`, `overlay`)
