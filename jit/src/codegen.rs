@@ -167,11 +167,17 @@ pub(crate) fn codegen(func: Option<&str>, e: ModuleError) -> CompileError {
     }
 }
 
-/// An upper bound on the native stack frame of a compiled function: every value
-/// spilled (regalloc's temporaries included) in a 16-byte slot and twice over, plus
-/// saved registers and outgoing arguments.
+/// An upper bound on the native stack frame of a compiled function: the frame
+/// Cranelift laid out (spill slots, stack slots, saved registers and outgoing
+/// arguments, below the frame pointer), plus the frame pointer and return address
+/// and a margin. If the layout is not known, every value spilled in a 16-byte slot
+/// and twice over: far too much for a large function (a 300,000-instruction
+/// function has a frame of a few bytes, not 9.6 MB), so only a fallback.
 fn frame_bound(ctx: &Context) -> usize {
-    32 * ctx.func.dfg.num_values() + 1024
+    match ctx.compiled_code().and_then(|c| c.buffer.frame_layout()) {
+        Some(layout) => layout.frame_to_fp_offset as usize + 256,
+        None => 32 * ctx.func.dfg.num_values() + 1024,
+    }
 }
 
 /// `roots` and every function they call, in a deterministic order; an error for a
