@@ -123,6 +123,34 @@ fn check_a_missing_file() {
     );
 }
 
+/// Devices and directories are refused at once: `/dev/zero` used to be read
+/// forever, as `check` input and as an `--args-file`.
+#[cfg(unix)]
+#[test]
+fn devices_and_directories_are_not_read() {
+    user_error(
+        &cli(&["check", "/dev/zero"]),
+        "error: cannot read /dev/zero: it is a device, not a file",
+    );
+    let rosenbrock = example("rosenbrock.ir");
+    user_error(
+        &cli(&[
+            "run",
+            &shown(&rosenbrock),
+            "--func",
+            "rosenbrock",
+            "--args-file",
+            "/dev/urandom",
+        ]),
+        "error: cannot read /dev/urandom: it is a device, not a file",
+    );
+    let dir = std::env::temp_dir();
+    user_error(
+        &cli(&["check", &shown(&dir)]),
+        &format!("error: cannot read {}: it is a directory", shown(&dir)),
+    );
+}
+
 #[test]
 fn check_a_parse_error() {
     let file = temp_file(

@@ -22,16 +22,50 @@ pub(crate) fn load(file: &Path) -> Result<Module, Vec<Diagnostic>> {
     parse_verified(file, &read(file)?)
 }
 
+/// The most bytes gradlift reads from one input file (IR text, JSON arguments).
+pub(crate) const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+/// The bytes of an input file, or why not: a directory or a device (`/dev/zero`,
+/// which would never end) is refused, and so is anything longer than
+/// [`MAX_INPUT_BYTES`] (pipes are read up to it).
+pub(crate) fn read_input(file: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let cannot = |why: String| format!("cannot read {}: {why}", file.display());
+    let meta = fs::metadata(file).map_err(|e| cannot(e.to_string()))?;
+    let kind = meta.file_type();
+    if kind.is_dir() {
+        return Err(cannot("it is a directory".into()));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if kind.is_char_device() || kind.is_block_device() || kind.is_socket() {
+            return Err(cannot("it is a device, not a file".into()));
+        }
+    }
+    let too_big = |n: u64| {
+        cannot(format!(
+            "it is {n} bytes or more, and gradlift reads at most {MAX_INPUT_BYTES} bytes from a file"
+        ))
+    };
+    if meta.len() > MAX_INPUT_BYTES {
+        return Err(too_big(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    fs::File::open(file)
+        .and_then(|f| f.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| cannot(e.to_string()))?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
 /// The text of `file`. A file that is not UTF-8 is reported at its first invalid
 /// byte, `FILE:LINE:COL:` as every other input error (the column counts characters,
 /// as the parser's do).
 pub(crate) fn read(file: &Path) -> Result<String, Vec<Diagnostic>> {
-    let bytes = fs::read(file).map_err(|e| {
-        vec![Diagnostic::new(format!(
-            "cannot read {}: {e}",
-            file.display()
-        ))]
-    })?;
+    let bytes = read_input(file).map_err(|m| vec![Diagnostic::new(m)])?;
     String::from_utf8(bytes).map_err(|e| {
         let bytes = e.as_bytes();
         let valid = e.utf8_error().valid_up_to();

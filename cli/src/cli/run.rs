@@ -17,7 +17,6 @@
 //! adds `"compile_ms"`: milliseconds from the parsed IR to callable code
 //! (optimisation included).
 
-use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -124,8 +123,10 @@ pub(crate) fn read_args(from: ArgsFrom<'_>) -> Result<Value, Diagnostic> {
         ArgsFrom::Text(text) => serde_json::from_str(text)
             .map_err(|e| Diagnostic::new(format!("--args is not valid JSON: {e}"))),
         ArgsFrom::File(path) => {
-            let text = fs::read_to_string(path)
-                .map_err(|e| Diagnostic::new(format!("cannot read {}: {e}", path.display())))?;
+            let bytes = super::check::read_input(path).map_err(Diagnostic::new)?;
+            let text = String::from_utf8(bytes).map_err(|e| {
+                Diagnostic::new(format!("cannot read {}: not UTF-8: {e}", path.display()))
+            })?;
             serde_json::from_str(&text).map_err(|e| {
                 // serde_json's message ends with the position; the diagnostic puts
                 // it in front instead.
