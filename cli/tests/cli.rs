@@ -2251,3 +2251,93 @@ fn a_runtime_error_of_the_forward_pass_points_at_the_primal_statement() {
         );
     }
 }
+
+/// A function that never ends.
+const SPIN: &str = "func @spin(%x: f64) -> f64 {
+entry:
+    jump head
+head:
+    %y = phi f64 [entry: %x, head: %y1]
+    %y1 = fmul %y, 1.0000001
+    jump head
+}
+";
+
+#[test]
+fn an_endless_loop_is_bounded_by_timeout_on_both_engines_and_by_fuel_on_the_interpreter() {
+    let file = temp_file("cli-spin.ir", SPIN);
+    let f = shown(&file);
+    for cmd in ["run", "grad"] {
+        for engine in ["jit", "interp"] {
+            let start = std::time::Instant::now();
+            let run = cli(&[
+                cmd,
+                &f,
+                "--func",
+                "spin",
+                "--args",
+                "[1.0]",
+                "--engine",
+                engine,
+                "--timeout",
+                "0.5",
+            ]);
+            user_error(
+                &run,
+                "error: gave up after 0.5 s (--timeout): the command had not finished",
+            );
+            assert!(start.elapsed().as_secs_f64() < 30.0, "{cmd} {engine}");
+        }
+    }
+    // The loop's back edge is line 7.
+    user_error(
+        &cli(&[
+            "run", &f, "--func", "spin", "--args", "[1.0]", "--engine", "interp", "--fuel", "1000",
+        ]),
+        &format!("{f}:7:5: error: in @spin, jump: out of fuel after 1000 statements"),
+    );
+    user_error(
+        &cli(&[
+            "grad", &f, "--func", "spin", "--args", "[1.0]", "--engine", "interp", "--fuel", "1000",
+        ]),
+        &format!("{f}:7:5: error: in @spin.fwd, jump: out of fuel after 1000 statements"),
+    );
+    // Fuel is the interpreter's; the JIT's bound is the time.
+    let run = cli(&[
+        "run", &f, "--func", "spin", "--args", "[1.0]", "--fuel", "10",
+    ]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("--fuel bounds the interpreter"),
+        "{run:?}"
+    );
+    for bad in ["0", "-1", "inf", "soon"] {
+        usage_error(&cli(&[
+            "run",
+            &f,
+            "--func",
+            "spin",
+            "--args",
+            "[1.0]",
+            "--timeout",
+            bad,
+        ]));
+    }
+    // A function that ends is not disturbed.
+    let rosenbrock = example("rosenbrock.ir");
+    let run = cli(&[
+        "run",
+        &shown(&rosenbrock),
+        "--func",
+        "rosenbrock",
+        "--args",
+        "[[0.1, 0.2, 0.3]]",
+        "--timeout",
+        "60",
+        "--engine",
+        "interp",
+        "--fuel",
+        "100000",
+    ]);
+    assert_eq!(json_out(&run)["value"], serde_json::json!(11.82));
+}

@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use gradlift::{Pipeline, Workspace};
 use gradlift_adjoint::{EvalBuffers, EvalError, Gradient, Rule, RuleConfig, Seeds, run_rule_vals};
-use gradlift_ir::interp::{Interpreter, Val};
+use gradlift_ir::interp::{Interpreter, Limits, Val};
 use gradlift_ir::opt::OptConfig;
 use gradlift_ir::{FuncId, Module};
 use serde_json::{Value, json};
@@ -61,6 +61,8 @@ pub(crate) struct Request<'a> {
     pub time: Option<u32>,
     /// The optimiser's passes (`--opt`).
     pub opt: OptConfig,
+    /// The interpreter's statements per call (`--fuel`).
+    pub fuel: Option<u64>,
 }
 
 /// Runs the request.
@@ -89,7 +91,11 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
     // same optimised module, through the same calling convention (`run_rule_vals`).
     let (out, timed, compile_ms) = match req.engine {
         Engine::Interp => {
-            let mut engine = Interpreter::new(&rule.module);
+            let limits = Limits {
+                fuel: req.fuel,
+                ..Limits::default()
+            };
+            let mut engine = Interpreter::new(&rule.module).with_limits(limits);
             let (out, timed) =
                 evaluate(&mut engine, &rule, &args, &seeds, req.time).map_err(fail)?;
             (out, timed, None)
@@ -115,7 +121,9 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
         .collect();
     let mut json = json!({"value": value, "gradient": gradient});
     if let Some((gradient_ns, tape_bytes)) = timed {
-        let primal = run::primal(req.file, &module, id, &pipeline, req.engine, args, req.time)?;
+        let primal = run::primal(
+            req.file, &module, id, &pipeline, req.engine, args, req.time, req.fuel,
+        )?;
         let mut time = json!({"primal_ns": primal.primal_ns, "gradient_ns": gradient_ns});
         if let Some(ms) = compile_ms {
             time["compile_ms"] = ms;

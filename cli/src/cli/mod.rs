@@ -146,6 +146,14 @@ struct RunArgs {
     /// Also evaluate N times after one warm-up and report the median time.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     time: Option<u32>,
+    /// The interpreter's bound: at most N statements per call, then an error
+    /// (`--engine interp`; with the JIT, use `--timeout`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    fuel: Option<u64>,
+    /// Give up after SECONDS of wall-clock time (parsing and compiling included)
+    /// with an error, on either engine: for a function that may not end.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    timeout: Option<f64>,
 }
 
 #[derive(Args, Debug)]
@@ -184,6 +192,15 @@ struct GradArgs {
     /// Also evaluate N times after one warm-up and report the median times.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     time: Option<u32>,
+    /// The interpreter's bound: at most N statements per call of the forward pass
+    /// or the pullback, then an error (`--engine interp`; with the JIT, use
+    /// `--timeout`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    fuel: Option<u64>,
+    /// Give up after SECONDS of wall-clock time (parsing, deriving and compiling
+    /// included) with an error, on either engine: for a function that may not end.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    timeout: Option<f64>,
 }
 
 /// Debug mode for the derived code (an extension of the spec).
@@ -294,10 +311,44 @@ impl Outcome {
     }
 }
 
+/// A `--timeout`: a positive, finite number of seconds.
+fn parse_timeout(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => Ok(s),
+        _ => Err(format!(
+            "expected a positive number of seconds, found `{text}`"
+        )),
+    }
+}
+
 /// Parses the command line, runs the command, and returns the exit status.
 pub fn main() -> ExitCode {
     // Usage errors exit with status 2 here, `--help` and `--version` with 0.
     let cli = Cli::parse();
+    let (fuel, timeout, engine) = match &cli.command {
+        Command::Run(a) => (a.fuel, a.timeout, Some(a.engine)),
+        Command::Grad(a) => (a.fuel, a.timeout, Some(a.engine)),
+        _ => (None, None, None),
+    };
+    if fuel.is_some() && engine == Some(Engine::Jit) {
+        let _ = writeln!(
+            io::stderr(),
+            "error: --fuel bounds the interpreter (--engine interp); with the JIT, bound the time with --timeout"
+        );
+        return ExitCode::from(2);
+    }
+    if let Some(seconds) = timeout {
+        // The watchdog ends the process: compiled code cannot be interrupted, and
+        // nothing else is left to do once the time is up.
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+            let _ = writeln!(
+                io::stderr(),
+                "error: gave up after {seconds} s (--timeout): the command had not finished"
+            );
+            std::process::exit(1);
+        });
+    }
     let outcome = match cli.command {
         Command::Check { files } => check::check(&files),
         Command::Run(a) => run::run(&run::Request {
@@ -307,6 +358,7 @@ pub fn main() -> ExitCode {
             engine: a.engine,
             time: a.time,
             opt: a.opt.config(),
+            fuel: a.fuel,
         }),
         Command::Grad(a) => grad::grad(&grad::Request {
             file: &a.file,
@@ -320,6 +372,7 @@ pub fn main() -> ExitCode {
             engine: a.engine,
             time: a.time,
             opt: a.opt.config(),
+            fuel: a.fuel,
         }),
         Command::Dump(a) => dump::dump(&dump::Request {
             file: &a.file,

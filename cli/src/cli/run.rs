@@ -21,7 +21,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gradlift::Pipeline;
-use gradlift_ir::interp::{Interpreter, RunError, Val};
+use gradlift_ir::interp::{Interpreter, Limits, RunError, Val};
 use gradlift_ir::opt::OptConfig;
 use gradlift_ir::{FuncId, Module};
 use gradlift_jit::Workspace;
@@ -55,6 +55,8 @@ pub(crate) struct Request<'a> {
     pub time: Option<u32>,
     /// The optimiser's passes (`--opt`).
     pub opt: OptConfig,
+    /// The interpreter's statements per call (`--fuel`).
+    pub fuel: Option<u64>,
 }
 
 /// Runs the request.
@@ -72,7 +74,9 @@ fn try_run(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
     let json = read_args(req.args).map_err(|e| vec![e])?;
     let args = convert_args(&module, id, &json).map_err(|e| vec![Diagnostic::new(e)])?;
     let pipeline = Pipeline::new().with_opt(req.opt.clone());
-    let evaluated = primal(req.file, &module, id, &pipeline, req.engine, args, req.time)?;
+    let evaluated = primal(
+        req.file, &module, id, &pipeline, req.engine, args, req.time, req.fuel,
+    )?;
     let value = args::results_json(&evaluated.results);
     let sig = module.sig(id);
     let final_args: Vec<Value> = sig
@@ -190,13 +194,14 @@ pub(crate) fn primal(
     engine: Engine,
     args: Vec<Val>,
     time: Option<u32>,
+    fuel: Option<u64>,
 ) -> Result<Evaluated, Vec<Diagnostic>> {
     let name = module.name(id);
     let fail = |e: gradlift::Error| report::pipeline_error(file, module, id, &e);
     match engine {
         Engine::Interp => {
             let prepared = pipeline.prepare(module, name).map_err(fail)?;
-            interpret(&prepared.module, prepared.func, args, time)
+            interpret(&prepared.module, prepared.func, args, time, fuel)
                 .map_err(|e| vec![report::run_error(file, &e)])
         }
         Engine::Jit => {
@@ -221,8 +226,13 @@ fn interpret(
     id: FuncId,
     args: Vec<Val>,
     time: Option<u32>,
+    fuel: Option<u64>,
 ) -> Result<Evaluated, RunError> {
-    let mut interp = Interpreter::new(module);
+    let limits = Limits {
+        fuel,
+        ..Limits::default()
+    };
+    let mut interp = Interpreter::new(module).with_limits(limits);
     let mut first = args.clone();
     let results = interp.call(id, &mut first)?;
     let primal_ns = timed(time, &args, |a| interp.call(id, a))?;
