@@ -186,6 +186,7 @@ pub(crate) struct Evaluated {
 /// times on fresh copies of `args`: the interpreter runs the prepared (optimised)
 /// module, the JIT compiles it. `compile_ms` (the JIT, with `time`) is the
 /// pipeline's time from the parsed IR to callable code.
+#[allow(clippy::too_many_arguments)] // the request's parts, as `run` and `grad` hold them
 pub(crate) fn primal(
     file: &Path,
     module: &Module,
