@@ -67,10 +67,14 @@ pub(crate) struct Frame {
     pub(crate) regions: Vec<u32>,
     next_region: u32,
     pub(crate) error: Option<TraceError>,
+    /// The instructions recorded so far, and the most allowed
+    /// ([`Session::max_insts`]).
+    pub(crate) insts: usize,
+    max_insts: usize,
 }
 
 impl Frame {
-    pub(crate) fn new(name: &str, b: FunctionBuilder<'static>) -> Frame {
+    pub(crate) fn new(name: &str, b: FunctionBuilder<'static>, max_insts: usize) -> Frame {
         Frame {
             id: NEXT_TRACE.fetch_add(1, Ordering::Relaxed).max(1),
             name: name.to_string(),
@@ -78,6 +82,8 @@ impl Frame {
             regions: vec![0],
             next_region: 1,
             error: None,
+            insts: 0,
+            max_insts,
         }
     }
 
@@ -93,6 +99,26 @@ impl Frame {
         if self.error.is_none() {
             self.error = Some(e);
         }
+    }
+
+    /// Counts one more instruction, `op` at `at`; false (and the mistake recorded)
+    /// past the limit.
+    pub(crate) fn count(&mut self, op: &'static str, at: Loc) -> bool {
+        self.insts += 1;
+        if self.insts <= self.max_insts {
+            return true;
+        }
+        if self.insts == self.max_insts + 1 {
+            let func = self.name.clone();
+            let limit = self.max_insts;
+            self.fail(TraceError::TooLarge {
+                func,
+                limit,
+                op,
+                at,
+            });
+        }
+        false
     }
 
     /// Whether a value tagged `tag` may be used here; records the mistake if not.
@@ -149,7 +175,15 @@ pub(crate) struct Session {
     pub(crate) hosts: Hosts,
     pub(crate) frames: Vec<Frame>,
     pub(crate) error: Option<TraceError>,
+    /// The most instructions one traced function may record: past it, tracing
+    /// fails (a plain Rust loop over traced values records its body once per
+    /// iteration, and a trace that grows with the data would take the compiler's
+    /// memory without end).
+    pub(crate) max_insts: usize,
 }
+
+/// The default of [`Session::max_insts`].
+pub(crate) const DEFAULT_MAX_INSTS: usize = 100_000;
 
 impl Session {
     pub(crate) fn new(module: Module) -> Session {
@@ -159,6 +193,7 @@ impl Session {
             hosts: Hosts::new(),
             frames: Vec::new(),
             error: None,
+            max_insts: DEFAULT_MAX_INSTS,
         }
     }
 
@@ -237,6 +272,7 @@ pub(crate) fn emit(
             ok &= f.check(tag, op, at);
         }
         let here = f.here();
+        ok &= f.count(op, at);
         if !ok || f.error.is_some() {
             return (here, f.placeholder(ty));
         }
@@ -261,6 +297,7 @@ pub(crate) fn emit0(
         for &(tag, _) in args {
             ok &= f.check(tag, op, at);
         }
+        ok &= f.count(op, at);
         if ok && f.error.is_none() {
             let vals: smallvec::SmallVec<[Value; 3]> = args.iter().map(|a| a.1).collect();
             f.b.set_pos(pos(at));

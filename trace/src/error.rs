@@ -30,6 +30,20 @@ pub enum TraceError {
         /// Where.
         at: Loc,
     },
+    /// A traced function recorded more instructions than the tracer allows
+    /// ([`Tracer::with_max_insts`](crate::Tracer::with_max_insts), 100,000 by
+    /// default): most likely a plain Rust loop over traced values, which records its
+    /// body once per iteration.
+    TooLarge {
+        /// The function being traced.
+        func: String,
+        /// The limit.
+        limit: usize,
+        /// The operation that crossed it.
+        op: &'static str,
+        /// Where.
+        at: Loc,
+    },
     /// A value defined inside a conditional arm or a loop body was used after it (the
     /// Rust closure leaked it, for example through a captured variable). Return it
     /// from the arm or the body instead, as a carried value.
@@ -109,6 +123,18 @@ impl fmt::Display for TraceError {
                 f,
                 "tracing @{func}, at {at}: `{op}` uses a value that belongs to another trace \
                  (kept from an earlier trace, or captured from a caller: pass it as an argument)"
+            ),
+            TraceError::TooLarge {
+                func,
+                limit,
+                op,
+                at,
+            } => write!(
+                f,
+                "tracing @{func}, at {at}: `{op}` is past the {limit} instructions a traced \
+                 function may have; a plain Rust loop over traced values records its body once \
+                 per iteration: write it with `for_range` or `while_loop`, which record it once \
+                 (or raise the limit with `Tracer::with_max_insts`)"
             ),
             TraceError::OutOfScope { func, op, at } => write!(
                 f,

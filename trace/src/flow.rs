@@ -183,6 +183,14 @@ pub fn cond<B: Logic, R: Carry>(c: B, then: impl FnOnce() -> R, els: impl FnOnce
 /// IR is one copy of the body whatever `start` and `end` are, with a phi for `i` and
 /// one per carried value.
 ///
+/// The index type decides, not whether a trace is running: with plain integer
+/// bounds the index is an `i64`, and `for_range(0, 3, ..)` is a Rust loop even
+/// while tracing, whose body is recorded once per iteration (unrolled). It is a
+/// real loop when the index type is `Var<i64>`: in generic code over
+/// [`Real`](crate::Real) (`T::Int`), or when a bound is traced (`x.len()`,
+/// `Var::from(3)`). A trace that unrolls too far fails with
+/// [`TraceError::TooLarge`] (see [`Tracer::with_max_insts`](crate::Tracer::with_max_insts)).
+///
 /// ```
 /// use gradlift_trace::{Float, Real, SliceRead, for_range};
 ///

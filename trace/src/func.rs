@@ -699,7 +699,7 @@ fn define<A: Args, F: Callable<A>, D: Deriv>(
             },
         );
         let b = FunctionBuilder::detached(name, sig.clone());
-        s.frames.push(Frame::new(name, b));
+        s.frames.push(Frame::new(name, b, s.max_insts));
         Ok(None)
     })?;
     match known {
@@ -799,6 +799,19 @@ impl Tracer {
     /// A tracer with an empty module.
     pub fn new() -> Tracer {
         Tracer::with_module(Module::new())
+    }
+
+    /// The most instructions one traced function may record (100,000 by default):
+    /// past it, tracing fails with [`TraceError::TooLarge`] at the Rust line that
+    /// crossed it. A plain Rust loop over traced values records its body once per
+    /// iteration, so a trace that grows with the data would otherwise take the
+    /// compiler's time and memory without end; [`for_range`](crate::for_range) and
+    /// [`while_loop`](crate::while_loop) record it once.
+    pub fn with_max_insts(mut self, limit: usize) -> Tracer {
+        if let Some(s) = &mut self.session {
+            s.max_insts = limit;
+        }
+        self
     }
 
     /// A tracer that adds to `module` (its functions can be called by name from

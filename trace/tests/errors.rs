@@ -350,3 +350,48 @@ fn a_panic_in_traced_code_leaves_the_thread_clean() {
     let traced = trace("after", |x: Var| x * 2.0).unwrap();
     assert!(traced.module.to_string().contains("func @after"));
 }
+
+// A trace that grows with the data is refused at the line that crossed the limit:
+// a plain Rust loop of 40,000 rows used to trace without a word, then take the
+// compiler's memory until it was killed.
+
+fn rows_unrolled(x: Slice<f64>) -> Var {
+    let mut acc = Var::from(0.0);
+    for i in 0..40_000i64 {
+        let xi = x.at(i % 7); // the lines the error may name: this one
+        acc += xi * xi; // and this one
+    }
+    acc
+}
+
+#[test]
+fn a_trace_past_the_limit_is_refused_at_its_line() {
+    let line = line!() - 8;
+    let Err(e) = trace("rows", rows_unrolled) else {
+        panic!("a trace of 120,000 instructions was accepted")
+    };
+    let TraceError::TooLarge {
+        func, limit, at, ..
+    } = &e
+    else {
+        panic!("expected TooLarge, got {e:?}")
+    };
+    assert_eq!((func.as_str(), *limit), ("rows", 100_000));
+    // The loop body's two lines: the load, or the arithmetic after it.
+    assert_eq!(at.file(), file!());
+    assert!([line, line + 1].contains(&at.line()), "{e}");
+    assert!(e.to_string().contains("for_range"), "{e}");
+    // A higher limit lets it through; the same loop as a `for_range` needs none.
+    let mut t = Tracer::new().with_max_insts(1_000_000);
+    assert!(t.function("rows", rows_unrolled).is_ok());
+    let looped = trace("rows", |x: Slice<f64>| {
+        // A traced bound: a real loop (with plain integer bounds, `for_range` runs
+        // natively and unrolls too).
+        for_range(Var::from(0), Var::from(40_000), Var::from(0.0), |i, acc| {
+            let xi = x.at(i % 7);
+            acc + xi * xi
+        })
+    })
+    .unwrap();
+    assert!(looped.module.to_string().lines().count() < 40);
+}
