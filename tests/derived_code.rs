@@ -48,7 +48,9 @@ fn tape_ops_in_a_callee_are_refused_with_the_call() {
     // The first tape op reached: `push` in @sq.fwd (line 4), through the call at
     // line 19.
     assert!(
-        what.starts_with("`push` in @sq.fwd at 4:5, reached through the call of @sq.fwd at 19:5"),
+        what.starts_with(
+            "`push %x` at 4:5 in @sq.fwd, reached through the call of @sq.fwd at 19:5"
+        ),
         "{what}"
     );
     // The compiled API refuses the same way.
@@ -65,5 +67,5 @@ fn tape_ops_in_the_function_itself_are_refused_too() {
         .with_opt(gradlift::ir::opt::OptConfig::none())
         .derive(&m, "sq.rvs", None)
         .unwrap_err();
-    assert!(e.to_string().contains("`pop` at 11:5"), "{e}");
+    assert!(e.to_string().contains("`%x = pop f64` at 11:5"), "{e}");
 }

@@ -364,13 +364,13 @@ fn tape_ops_reached(module: &Module, func: FuncId) -> Result<(), AdError> {
             let pos = body.srcmap.insts.get(inst).copied().unwrap_or(Pos::NONE);
             match d.opcode {
                 Opcode::Push | Opcode::Pop | Opcode::TapeAlloc | Opcode::TapeView => {
+                    // `push %x` at 3:14
+                    let op = describe_inst(module, body, inst);
                     let place = match via {
-                        None => format!("`{}`{}", d.opcode.name(), at(pos)),
+                        None => op,
                         Some((callee, call)) => format!(
-                            "`{}` in @{}{}, reached through the call of @{}{}",
-                            d.opcode.name(),
+                            "{op} in @{}, reached through the call of @{}{}",
                             module.name(f),
-                            at(pos),
                             module.name(callee),
                             at(call)
                         ),
@@ -378,7 +378,7 @@ fn tape_ops_reached(module: &Module, func: FuncId) -> Result<(), AdError> {
                     return Err(AdError::Unsupported {
                         func: fname,
                         what: format!(
-                            "{place}: a tape op, so this is derived code, and differentiating derived code is not supported (its popped values would count as constants)"
+                            "{place}: tape ops appear only in derived code, and differentiating derived code is not supported (its popped values would count as constants)"
                         ),
                     });
                 }
