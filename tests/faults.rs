@@ -1,6 +1,7 @@
 //! A failed gradient call leaves the workspace as it found it: whatever makes the
 //! forward pass fail halfway (an index out of bounds, a division by zero, the
-//! tape's cap, the recursion limit), nothing it pushed stays on the tape, and the
+//! tape's cap, the recursion limit, a host function that panics), nothing it pushed
+//! stays on the tape, and the
 //! next valid call is right, on the JIT (`Workspace`, `GradientCache`) and on the
 //! interpreter. Before, each failed call left its tape entries behind: 2,000 of
 //! them filled a 1 MB tape, and valid calls failed from then on.
@@ -233,4 +234,68 @@ fn failing_and_valid_calls_alternate_a_hundred_thousand_times() {
     // The tape stays bounded: at most a valid call's own (8 scalars and a few).
     assert!(peak <= 8 * 16, "{peak}");
     assert_eq!(ws.tape().scalars, 0);
+}
+
+/// `prod(x) * check(x[0])`, where the host function `check` panics on a negative
+/// number (and is constant to the derivative: `nodiff`).
+const HOSTED: &str = "
+extern @check(f64) -> f64
+nodiff @check
+
+func @hosted(%x: [f64]) -> f64 {
+entry:
+    %n = len %x
+    jump head
+head:
+    %k = phi i64 [entry: 0, body: %k1]
+    %acc = phi f64 [entry: 1.0, body: %acc1]
+    %more = icmp lt %k, %n
+    br %more, body, exit
+body:
+    %xk = load %x[%k]
+    %acc1 = fmul %acc, %xk
+    %k1 = iadd %k, 1
+    jump head
+exit:
+    %x0 = load %x[0]
+    %c = call @check(%x0)
+    %r = fmul %acc, %c
+    ret %r
+}
+";
+
+#[test]
+fn a_host_function_that_panics_fails_one_call_not_the_next() {
+    let m = parse(HOSTED).unwrap();
+    verify(&m).unwrap();
+    let hosts = gradlift::Hosts::new().bind("check", |args: &mut [Val]| match args {
+        [Val::F64(v)] if *v < 0.0 => panic!("check: {v} is negative"),
+        [Val::F64(_)] => Ok(vec![Val::F64(2.0)]),
+        other => Err(format!("check takes one f64, given {other:?}")),
+    });
+    let id = m.func_by_name("hosted").unwrap();
+    let config = gradlift::adjoint::RuleConfig::default_for(m.sig(id));
+    let grad = CompiledGradient::with_options(
+        &m,
+        "hosted",
+        &config,
+        &hosts,
+        &gradlift::ir::opt::OptConfig::default(),
+    )
+    .unwrap();
+    let mut ws = Workspace::new();
+    let (bad, good) = (vec![-1.0, 2.0, 3.0], vec![1.5, 2.0, 3.0]);
+    for _ in 0..100 {
+        let e = grad
+            .value_and_gradient(&mut ws, &[Val::F64s(bad.clone())])
+            .unwrap_err();
+        assert!(e.to_string().contains("is negative"), "{e}");
+        assert_eq!(ws.tape().scalars, 0);
+        // 2 prod(x), whose gradient is 2 prod(x) / x_k.
+        let g = grad
+            .value_and_gradient(&mut ws, &[Val::F64s(good.clone())])
+            .unwrap();
+        assert_eq!(g.value, Some(vec![Val::F64(18.0)]));
+        assert_eq!(g.gradient, [Some(Val::F64s(vec![12.0, 9.0, 6.0]))]);
+    }
 }
