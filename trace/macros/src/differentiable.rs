@@ -6,7 +6,7 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
-use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type};
+use syn::{Ident, ItemFn, ReturnType, Type};
 
 use crate::body::{Kind, Translator};
 
@@ -77,23 +77,12 @@ fn expand_fn(func: &ItemFn) -> syn::Result<TokenStream> {
     let mut fls = Vec::new();
     let mut params = Vec::new();
     for input in &sig.inputs {
-        let FnArg::Typed(pt) = input else {
-            return Err(syn::Error::new_spanned(
-                input,
-                "a method is not supported yet by #[differentiable]; write a free function",
-            ));
-        };
-        let Pat::Ident(p) = &*pt.pat else {
-            return Err(syn::Error::new_spanned(
-                &pt.pat,
-                "this parameter pattern is not supported yet by #[differentiable]; name the parameter",
-            ));
-        };
-        let (kind, fl) = kind_of(&pt.ty).ok_or_else(|| bad_type(&pt.ty))?;
+        let (p, ty) = crate::sig::named_param(input, "differentiable")?;
+        let (kind, fl) = kind_of(ty).ok_or_else(|| bad_type(ty))?;
         if kind == Kind::Unit {
-            return Err(bad_type(&pt.ty));
+            return Err(bad_type(ty));
         }
-        fls.extend(fl.map(|f| (f, (*pt.ty).clone())));
+        fls.extend(fl.map(|f| (f, ty.clone())));
         params.push((p.ident.clone(), kind, p.mutability.is_some()));
     }
     let ret = match &sig.output {

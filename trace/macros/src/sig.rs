@@ -166,19 +166,8 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
     }
     let mut params = Vec::new();
     for (input, act_id) in sig.inputs.iter().zip(&acts) {
-        let FnArg::Typed(pt) = input else {
-            return Err(syn::Error::new_spanned(
-                input,
-                "a method is not supported yet by #[autodiff_reverse]; write a free function",
-            ));
-        };
-        let Pat::Ident(p) = &*pt.pat else {
-            return Err(syn::Error::new_spanned(
-                &pt.pat,
-                "this parameter pattern is not supported yet by #[autodiff_reverse]; name the parameter",
-            ));
-        };
-        let kind = param_kind(&pt.ty)?;
+        let (p, ty) = named_param(input, "autodiff_reverse")?;
+        let kind = param_kind(ty)?;
         let act = activity(act_id)?.0;
         let fits = match act {
             Activity::Const => true,
@@ -200,7 +189,7 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
         }
         params.push(Param {
             name: p.ident.clone(),
-            ty: (*pt.ty).clone(),
+            ty: ty.clone(),
             kind,
             mutable: p.mutability.is_some(),
             act,
@@ -516,4 +505,22 @@ fn calls_itself(block: &syn::Block, name: &Ident) -> bool {
     let mut f = Find(name, false);
     syn::visit::Visit::visit_block(&mut f, block);
     f.1
+}
+
+/// A parameter of a function under `#[attr]`: its name pattern and its type, or the
+/// error for a `self` parameter or a pattern that is not a plain name.
+pub fn named_param<'a>(input: &'a FnArg, attr: &str) -> syn::Result<(&'a syn::PatIdent, &'a Type)> {
+    let FnArg::Typed(pt) = input else {
+        return Err(syn::Error::new_spanned(
+            input,
+            format!("a method is not supported yet by #[{attr}]; write a free function"),
+        ));
+    };
+    let Pat::Ident(p) = &*pt.pat else {
+        return Err(syn::Error::new_spanned(
+            &pt.pat,
+            format!("this parameter pattern is not supported yet by #[{attr}]; name the parameter"),
+        ));
+    };
+    Ok((p, &pt.ty))
 }
