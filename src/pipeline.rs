@@ -50,7 +50,7 @@ use std::time::Instant;
 use gradlift_adjoint::{Rule, RuleConfig, build_rrule};
 use gradlift_ir::opt::{OptConfig, optimize};
 use gradlift_ir::{FuncId, Hosts, Module, verify};
-use gradlift_jit::compile_with;
+use gradlift_jit::{CompileOptions, compile_with_options};
 
 use crate::api::{CompiledFunction, CompiledGradient, Error};
 
@@ -61,6 +61,7 @@ use crate::api::{CompiledFunction, CompiledGradient, Error};
 pub struct Pipeline {
     opt: OptConfig,
     hosts: Hosts,
+    compile: CompileOptions,
 }
 
 /// A module after verification and optimisation, ready for an engine.
@@ -90,6 +91,19 @@ impl Pipeline {
     pub fn with_hosts(mut self, hosts: Hosts) -> Pipeline {
         self.hosts = hosts;
         self
+    }
+
+    /// The same pipeline with the JIT's [`CompileOptions`]: when it compiles a
+    /// function with Cranelift's quick settings, and the largest function it
+    /// compiles.
+    pub fn with_compile(mut self, options: CompileOptions) -> Pipeline {
+        self.compile = options;
+        self
+    }
+
+    /// The JIT's options in this pipeline.
+    pub fn compile_options(&self) -> &CompileOptions {
+        &self.compile
     }
 
     /// The optimiser passes this pipeline runs.
@@ -140,7 +154,8 @@ impl Pipeline {
     pub fn compile_function(&self, module: &Module, name: &str) -> Result<CompiledFunction, Error> {
         let start = Instant::now();
         let Prepared { module, func } = self.prepare(module, name)?;
-        let compiled = compile_with(&module, &[func], &self.hosts).map_err(Error::Compile)?;
+        let compiled = compile_with_options(&module, &[func], &self.hosts, &self.compile)
+            .map_err(Error::Compile)?;
         Ok(CompiledFunction::new_compiled(
             compiled,
             func,
@@ -167,8 +182,13 @@ impl Pipeline {
     /// [`build_rrule`]); the last stage alone.
     pub fn compile_rule(&self, rule: Rule) -> Result<CompiledGradient, Error> {
         let start = Instant::now();
-        let compiled = compile_with(&rule.module, &[rule.forward, rule.pullback], &self.hosts)
-            .map_err(Error::Compile)?;
+        let compiled = compile_with_options(
+            &rule.module,
+            &[rule.forward, rule.pullback],
+            &self.hosts,
+            &self.compile,
+        )
+        .map_err(Error::Compile)?;
         Ok(CompiledGradient::new_compiled(
             rule,
             compiled,

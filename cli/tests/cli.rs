@@ -2341,3 +2341,106 @@ fn an_endless_loop_is_bounded_by_timeout_on_both_engines_and_by_fuel_on_the_inte
     ]);
     assert_eq!(json_out(&run)["value"], serde_json::json!(11.82));
 }
+
+/// A straight-line function of `n` statements: `%v0 = x + 0`, then `n - 2`
+/// multiplications by 1.5, and `ret`.
+fn straight_line(n: usize) -> String {
+    let mut t = String::from("func @long(%x: f64) -> f64 {\nentry:\n    %v0 = fadd %x, 0.0\n");
+    for k in 1..n - 1 {
+        t.push_str(&format!("    %v{k} = fmul %v{}, 1.5\n", k - 1));
+    }
+    t.push_str(&format!("    ret %v{}\n}}\n", n - 2));
+    t
+}
+
+#[test]
+fn functions_over_max_insts_are_refused_where_the_limit_is_crossed() {
+    let file = temp_file("cli-long.ir", &straight_line(40));
+    let f = shown(&file);
+    // 40 statements: refused under --max-insts 39 (at the 40th, line 42, `ret`),
+    // in every command, the option before or after the command.
+    let msg = format!(
+        "{f}:42:5: error: @long has more than 39 instructions, the most a function may \
+         have (ParseOptions::max_insts; the command line's --max-insts); the text is not \
+         read further"
+    );
+    user_error(&cli(&["check", &f, "--max-insts", "39"]), &msg);
+    user_error(&cli(&["--max-insts", "39", "check", &f]), &msg);
+    for cmd in ["run", "grad"] {
+        for engine in ["jit", "interp"] {
+            let run = cli(&[
+                cmd,
+                &f,
+                "--func",
+                "long",
+                "--args",
+                "[1.0]",
+                "--engine",
+                engine,
+                "--max-insts",
+                "39",
+            ]);
+            user_error(&run, &msg);
+        }
+    }
+    // At 40 it runs: 1.5^38 x, whose derivative is 1.5^38.
+    let want = 1.5f64.powi(38);
+    let run = cli(&[
+        "grad",
+        &f,
+        "--func",
+        "long",
+        "--args",
+        "[1.0]",
+        "--max-insts",
+        "40",
+    ]);
+    let out = json_out(&run);
+    assert!(json_close(&out["value"], &want.into()), "{out}");
+    assert!(json_close(&out["gradient"][0], &want.into()), "{out}");
+    // The default is stated in --help.
+    let help = cli(&["check", "--help"]);
+    assert!(help.stdout.contains("--max-insts <N>"), "{}", help.stdout);
+    assert!(help.stdout.contains("[default: 200000]"), "{}", help.stdout);
+}
+
+/// Before, with a 100 KB main-thread stack, `grad` of a function of 200 parameters
+/// overflowed the stack inside Cranelift and the process aborted; the command now
+/// runs on a thread with a stack of its own.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_shells_stack_limit_does_not_decide_what_compiles() {
+    let n = 200;
+    let params: Vec<String> = (0..n).map(|i| format!("%p{i}: f64")).collect();
+    let mut t = format!(
+        "func @f({}) -> f64 {{\nentry:\n    %s0 = fadd %p0, %p1\n",
+        params.join(", ")
+    );
+    for i in 1..n - 1 {
+        t.push_str(&format!("    %s{i} = fmul %s{}, %p{}\n", i - 1, i + 1));
+    }
+    t.push_str(&format!("    ret %s{}\n}}\n", n - 2));
+    let file = temp_file("cli-200-params.ir", &t);
+    let args = format!("[{}]", vec!["1.0"; n].join(", "));
+    for cmd in ["run", "grad"] {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -s 100 && exec \"$0\" {cmd} \"$1\" --func f --args \"$2\""
+            ))
+            .arg(env!("CARGO_BIN_EXE_gradlift"))
+            .arg(&file)
+            .arg(&args)
+            .output()
+            .expect("sh runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {out:?}");
+        let v: Value = serde_json::from_str(&stdout).expect("JSON");
+        // (p0 + p1) p2 ... p199 at all ones: 2; d/dp0 = 1, d/dp2 = 2.
+        assert_eq!(v["value"], 2.0, "{v}");
+        if cmd == "grad" {
+            assert_eq!(v["gradient"][0], 1.0, "{v}");
+            assert_eq!(v["gradient"][2], 2.0, "{v}");
+        }
+    }
+}

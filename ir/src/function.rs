@@ -411,6 +411,18 @@ impl Function {
         self.values[v].name = Some(name.into());
     }
 
+    /// The statements of the blocks in the layout: phis, instructions and
+    /// terminators, what the parser's and the JIT's size limits count.
+    pub fn statement_count(&self) -> usize {
+        self.layout
+            .iter()
+            .map(|&b| {
+                let d = &self.blocks[b];
+                d.phis.len() + d.insts.len() + usize::from(d.term.is_some())
+            })
+            .sum()
+    }
+
     /// The instructions of all blocks in layout order, with their blocks.
     pub fn placed_insts(&self) -> impl Iterator<Item = (Block, Inst)> + '_ {
         self.layout

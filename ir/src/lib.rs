@@ -67,7 +67,7 @@ pub use function::{
 pub use module::{Body, Decl, FuncDecl, Module, ModuleError, Signature};
 pub use ops::{CmpPred, Imm, Opcode};
 pub use opt::{OptConfig, OptError, OptReport, optimize};
-pub use parser::{ParseError, ParseErrors, parse};
+pub use parser::{ParseError, ParseErrors, ParseOptions, parse, parse_with};
 pub use ssa::Variable;
 pub use types::{Elem, Scalar, Type};
 pub use verify::{VerifierError, VerifierErrors, verify};

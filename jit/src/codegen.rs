@@ -3,17 +3,19 @@
 //! `cranelift_module::Module` ([`define`]): the JIT's (`JITModule`, for the host) or an
 //! object file's (`ObjectModule`, for another target).
 
-use cranelift_codegen::isa::CallConv;
+use cranelift_codegen::isa::{CallConv, TargetIsa};
 use std::collections::{HashMap, VecDeque};
 
 use cranelift_codegen::Context;
+use cranelift_codegen::control::ControlPlane;
 use cranelift_entity::EntityRef;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use cranelift_module::{FuncId as ClFuncId, Linkage, Module as ClModule, ModuleError};
+use cranelift_module::{FuncId as ClFuncId, Linkage, Module as ClModule, ModuleError, ModuleReloc};
 use gradlift_ir::verify::verify_function;
 use gradlift_ir::{FuncId, Module, Opcode, VerifierErrors};
 
 use crate::abi;
+use crate::compiled::CompileOptions;
 use crate::error::CompileError;
 use crate::lower::{Decls, Lower, clif_signature};
 
@@ -38,8 +40,24 @@ pub struct Listing {
 
 /// `roots` and every function they call, directly or not, in a deterministic order,
 /// after verifying them; an error for a root that has no body.
-pub(crate) fn prepare(module: &Module, roots: &[FuncId]) -> Result<Vec<FuncId>, CompileError> {
+pub(crate) fn prepare(
+    module: &Module,
+    roots: &[FuncId],
+    options: &CompileOptions,
+) -> Result<Vec<FuncId>, CompileError> {
     let funcs = call_closure(module, roots)?;
+    // Sizes first: counting is cheap, and nothing is verified or lowered for a
+    // module that is refused.
+    for &f in &funcs {
+        let insts = module.function(f).map_or(0, |body| body.statement_count());
+        if insts > options.max_insts {
+            return Err(CompileError::TooLarge {
+                func: module.name(f).to_string(),
+                insts,
+                limit: options.max_insts,
+            });
+        }
+    }
     let mut errors = Vec::new();
     for &f in &funcs {
         errors.extend(verify_function(module, f));
@@ -55,6 +73,8 @@ pub(crate) fn prepare(module: &Module, roots: &[FuncId]) -> Result<Vec<FuncId>, 
 /// and the disassembly of every function are kept there.
 pub(crate) fn define<M: ClModule>(
     jm: &mut M,
+    quick: &dyn TargetIsa,
+    options: &CompileOptions,
     module: &Module,
     funcs: &[FuncId],
     entry_linkage: Linkage,
@@ -102,8 +122,12 @@ pub(crate) fn define<M: ClModule>(
         } else {
             String::new()
         };
-        jm.define_function(id, ctx)
-            .map_err(|e| codegen(Some(name), e))?;
+        if ctx.func.dfg.num_insts() > options.quick_above {
+            define_quick(jm, quick, ctx, id).map_err(|e| codegen(Some(name), e))?;
+        } else {
+            jm.define_function(id, ctx)
+                .map_err(|e| codegen(Some(name), e))?;
+        }
         if let Some(l) = listing.as_deref_mut() {
             let asm = ctx
                 .compiled_code()
@@ -154,6 +178,26 @@ pub(crate) fn define<M: ClModule>(
         trampolines,
         frame_margin,
     })
+}
+
+/// Compiles `ctx`'s function with the `quick` ISA (the module's own is the
+/// optimising one) and defines its bytes and relocations as `id`: what
+/// `define_function` does, with another ISA of the same target.
+fn define_quick<M: ClModule>(
+    jm: &mut M,
+    quick: &dyn TargetIsa,
+    ctx: &mut Context,
+    id: ClFuncId,
+) -> Result<(), ModuleError> {
+    let code = ctx.compile(quick, &mut ControlPlane::default())?;
+    let alignment = u64::from(code.buffer.alignment);
+    let bytes = code.code_buffer().to_vec();
+    let mach_relocs = code.buffer.relocs().to_vec();
+    let relocs: Vec<ModuleReloc> = mach_relocs
+        .iter()
+        .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, id))
+        .collect();
+    jm.define_function_bytes(id, alignment, &bytes, &relocs)
 }
 
 /// A Cranelift module error as a [`CompileError`].

@@ -165,10 +165,90 @@ pub fn compile_with(
     roots: &[FuncId],
     hosts: &Hosts,
 ) -> Result<Compiled, CompileError> {
-    let funcs = codegen::prepare(module, roots)?;
+    compile_with_options(module, roots, hosts, &CompileOptions::default())
+}
+
+/// How the JIT trades compile time for the speed of the code, and which functions
+/// it refuses: see [`compile_with_options`].
+///
+/// ```
+/// let options = gradlift_jit::CompileOptions::default();
+/// assert_eq!(options.quick_above, 20_000);
+/// assert_eq!(options.max_insts, 500_000);
+/// let small = options.with_max_insts(10);
+/// assert_eq!(small.max_insts, 10);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompileOptions {
+    /// A function whose Cranelift IR has more instructions than this is compiled
+    /// with Cranelift's quick settings (no e-graph optimisation, the single-pass
+    /// register allocator): its compile time and memory then grow linearly with
+    /// its size, where the optimising settings' grow faster (a function of 10^4
+    /// branches takes seconds, one of 10^5 minutes), at the price of slower code
+    /// (more spills and moves). Default 20,000, a few thousand IR instructions:
+    /// hand-written and traced functions are far below it; large unrolled traces
+    /// and the derived code of very branchy functions are above.
+    pub quick_above: usize,
+    /// A function of more IR instructions than this (phis and terminators
+    /// included) is refused with [`CompileError::TooLarge`] before anything is
+    /// compiled. Default 500,000: 2.5 times what the parser accepts by default
+    /// (`gradlift_ir::ParseOptions`), room for the derived code of a function of
+    /// that size. The quick settings compile about 50,000 instructions a second;
+    /// much larger functions also risk native frames larger than the stack.
+    pub max_insts: usize,
+}
+
+impl Default for CompileOptions {
+    fn default() -> CompileOptions {
+        CompileOptions {
+            quick_above: 20_000,
+            max_insts: 500_000,
+        }
+    }
+}
+
+impl CompileOptions {
+    /// These options with [`quick_above`](Self::quick_above) set: `0` compiles
+    /// every function quickly, `usize::MAX` none.
+    pub fn with_quick_above(mut self, insts: usize) -> CompileOptions {
+        self.quick_above = insts;
+        self
+    }
+
+    /// These options with [`max_insts`](Self::max_insts) set.
+    pub fn with_max_insts(mut self, insts: usize) -> CompileOptions {
+        self.max_insts = insts;
+        self
+    }
+}
+
+/// Compiles as [`compile_with`], with [`CompileOptions`].
+///
+/// ```
+/// use gradlift_jit::{CompileError, CompileOptions, Hosts};
+/// let module = gradlift_ir::parse("
+///     func @f(%x: f64) -> f64 {
+///     entry:
+///         %y = fmul %x, %x
+///         ret %y
+///     }
+/// ").unwrap();
+/// let f = module.func_by_name("f").unwrap();
+/// let options = CompileOptions::default().with_max_insts(1);
+/// let err = gradlift_jit::compile_with_options(&module, &[f], &Hosts::new(), &options);
+/// assert!(matches!(err, Err(CompileError::TooLarge { insts: 2, limit: 1, .. })));
+/// ```
+pub fn compile_with_options(
+    module: &Module,
+    roots: &[FuncId],
+    hosts: &Hosts,
+    options: &CompileOptions,
+) -> Result<Compiled, CompileError> {
+    let funcs = codegen::prepare(module, roots, options)?;
     let host_table = host_table(module, &funcs, hosts)?;
-    let isa = isa::host_isa()?;
-    let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+    let isas = isa::host_isa()?;
+    let mut builder = JITBuilder::with_isa(isas.speed, cranelift_module::default_libcall_names());
     for h in Helper::all() {
         builder.symbol(h.name(), h.addr());
     }
@@ -176,7 +256,15 @@ pub fn compile_with(
         builder.symbol(name, addr);
     }
     let mut jm = JITModule::new(builder);
-    let defined = codegen::define(&mut jm, module, &funcs, Linkage::Local, None)?;
+    let defined = codegen::define(
+        &mut jm,
+        &*isas.quick,
+        options,
+        module,
+        &funcs,
+        Linkage::Local,
+        None,
+    )?;
     jm.finalize_definitions()
         .map_err(|e| codegen::codegen(None, e))?;
 
@@ -258,9 +346,10 @@ fn host_table(
 /// assert!(!listing[0].asm.is_empty());
 /// ```
 pub fn listing(module: &Module, roots: &[FuncId]) -> Result<Vec<Listing>, CompileError> {
-    let funcs = codegen::prepare(module, roots)?;
-    let isa = isa::host_isa()?;
-    let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+    let options = CompileOptions::default();
+    let funcs = codegen::prepare(module, roots, &options)?;
+    let isas = isa::host_isa()?;
+    let mut builder = JITBuilder::with_isa(isas.speed, cranelift_module::default_libcall_names());
     for h in Helper::all() {
         builder.symbol(h.name(), h.addr());
     }
@@ -269,7 +358,15 @@ pub fn listing(module: &Module, roots: &[FuncId]) -> Result<Vec<Listing>, Compil
     }
     let mut jm = JITModule::new(builder);
     let mut out = Vec::new();
-    let defined = codegen::define(&mut jm, module, &funcs, Linkage::Local, Some(&mut out));
+    let defined = codegen::define(
+        &mut jm,
+        &*isas.quick,
+        &options,
+        module,
+        &funcs,
+        Linkage::Local,
+        Some(&mut out),
+    );
     // SAFETY: nothing was finalized, so no code of this module can run or be
     // referred to.
     unsafe { jm.free_memory() };

@@ -37,6 +37,16 @@ pub enum CompileError {
     /// A function asked for is not defined in the module (extern, declared only, or
     /// no such function).
     NotDefined(String),
+    /// A function is larger than [`CompileOptions::max_insts`](crate::CompileOptions):
+    /// refused before any code is generated for it.
+    TooLarge {
+        /// The function (without `@`).
+        func: String,
+        /// Its instructions (phis and terminators included).
+        insts: usize,
+        /// The limit it exceeds.
+        limit: usize,
+    },
     /// Cranelift refused the generated code, or the code memory could not be had: a
     /// bug in gradlift, or the machine is out of memory.
     Codegen {
@@ -76,6 +86,11 @@ impl fmt::Display for CompileError {
             CompileError::NotDefined(name) => {
                 write!(f, "@{name} has no IR body to compile")
             }
+            CompileError::TooLarge { func, insts, limit } => write!(
+                f,
+                "@{func} has {insts} instructions, more than the JIT compiles ({limit}, \
+                 CompileOptions::max_insts)"
+            ),
             CompileError::Codegen { func, message } => {
                 f.write_str("code generation failed")?;
                 if let Some(func) = func {

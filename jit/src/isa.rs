@@ -9,8 +9,20 @@ use cranelift_codegen::settings::{self, Configurable};
 
 use crate::error::CompileError;
 
-/// The settings every gradlift target gets.
-fn flags() -> Result<settings::Flags, CompileError> {
+/// The two ISAs of one target: the same machine and calling conventions, with
+/// Cranelift's optimising settings (`speed`) and its quick ones (`quick`: no
+/// e-graph optimisation, the single-pass register allocator), whose compile time
+/// and memory grow linearly with the function where `speed`'s grow faster (a
+/// function of 10^4 blocks takes seconds with `speed`). The JIT compiles a
+/// function with `quick` when it is larger than
+/// [`CompileOptions::quick_above`](crate::CompileOptions::quick_above).
+pub(crate) struct Isas {
+    pub speed: OwnedTargetIsa,
+    pub quick: OwnedTargetIsa,
+}
+
+/// The settings every gradlift target gets; `quick` for large functions.
+fn flags(quick: bool) -> Result<settings::Flags, CompileError> {
     let mut b = settings::builder();
     let set = |b: &mut settings::Builder, name: &str, value: &str| {
         b.set(name, value).map_err(|e| CompileError::Codegen {
@@ -18,7 +30,12 @@ fn flags() -> Result<settings::Flags, CompileError> {
             message: format!("setting {name}={value}: {e}"),
         })
     };
-    set(&mut b, "opt_level", "speed")?;
+    if quick {
+        set(&mut b, "opt_level", "none")?;
+        set(&mut b, "regalloc_algorithm", "single_pass")?;
+    } else {
+        set(&mut b, "opt_level", "speed")?;
+    }
     // Functions return every result of the IR function, slices as two values each:
     // more than fit in registers go through a hidden return area.
     set(&mut b, "enable_multi_ret_implicit_sret", "true")?;
@@ -29,28 +46,38 @@ fn flags() -> Result<settings::Flags, CompileError> {
     Ok(settings::Flags::new(b))
 }
 
-/// The host's ISA, with the features the CPU has (cranelift-native).
-pub(crate) fn host_isa() -> Result<OwnedTargetIsa, CompileError> {
-    let builder = cranelift_native::builder().map_err(|m| CompileError::Codegen {
-        func: None,
-        message: format!("the host machine is not supported: {m}"),
-    })?;
-    finish(builder)
+/// The host's ISAs, with the features the CPU has (cranelift-native).
+pub(crate) fn host_isa() -> Result<Isas, CompileError> {
+    let builder = || {
+        cranelift_native::builder().map_err(|m| CompileError::Codegen {
+            func: None,
+            message: format!("the host machine is not supported: {m}"),
+        })
+    };
+    Ok(Isas {
+        speed: finish(builder()?, false)?,
+        quick: finish(builder()?, true)?,
+    })
 }
 
-/// The ISA for the target `triple` (baseline features), for emitting code for
+/// The ISAs for the target `triple` (baseline features), for emitting code for
 /// another machine.
-pub(crate) fn isa_for(triple: target_lexicon::Triple) -> Result<OwnedTargetIsa, CompileError> {
-    let builder = isa::lookup(triple).map_err(|e| CompileError::Codegen {
-        func: None,
-        message: format!("unsupported target: {e}"),
-    })?;
-    finish(builder)
+pub(crate) fn isa_for(triple: target_lexicon::Triple) -> Result<Isas, CompileError> {
+    let builder = || {
+        isa::lookup(triple.clone()).map_err(|e| CompileError::Codegen {
+            func: None,
+            message: format!("unsupported target: {e}"),
+        })
+    };
+    Ok(Isas {
+        speed: finish(builder()?, false)?,
+        quick: finish(builder()?, true)?,
+    })
 }
 
-fn finish(builder: isa::Builder) -> Result<OwnedTargetIsa, CompileError> {
+fn finish(builder: isa::Builder, quick: bool) -> Result<OwnedTargetIsa, CompileError> {
     let isa = builder
-        .finish(flags()?)
+        .finish(flags(quick)?)
         .map_err(|e| CompileError::Codegen {
             func: None,
             message: format!("building the ISA: {e}"),

@@ -212,7 +212,8 @@ mod runtime;
 
 pub use codegen::Listing;
 pub use compiled::{
-    Compiled, ErrorSite, JitEngine, compile, compile_funcs, compile_with, decode_error, listing,
+    CompileOptions, Compiled, ErrorSite, JitEngine, compile, compile_funcs, compile_with,
+    compile_with_options, decode_error, listing,
 };
 pub use error::CompileError;
 /// The engine contract, re-exported: the JIT takes and returns the same values,

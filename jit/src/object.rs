@@ -20,6 +20,7 @@ use gradlift_ir::{FuncId, Module};
 use target_lexicon::{Architecture, BinaryFormat, Triple};
 
 use crate::codegen;
+use crate::compiled::CompileOptions;
 use crate::error::CompileError;
 use crate::isa;
 
@@ -88,12 +89,25 @@ pub fn compile_object(
             ),
         });
     }
-    let funcs = codegen::prepare(module, roots)?;
-    let isa = isa::isa_for(triple)?;
-    let builder = ObjectBuilder::new(isa, "gradlift", cranelift_module::default_libcall_names())
-        .map_err(|e| codegen::codegen(None, e))?;
+    let options = CompileOptions::default();
+    let funcs = codegen::prepare(module, roots, &options)?;
+    let isas = isa::isa_for(triple)?;
+    let builder = ObjectBuilder::new(
+        isas.speed,
+        "gradlift",
+        cranelift_module::default_libcall_names(),
+    )
+    .map_err(|e| codegen::codegen(None, e))?;
     let mut om = ObjectModule::new(builder);
-    let defined = codegen::define(&mut om, module, &funcs, Linkage::Export, None)?;
+    let defined = codegen::define(
+        &mut om,
+        &*isas.quick,
+        &options,
+        module,
+        &funcs,
+        Linkage::Export,
+        None,
+    )?;
     let mut imports: Vec<String> = om
         .declarations()
         .get_functions()

@@ -12,7 +12,10 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use gradlift_ir::{Module, parse, verify};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gradlift_ir::{Module, ParseOptions, parse_with, verify};
+use gradlift_jit::CompileOptions;
 
 use super::Outcome;
 use super::report::{self, Diagnostic};
@@ -86,9 +89,31 @@ pub(crate) fn read(file: &Path) -> Result<String, Vec<Diagnostic>> {
     })
 }
 
+/// `--max-insts`'s default: the parser's.
+pub(crate) const DEFAULT_MAX_INSTS: usize = 200_000;
+
+/// `--max-insts`, set once from the command line.
+static MAX_INSTS: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_INSTS);
+
+/// Sets `--max-insts` for this process.
+pub(crate) fn set_max_insts(n: usize) {
+    MAX_INSTS.store(n, Ordering::Relaxed);
+}
+
+/// The parser's limits under `--max-insts`.
+fn parse_options() -> ParseOptions {
+    ParseOptions::default().with_max_insts(MAX_INSTS.load(Ordering::Relaxed))
+}
+
+/// The JIT's options under `--max-insts`: room for derived code 2.5 times the size.
+pub(crate) fn compile_options() -> CompileOptions {
+    let n = MAX_INSTS.load(Ordering::Relaxed);
+    CompileOptions::default().with_max_insts(n.saturating_mul(5) / 2)
+}
+
 /// Parses and verifies `text`, read from `file`; on failure, every error found.
 pub(crate) fn parse_verified(file: &Path, text: &str) -> Result<Module, Vec<Diagnostic>> {
-    let module = parse(text).map_err(|e| report::parse_errors(file, &e))?;
+    let module = parse_with(text, &parse_options()).map_err(|e| report::parse_errors(file, &e))?;
     verify(&module).map_err(|e| report::verifier_errors(file, &e))?;
     Ok(module)
 }

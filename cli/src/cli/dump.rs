@@ -71,7 +71,9 @@ pub(crate) fn dump(req: &Request<'_>) -> Outcome {
         Ok(found) => found,
         Err(errors) => return Outcome::failed(errors),
     };
-    let pipeline = Pipeline::new().with_opt(req.opt.clone());
+    let pipeline = Pipeline::new()
+        .with_opt(req.opt.clone())
+        .with_compile(check::compile_options());
     let config = grad::config(&module, id, req.activity, true, req.debug);
     let at = Ctx {
         file,

@@ -78,7 +78,9 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
     let id = run::find(&module, req.file, req.func).map_err(|e| vec![e])?;
     let json = run::read_args(req.args).map_err(|e| vec![e])?;
     let args = run::convert_args(&module, id, &json).map_err(|e| vec![Diagnostic::new(e)])?;
-    let pipeline = Pipeline::new().with_opt(req.opt.clone());
+    let pipeline = Pipeline::new()
+        .with_opt(req.opt.clone())
+        .with_compile(check::compile_options());
     // `compile_ms` (the JIT): from the parsed IR to callable code, optimisation and
     // derivation included.
     let start = Instant::now();

@@ -38,6 +38,11 @@ use report::Diagnostic;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The most instructions a function may have: a larger one is refused while
+    /// the file is read, before anything is built for it. Derived and compiled
+    /// functions may have 2.5 times as many.
+    #[arg(long, global = true, value_name = "N", default_value_t = check::DEFAULT_MAX_INSTS)]
+    max_insts: usize,
 }
 
 #[derive(Subcommand, Debug)]
@@ -322,9 +327,37 @@ fn parse_timeout(text: &str) -> Result<f64, String> {
 }
 
 /// Parses the command line, runs the command, and returns the exit status.
+///
+/// All of it runs on a thread with a stack of known size: Cranelift recurses
+/// while it compiles, and compiled code runs on this stack too, so the shell's
+/// stack limit (`ulimit -s`, which sizes only the main thread's) must not decide
+/// what can be compiled and run.
 pub fn main() -> ExitCode {
+    let worker = std::thread::Builder::new()
+        .name("gradlift".into())
+        .stack_size(COMMAND_STACK)
+        .spawn(main_on_thread);
+    match worker.map(std::thread::JoinHandle::join) {
+        Ok(Ok(code)) => code,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(e) => {
+            let _ = writeln!(
+                io::stderr(),
+                "error: cannot start the command's thread: {e}"
+            );
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The stack of the thread that runs the command (reserved, not committed: pages
+/// are used as the stack grows).
+const COMMAND_STACK: usize = 256 << 20;
+
+fn main_on_thread() -> ExitCode {
     // Usage errors exit with status 2 here, `--help` and `--version` with 0.
     let cli = Cli::parse();
+    check::set_max_insts(cli.max_insts);
     let (fuel, timeout, engine) = match &cli.command {
         Command::Run(a) => (a.fuel, a.timeout, Some(a.engine)),
         Command::Grad(a) => (a.fuel, a.timeout, Some(a.engine)),
@@ -349,7 +382,12 @@ pub fn main() -> ExitCode {
             std::process::exit(1);
         });
     }
-    let outcome = match cli.command {
+    run_command(cli.command).finish()
+}
+
+/// Runs one command.
+fn run_command(command: Command) -> Outcome {
+    match command {
         Command::Check { files } => check::check(&files),
         Command::Run(a) => run::run(&run::Request {
             file: &a.file,
@@ -382,8 +420,7 @@ pub fn main() -> ExitCode {
             debug: a.debug,
             opt: a.opt.config(),
         }),
-    };
-    outcome.finish()
+    }
 }
 
 #[cfg(test)]

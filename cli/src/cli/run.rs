@@ -73,7 +73,9 @@ fn try_run(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
     let id = find(&module, req.file, req.func).map_err(|e| vec![e])?;
     let json = read_args(req.args).map_err(|e| vec![e])?;
     let args = convert_args(&module, id, &json).map_err(|e| vec![Diagnostic::new(e)])?;
-    let pipeline = Pipeline::new().with_opt(req.opt.clone());
+    let pipeline = Pipeline::new()
+        .with_opt(req.opt.clone())
+        .with_compile(check::compile_options());
     let evaluated = primal(
         req.file, &module, id, &pipeline, req.engine, args, req.time, req.fuel,
     )?;

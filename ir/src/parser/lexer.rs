@@ -162,101 +162,129 @@ impl<'a> Cursor<'a> {
 
 /// Splits `src` into tokens, reporting malformed ones into `errors`. Never fails: the
 /// result always ends with [`Tok::Eof`].
+#[cfg(test)]
 pub(crate) fn lex<'a>(src: &'a str, errors: &mut Vec<ParseError>) -> Vec<Token<'a>> {
-    let mut cur = Cursor {
-        src,
-        off: 0,
-        line: 1,
-        col: 1,
-    };
+    let mut lexer = Lexer::new(src);
     let mut toks = Vec::new();
-    let mut error = |pos: Pos, message: String| {
-        errors.push(ParseError { pos, message });
-        Tok::Error
-    };
-    while let Some(c) = cur.peek() {
-        let pos = cur.pos();
-        let tok = match c {
-            c if c.is_ascii_whitespace() => {
-                cur.bump();
-                continue;
-            }
-            ';' => {
-                cur.eat_while(|c| c != '\n');
-                continue;
-            }
-            '%' | '@' => {
-                cur.bump();
-                let name = cur.eat_while(is_name_char);
-                if name.is_empty() {
-                    error(pos, format!("expected a name after `{c}`"))
-                } else if !is_valid_name(name) {
-                    error(
-                        pos,
-                        format!(
-                            "invalid name {c}{name}: a name is letters, digits, `_` and `.` \
-                             starting with a letter or `_`, or digits only"
-                        ),
-                    )
-                } else if c == '%' {
-                    Tok::Value(name)
-                } else {
-                    Tok::Func(name)
-                }
-            }
-            c if c.is_ascii_alphabetic() || c == '_' => Tok::Ident(cur.eat_while(is_name_char)),
-            '-' if cur.peek_nth(1) == Some('>') => {
-                cur.bump();
-                cur.bump();
-                Tok::Arrow
-            }
-            '-' if cur.src[cur.off..].starts_with("-inf")
-                && !cur.peek_nth(4).is_some_and(is_name_char) =>
-            {
-                let start = cur.off;
-                for _ in 0..4 {
-                    cur.bump();
-                }
-                Tok::Float(&cur.src[start..cur.off])
-            }
-            c if c.is_ascii_digit()
-                || (c == '-' && cur.peek_nth(1).is_some_and(|d| d.is_ascii_digit())) =>
-            {
-                let text = number_text(&mut cur);
-                match classify_number(text) {
-                    Ok(tok) => tok,
-                    Err(message) => error(pos, message),
-                }
-            }
-            '"' => string(&mut cur, &mut |pos, message| {
-                error(pos, message);
-            }),
-            '(' | ')' | '[' | ']' | '{' | '}' | ',' | ':' | '=' => {
-                cur.bump();
-                match c {
-                    '(' => Tok::LParen,
-                    ')' => Tok::RParen,
-                    '[' => Tok::LBracket,
-                    ']' => Tok::RBracket,
-                    '{' => Tok::LBrace,
-                    '}' => Tok::RBrace,
-                    ',' => Tok::Comma,
-                    ':' => Tok::Colon,
-                    _ => Tok::Eq,
-                }
-            }
-            c => {
-                cur.bump();
-                error(pos, format!("unexpected character `{}`", c.escape_debug()))
-            }
-        };
-        toks.push(Token { tok, pos });
+    loop {
+        let t = lexer.next_token(errors);
+        toks.push(t);
+        if t.tok == Tok::Eof {
+            return toks;
+        }
     }
-    toks.push(Token {
-        tok: Tok::Eof,
-        pos: cur.pos(),
-    });
-    toks
+}
+
+/// The tokens of a text, one at a time: the parser asks for them as it goes, so a
+/// text it stops reading early (a function over the size limit) is not lexed to
+/// its end.
+pub(crate) struct Lexer<'a> {
+    cur: Cursor<'a>,
+}
+
+impl<'a> Lexer<'a> {
+    pub(crate) fn new(src: &'a str) -> Lexer<'a> {
+        Lexer {
+            cur: Cursor {
+                src,
+                off: 0,
+                line: 1,
+                col: 1,
+            },
+        }
+    }
+
+    /// The next token, reporting a malformed one into `errors`; [`Tok::Eof`] at the
+    /// end, and again after it.
+    pub(crate) fn next_token(&mut self, errors: &mut Vec<ParseError>) -> Token<'a> {
+        let cur = &mut self.cur;
+        let mut error = |pos: Pos, message: String| {
+            errors.push(ParseError { pos, message });
+            Tok::Error
+        };
+        while let Some(c) = cur.peek() {
+            let pos = cur.pos();
+            let tok = match c {
+                c if c.is_ascii_whitespace() => {
+                    cur.bump();
+                    continue;
+                }
+                ';' => {
+                    cur.eat_while(|c| c != '\n');
+                    continue;
+                }
+                '%' | '@' => {
+                    cur.bump();
+                    let name = cur.eat_while(is_name_char);
+                    if name.is_empty() {
+                        error(pos, format!("expected a name after `{c}`"))
+                    } else if !is_valid_name(name) {
+                        error(
+                            pos,
+                            format!(
+                                "invalid name {c}{name}: a name is letters, digits, `_` and `.` \
+                             starting with a letter or `_`, or digits only"
+                            ),
+                        )
+                    } else if c == '%' {
+                        Tok::Value(name)
+                    } else {
+                        Tok::Func(name)
+                    }
+                }
+                c if c.is_ascii_alphabetic() || c == '_' => Tok::Ident(cur.eat_while(is_name_char)),
+                '-' if cur.peek_nth(1) == Some('>') => {
+                    cur.bump();
+                    cur.bump();
+                    Tok::Arrow
+                }
+                '-' if cur.src[cur.off..].starts_with("-inf")
+                    && !cur.peek_nth(4).is_some_and(is_name_char) =>
+                {
+                    let start = cur.off;
+                    for _ in 0..4 {
+                        cur.bump();
+                    }
+                    Tok::Float(&cur.src[start..cur.off])
+                }
+                c if c.is_ascii_digit()
+                    || (c == '-' && cur.peek_nth(1).is_some_and(|d| d.is_ascii_digit())) =>
+                {
+                    let text = number_text(cur);
+                    match classify_number(text) {
+                        Ok(tok) => tok,
+                        Err(message) => error(pos, message),
+                    }
+                }
+                '"' => string(cur, &mut |pos, message| {
+                    error(pos, message);
+                }),
+                '(' | ')' | '[' | ']' | '{' | '}' | ',' | ':' | '=' => {
+                    cur.bump();
+                    match c {
+                        '(' => Tok::LParen,
+                        ')' => Tok::RParen,
+                        '[' => Tok::LBracket,
+                        ']' => Tok::RBracket,
+                        '{' => Tok::LBrace,
+                        '}' => Tok::RBrace,
+                        ',' => Tok::Comma,
+                        ':' => Tok::Colon,
+                        _ => Tok::Eq,
+                    }
+                }
+                c => {
+                    cur.bump();
+                    error(pos, format!("unexpected character `{}`", c.escape_debug()))
+                }
+            };
+            return Token { tok, pos };
+        }
+        Token {
+            tok: Tok::Eof,
+            pos: cur.pos(),
+        }
+    }
 }
 
 /// Consumes a string literal, the cursor at its opening quote: up to and including

@@ -23,7 +23,7 @@ use crate::parser::ast::{
     BlockAst, FuncItem, ImmAst, InstAst, InstKind, Item, Lit, LitKind, Name, Operand, PhiAst,
     TermAst, TermKind,
 };
-use crate::parser::lexer::{Tok, Token};
+use crate::parser::lexer::{Lexer, Tok, Token};
 use crate::types::{Elem, Type};
 
 /// An error was reported; the caller recovers.
@@ -65,12 +65,24 @@ fn label_text<'a>(tok: Tok<'a>) -> Option<&'a str> {
     }
 }
 
-/// Parses the tokens of a whole text (ending with [`Tok::Eof`]) into items, reporting
-/// syntax errors into `errors`.
-pub(crate) fn parse_items<'a>(toks: Vec<Token<'a>>, errors: &mut Vec<ParseError>) -> Vec<Item<'a>> {
-    let mut p = Parser { toks, i: 0, errors };
+/// Parses the tokens of a whole text into items, reporting syntax errors into
+/// `errors`; and whether a function of more than `max_insts` statements stopped it
+/// (the items are then incomplete).
+pub(crate) fn parse_items<'a>(
+    lexer: Lexer<'a>,
+    max_insts: usize,
+    errors: &mut Vec<ParseError>,
+) -> (Vec<Item<'a>>, bool) {
+    let mut p = Parser {
+        lexer,
+        toks: Vec::new(),
+        i: 0,
+        errors,
+        max_insts,
+        stopped: false,
+    };
     let mut items = Vec::new();
-    loop {
+    while !p.stopped {
         let start = p.i;
         let res = match p.peek() {
             Tok::Eof => break,
@@ -79,34 +91,49 @@ pub(crate) fn parse_items<'a>(toks: Vec<Token<'a>>, errors: &mut Vec<ParseError>
             Tok::Ident("overlay" | "vjp" | "nodiff") => p.decl_item(&mut items),
             _ => Err(p.expected("an item (`func`, `extern`, `overlay`, `vjp` or `nodiff`)")),
         };
-        if res.is_err() {
+        if res.is_err() && !p.stopped {
             p.recover_item(start);
         }
     }
-    items
+    (items, p.stopped)
 }
 
 struct Parser<'a, 'e> {
-    /// The tokens; the last is [`Tok::Eof`].
+    /// Where the tokens come from, as they are needed.
+    lexer: Lexer<'a>,
+    /// The tokens read so far; once the lexer is done, the last is [`Tok::Eof`].
     toks: Vec<Token<'a>>,
     /// The next token; never past the `Eof`.
     i: usize,
     errors: &'e mut Vec<ParseError>,
+    /// The most instructions a function body may have.
+    max_insts: usize,
+    /// Whether a function over `max_insts` stopped the parse (the rest of the text
+    /// is not read).
+    stopped: bool,
 }
 
 impl<'a> Parser<'a, '_> {
-    fn nth(&self, n: usize) -> Tok<'a> {
-        self.toks.get(self.i + n).map_or(Tok::Eof, |t| t.tok)
+    /// Token `j`, reading tokens up to it; `None` past the `Eof`.
+    fn tok(&mut self, j: usize) -> Option<Token<'a>> {
+        while self.toks.len() <= j && self.toks.last().is_none_or(|t| t.tok != Tok::Eof) {
+            let t = self.lexer.next_token(self.errors);
+            self.toks.push(t);
+        }
+        self.toks.get(j).copied()
     }
 
-    fn peek(&self) -> Tok<'a> {
+    fn nth(&mut self, n: usize) -> Tok<'a> {
+        self.tok(self.i + n).map_or(Tok::Eof, |t| t.tok)
+    }
+
+    fn peek(&mut self) -> Tok<'a> {
         self.nth(0)
     }
 
-    fn pos(&self) -> Pos {
-        self.toks
-            .get(self.i)
-            .or(self.toks.last())
+    fn pos(&mut self) -> Pos {
+        self.tok(self.i)
+            .or(self.toks.last().copied())
             .map_or(Pos::new(1, 1), |t| t.pos)
     }
 
@@ -116,7 +143,7 @@ impl<'a> Parser<'a, '_> {
             tok: self.peek(),
             pos: self.pos(),
         };
-        if self.i + 1 < self.toks.len() {
+        if t.tok != Tok::Eof {
             self.i += 1;
         }
         t
@@ -147,7 +174,7 @@ impl<'a> Parser<'a, '_> {
     }
 
     /// Whether the next tokens start an item: an item keyword and a function name.
-    fn at_item(&self) -> bool {
+    fn at_item(&mut self) -> bool {
         matches!((self.peek(), self.nth(1)), (Tok::Ident(k), Tok::Func(_)) if is_item_keyword(k))
     }
 
@@ -185,7 +212,7 @@ impl<'a> Parser<'a, '_> {
             items.push(Item::Broken { pos, name });
             return Err(Fail);
         };
-        let blocks = self.body();
+        let blocks = self.body(name.text);
         items.push(Item::Func(FuncItem {
             pos,
             name,
@@ -358,8 +385,10 @@ impl<'a> Parser<'a, '_> {
     // Function bodies.
 
     /// The blocks of a function, up to and including the closing `}`.
-    fn body(&mut self) -> Vec<BlockAst<'a>> {
+    fn body(&mut self, func: &str) -> Vec<BlockAst<'a>> {
         let mut blocks: Vec<BlockAst<'a>> = Vec::new();
+        // Statements so far, against `max_insts`.
+        let mut count = 0usize;
         // Whether the statement after the current block's terminator was reported.
         let mut after_term_reported = false;
         // Whether the last statement could not be read (so a missing terminator is
@@ -417,6 +446,21 @@ impl<'a> Parser<'a, '_> {
                         }
                         Some(_) => {}
                     }
+                    count += 1;
+                    if count > self.max_insts {
+                        let pos = self.pos();
+                        self.error(
+                            pos,
+                            format!(
+                                "@{func} has more than {} instructions, the most a function \
+                                 may have (ParseOptions::max_insts; the command line's \
+                                 --max-insts); the text is not read further",
+                                self.max_insts
+                            ),
+                        );
+                        self.stopped = true;
+                        break;
+                    }
                     let mut names = Vec::new();
                     let stmt = self.statement(&mut names);
                     last_broken = stmt.is_err();
@@ -443,7 +487,7 @@ impl<'a> Parser<'a, '_> {
                             }
                         }
                         Err(Fail) => {
-                            let pos = self.toks.get(start).map_or(Pos::NONE, |t| t.pos);
+                            let pos = self.tok(start).map_or(Pos::NONE, |t| t.pos);
                             block.insts.push(InstAst {
                                 pos,
                                 names,
@@ -500,12 +544,12 @@ impl<'a> Parser<'a, '_> {
                     // `%a, %b =` starts a statement; a list of values not followed by
                     // `=` does not, nor does any value in it: skip it all at once.
                     let mut j = self.i + 1;
-                    while self.toks.get(j).map(|t| t.tok) == Some(Tok::Comma)
-                        && matches!(self.toks.get(j + 1).map(|t| t.tok), Some(Tok::Value(_)))
+                    while self.tok(j).map(|t| t.tok) == Some(Tok::Comma)
+                        && matches!(self.tok(j + 1).map(|t| t.tok), Some(Tok::Value(_)))
                     {
                         j += 2;
                     }
-                    if self.toks.get(j).map(|t| t.tok) == Some(Tok::Eq) {
+                    if self.tok(j).map(|t| t.tok) == Some(Tok::Eq) {
                         return;
                     }
                     while self.i < j {
@@ -763,7 +807,7 @@ impl<'a> Parser<'a, '_> {
     /// Whether an operand of `ret` follows: `ret` may end a block before a label such
     /// as `0:` or `true:`, which look like literals, and `%x =` after it (an error) is
     /// not read as `ret %x`.
-    fn at_ret_operand(&self) -> bool {
+    fn at_ret_operand(&mut self) -> bool {
         match self.peek() {
             Tok::Value(_) => self.nth(1) != Tok::Eq,
             Tok::Hex(..) | Tok::Float(_) => true,
