@@ -54,7 +54,8 @@ pub(crate) fn read_input(file: &Path) -> Result<Vec<u8>, String> {
     if meta.len() > MAX_INPUT_BYTES {
         return Err(too_big(meta.len()));
     }
-    let mut bytes = Vec::new();
+    // Sized from the metadata: a large file is read without regrowing the buffer.
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).map_or(0, |n| n + 1));
     fs::File::open(file)
         .and_then(|f| f.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes))
         .map_err(|e| cannot(e.to_string()))?;

@@ -76,6 +76,7 @@ pub(crate) fn parse_items<'a>(
     let mut p = Parser {
         lexer,
         toks: Vec::new(),
+        base: 0,
         i: 0,
         errors,
         max_insts,
@@ -101,8 +102,11 @@ pub(crate) fn parse_items<'a>(
 struct Parser<'a, 'e> {
     /// Where the tokens come from, as they are needed.
     lexer: Lexer<'a>,
-    /// The tokens read so far; once the lexer is done, the last is [`Tok::Eof`].
+    /// The tokens read and not yet forgotten, from token `base` on; once the
+    /// lexer is done, the last is [`Tok::Eof`].
     toks: Vec<Token<'a>>,
+    /// The index of `toks[0]` among all the tokens.
+    base: usize,
     /// The next token; never past the `Eof`.
     i: usize,
     errors: &'e mut Vec<ParseError>,
@@ -116,11 +120,25 @@ struct Parser<'a, 'e> {
 impl<'a> Parser<'a, '_> {
     /// Token `j`, reading tokens up to it; `None` past the `Eof`.
     fn tok(&mut self, j: usize) -> Option<Token<'a>> {
+        let j = j.checked_sub(self.base)?;
         while self.toks.len() <= j && self.toks.last().is_none_or(|t| t.tok != Tok::Eof) {
             let t = self.lexer.next_token(self.errors);
             self.toks.push(t);
         }
         self.toks.get(j).copied()
+    }
+
+    /// Forgets the tokens before token `j` (nothing looks back past the statement
+    /// being read), a few thousand at a time: the tokens kept are those of one
+    /// statement, not of the whole text.
+    fn forget_before(&mut self, j: usize) {
+        let n = j
+            .saturating_sub(self.base)
+            .min(self.toks.len().saturating_sub(1));
+        if n >= 4096 {
+            self.toks.drain(..n);
+            self.base += n;
+        }
     }
 
     fn nth(&mut self, n: usize) -> Tok<'a> {
@@ -396,6 +414,7 @@ impl<'a> Parser<'a, '_> {
         let mut last_broken = false;
         loop {
             let start = self.i;
+            self.forget_before(start);
             match (self.peek(), self.nth(1)) {
                 (Tok::RBrace, _) => {
                     if blocks.is_empty() {
@@ -523,7 +542,11 @@ impl<'a> Parser<'a, '_> {
             _ => depth,
         };
         let mut depth = 0;
-        for t in self.toks.get(start..self.i).unwrap_or_default() {
+        let (from, to) = (
+            start.saturating_sub(self.base),
+            self.i.saturating_sub(self.base),
+        );
+        for t in self.toks.get(from..to).unwrap_or_default() {
             depth = depth_of(t.tok, depth);
         }
         if self.i == start {
