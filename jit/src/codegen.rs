@@ -14,6 +14,7 @@ use gradlift_ir::verify::verify_function;
 use gradlift_ir::{FuncId, Module, Opcode, VerifierErrors};
 
 use crate::abi;
+use crate::compiled::CompileOptions;
 use crate::error::CompileError;
 use crate::lower::{Decls, Lower, clif_signature};
 
@@ -58,6 +59,7 @@ pub(crate) fn define<M: ClModule>(
     module: &Module,
     funcs: &[FuncId],
     entry_linkage: Linkage,
+    options: &CompileOptions,
     mut listing: Option<&mut Vec<Listing>>,
 ) -> Result<Defined, CompileError> {
     let call_conv = jm.isa().default_call_conv();
@@ -86,6 +88,7 @@ pub(crate) fn define<M: ClModule>(
         call_conv,
         cold_call_conv,
         frontend,
+        tape_checks: options.tape_checks,
     };
     let mut ctx: Context = jm.make_context();
     ctx.set_disasm(listing.is_some());

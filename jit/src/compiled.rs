@@ -16,7 +16,7 @@ use crate::codegen::{self, Listing};
 use crate::error::CompileError;
 use crate::helpers::{self, Helper};
 use crate::isa;
-use crate::runtime::{Ctx, HostSlot, OK, Workspace, code, code_elem, stack_limit};
+use crate::runtime::{Ctx, HostSlot, OK, Workspace, code, code_elem, code_scalar, stack_limit};
 
 /// What a call needs of an argument beyond [`Argument`]: its slots.
 trait Slots: Argument {
@@ -156,6 +156,63 @@ pub fn compile_funcs(module: &Module, roots: &[FuncId]) -> Result<Compiled, Comp
     compile_with(module, roots, &Hosts::new())
 }
 
+/// How functions are compiled: given to [`compile_with_options`] (and
+/// [`listing_with_options`], [`compile_object_with_options`]); the other entry
+/// points use the default, [`CompileOptions::new`].
+///
+/// ```
+/// use gradlift_jit::CompileOptions;
+/// assert!(CompileOptions::new().tape_checks);
+/// assert!(!CompileOptions::new().with_tape_checks(false).tape_checks);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct CompileOptions {
+    /// Whether the tape keeps the type of each scalar, so that a `pop` of another
+    /// type than was pushed fails as on the interpreter
+    /// ([`ErrorKind::TapeMismatch`], at the `pop`, the tape left as it was). On by
+    /// default.
+    ///
+    /// On, `push` also writes a one-byte type tag beside its slot, and `pop`
+    /// compares it (one compare, which also finds an empty tape). Off, `push`
+    /// writes no tag and `pop` checks only that the tape is not empty
+    /// ([`ErrorKind::TapeUnderflow`]): a `pop` of another type reads the slot's 8
+    /// bytes as its own type (an `i64` 7 popped as `f64` gives `f64::from_bits(7)`;
+    /// an `f32` or a `bool` popped as wider reads its slot's unused bytes too), and
+    /// nothing else changes: values, every other error, tape heights and sizes are
+    /// the same. Derived code (forward passes and pullbacks) pops exactly the types
+    /// it pushed by construction, so for it the check only catches a bug of
+    /// gradlift's; without the tags' stores, a gradient whose loops push a scalar
+    /// or two per iteration runs up to about 10% faster (`BENCHMARKS.md`).
+    ///
+    /// The tags belong to the tape: code that pushes and code that pops on one
+    /// [`Workspace`] must agree on this setting. A checked `pop` of a scalar pushed
+    /// by unchecked code reads whatever tag its slot had last, and may fail where
+    /// nothing is wrong (a forward pass and its pullback are compiled together, so
+    /// a rule always agrees with itself).
+    pub tape_checks: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> CompileOptions {
+        CompileOptions::new()
+    }
+}
+
+impl CompileOptions {
+    /// The default options: tape checks on.
+    pub fn new() -> CompileOptions {
+        CompileOptions { tape_checks: true }
+    }
+
+    /// The same options with tape checks on or off
+    /// ([`CompileOptions::tape_checks`]).
+    pub fn with_tape_checks(mut self, on: bool) -> CompileOptions {
+        self.tape_checks = on;
+        self
+    }
+}
+
 /// Compiles the functions `roots` and every function they call, as
 /// [`compile_funcs`], with host functions for the `extern` functions they call
 /// (see [`Hosts`]). Calling an extern that has no host function is a
@@ -164,6 +221,39 @@ pub fn compile_with(
     module: &Module,
     roots: &[FuncId],
     hosts: &Hosts,
+) -> Result<Compiled, CompileError> {
+    compile_with_options(module, roots, hosts, &CompileOptions::new())
+}
+
+/// [`compile_with`] with [`CompileOptions`].
+///
+/// ```
+/// use gradlift_ir::{interp::Val, parse};
+/// use gradlift_jit::{CompileOptions, Hosts, Workspace, compile_with_options};
+/// let module = parse("
+///     func @f(%k: i64) -> f64 {
+///     entry:
+///         push %k
+///         %x = pop f64
+///         ret %x
+///     }
+/// ").unwrap();
+/// let f = module.func_by_name("f").unwrap();
+/// let mut ws = Workspace::new();
+/// let checked = compile_with_options(&module, &[f], &Hosts::new(), &CompileOptions::new()).unwrap();
+/// let e = checked.call(&mut ws, f, &mut [Val::I64(7)]).unwrap_err();
+/// assert_eq!(e.to_string(), "in @f, pop at 5:9: pop f64 found an i64 on the tape");
+/// ws.reset_tape();
+/// let fast = CompileOptions::new().with_tape_checks(false);
+/// let unchecked = compile_with_options(&module, &[f], &Hosts::new(), &fast).unwrap();
+/// let out = unchecked.call(&mut ws, f, &mut [Val::I64(7)]).unwrap();
+/// assert_eq!(out, [Val::F64(f64::from_bits(7))]);
+/// ```
+pub fn compile_with_options(
+    module: &Module,
+    roots: &[FuncId],
+    hosts: &Hosts,
+    options: &CompileOptions,
 ) -> Result<Compiled, CompileError> {
     let funcs = codegen::prepare(module, roots)?;
     let host_table = host_table(module, &funcs, hosts)?;
@@ -176,7 +266,7 @@ pub fn compile_with(
         builder.symbol(name, addr);
     }
     let mut jm = JITModule::new(builder);
-    let defined = codegen::define(&mut jm, module, &funcs, Linkage::Local, None)?;
+    let defined = codegen::define(&mut jm, module, &funcs, Linkage::Local, options, None)?;
     jm.finalize_definitions()
         .map_err(|e| codegen::codegen(None, e))?;
 
@@ -258,6 +348,15 @@ fn host_table(
 /// assert!(!listing[0].asm.is_empty());
 /// ```
 pub fn listing(module: &Module, roots: &[FuncId]) -> Result<Vec<Listing>, CompileError> {
+    listing_with_options(module, roots, &CompileOptions::new())
+}
+
+/// [`listing`] of the code [`compile_with_options`] makes with `options`.
+pub fn listing_with_options(
+    module: &Module,
+    roots: &[FuncId],
+    options: &CompileOptions,
+) -> Result<Vec<Listing>, CompileError> {
     let funcs = codegen::prepare(module, roots)?;
     let isa = isa::host_isa()?;
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
@@ -269,7 +368,14 @@ pub fn listing(module: &Module, roots: &[FuncId]) -> Result<Vec<Listing>, Compil
     }
     let mut jm = JITModule::new(builder);
     let mut out = Vec::new();
-    let defined = codegen::define(&mut jm, module, &funcs, Linkage::Local, Some(&mut out));
+    let defined = codegen::define(
+        &mut jm,
+        module,
+        &funcs,
+        Linkage::Local,
+        options,
+        Some(&mut out),
+    );
     // SAFETY: nothing was finalized, so no code of this module can run or be
     // referred to.
     unsafe { jm.free_memory() };
@@ -590,6 +696,10 @@ pub fn decode_error(module: &Module, site: ErrorSite, host: Option<(String, Stri
         code::STACK_EXHAUSTED => ErrorKind::StackExhausted(a as usize),
         code::TAPE_UNDERFLOW => ErrorKind::TapeUnderflow,
         code::TAPE_FULL => ErrorKind::TapeFull(a as usize),
+        code::TAPE_MISMATCH => match (code_scalar(a as u64), code_scalar(b as u64)) {
+            (Some(expected), Some(found)) => ErrorKind::TapeMismatch { expected, found },
+            _ => ErrorKind::Internal(format!("a tape slot tagged {b} popped as {a}")),
+        },
         code::NO_TAPE_BUFFER => ErrorKind::NoTapeBuffer {
             elem: code_elem(b as u64).unwrap_or(Elem::F64),
             handle: a,

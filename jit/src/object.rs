@@ -20,6 +20,7 @@ use gradlift_ir::{FuncId, Module};
 use target_lexicon::{Architecture, BinaryFormat, Triple};
 
 use crate::codegen;
+use crate::compiled::CompileOptions;
 use crate::error::CompileError;
 use crate::isa;
 
@@ -76,6 +77,16 @@ pub fn compile_object(
     roots: &[FuncId],
     triple: Triple,
 ) -> Result<ObjectFile, CompileError> {
+    compile_object_with_options(module, roots, triple, &CompileOptions::new())
+}
+
+/// [`compile_object`] with [`CompileOptions`].
+pub fn compile_object_with_options(
+    module: &Module,
+    roots: &[FuncId],
+    triple: Triple,
+    options: &CompileOptions,
+) -> Result<ObjectFile, CompileError> {
     let supported = matches!(
         triple.architecture,
         Architecture::Aarch64(_) | Architecture::X86_64
@@ -93,7 +104,7 @@ pub fn compile_object(
     let builder = ObjectBuilder::new(isa, "gradlift", cranelift_module::default_libcall_names())
         .map_err(|e| codegen::codegen(None, e))?;
     let mut om = ObjectModule::new(builder);
-    let defined = codegen::define(&mut om, module, &funcs, Linkage::Export, None)?;
+    let defined = codegen::define(&mut om, module, &funcs, Linkage::Export, options, None)?;
     let mut imports: Vec<String> = om
         .declarations()
         .get_functions()
