@@ -157,8 +157,9 @@ pub fn compile_funcs(module: &Module, roots: &[FuncId]) -> Result<Compiled, Comp
 }
 
 /// How functions are compiled: given to [`compile_with_options`] (and
-/// [`listing_with_options`], [`compile_object_with_options`]); the other entry
-/// points use the default, [`CompileOptions::new`].
+/// [`listing_with_options`],
+/// [`compile_object_with_options`](crate::compile_object_with_options)); the
+/// other entry points use the default, [`CompileOptions::new`].
 ///
 /// ```
 /// use gradlift_jit::CompileOptions;
