@@ -54,9 +54,10 @@ use gradlift_jit::{CompileOptions, compile_with_options};
 
 use crate::api::{CompiledFunction, CompiledGradient, Error};
 
-/// How modules go through the pipeline: which optimiser passes run, and the host
-/// functions for the `extern`s the code calls. The default runs the optimiser's
-/// default passes and binds no host function.
+/// How modules go through the pipeline: which optimiser passes run, the host
+/// functions for the `extern`s the code calls, and how the JIT compiles. The
+/// default runs the optimiser's default passes, binds no host function, and
+/// compiles with the JIT's default options (tape checks on).
 #[derive(Clone, Debug, Default)]
 pub struct Pipeline {
     opt: OptConfig,
@@ -101,7 +102,26 @@ impl Pipeline {
         self
     }
 
-    /// The JIT's options in this pipeline.
+    /// The same pipeline with the JIT's tape checks on (the default) or off
+    /// ([`CompileOptions::tape_checks`]): with them, compiled code reports a `pop`
+    /// of another type than was pushed as the interpreter does
+    /// ([`ErrorKind::TapeMismatch`](crate::ir::engine::ErrorKind::TapeMismatch)); without, such
+    /// a `pop` reads the bits pushed, and gradients whose loops push a scalar or
+    /// two per iteration run up to about 10% faster (`BENCHMARKS.md`). Derived code
+    /// always pops the types it pushed, so for gradients the check only ever
+    /// catches a bug of gradlift's. The interpreter always checks.
+    ///
+    /// ```
+    /// let fast = gradlift::Pipeline::new().with_tape_checks(false);
+    /// assert!(!fast.compile_options().tape_checks);
+    /// assert!(gradlift::Pipeline::new().compile_options().tape_checks);
+    /// ```
+    pub fn with_tape_checks(mut self, on: bool) -> Pipeline {
+        self.compile = self.compile.with_tape_checks(on);
+        self
+    }
+
+    /// How the JIT compiles in this pipeline.
     pub fn compile_options(&self) -> &CompileOptions {
         &self.compile
     }
@@ -182,13 +202,9 @@ impl Pipeline {
     /// [`build_rrule`]); the last stage alone.
     pub fn compile_rule(&self, rule: Rule) -> Result<CompiledGradient, Error> {
         let start = Instant::now();
-        let compiled = compile_with_options(
-            &rule.module,
-            &[rule.forward, rule.pullback],
-            &self.hosts,
-            &self.compile,
-        )
-        .map_err(Error::Compile)?;
+        let roots = [rule.forward, rule.pullback];
+        let compiled = compile_with_options(&rule.module, &roots, &self.hosts, &self.compile)
+            .map_err(Error::Compile)?;
         Ok(CompiledGradient::new_compiled(
             rule,
             compiled,

@@ -1,10 +1,10 @@
 //! A failed gradient call leaves the workspace as it found it: whatever makes the
 //! forward pass fail halfway (an index out of bounds, a division by zero, the
-//! tape's cap, the recursion limit, a host function that panics), nothing it pushed
-//! stays on the tape, and the
-//! next valid call is right, on the JIT (`Workspace`, `GradientCache`) and on the
-//! interpreter. Before, each failed call left its tape entries behind: 2,000 of
-//! them filled a 1 MB tape, and valid calls failed from then on.
+//! tape's cap, the recursion limit, the end of the native stack, a host function
+//! that panics, the interpreter's fuel), nothing it pushed stays on the tape, and
+//! the next valid call is right, on the JIT (`Workspace`, `GradientCache`) and on
+//! the interpreter. Before, each failed call left its tape entries behind: 2,000
+//! of them filled a 1 MB tape, and valid calls failed from then on.
 
 use gradlift::adjoint::{Seeds, value_and_gradient};
 use gradlift::ir::interp::Interpreter;
@@ -297,5 +297,154 @@ fn a_host_function_that_panics_fails_one_call_not_the_next() {
             .unwrap();
         assert_eq!(g.value, Some(vec![Val::F64(18.0)]));
         assert_eq!(g.gradient, [Some(Val::F64s(vec![12.0, 9.0, 6.0]))]);
+    }
+}
+
+/// `@deep`'s value and derivative in closed form: x^(n+1) and (n+1) x^n.
+fn deep_closed_form(x: f64, n: i32) -> (f64, f64) {
+    (x.powi(n + 1), f64::from(n + 1) * x.powi(n))
+}
+
+/// The gradient of `@deep` at (x, n): its value and its derivative in x.
+fn deep_gradient(grad: &CompiledGradient, ws: &mut Workspace, x: f64, n: i64) -> (f64, f64) {
+    let g = grad
+        .value_and_gradient(ws, &[Val::F64(x), Val::I64(n)])
+        .unwrap();
+    let Some(Val::F64(d)) = g.gradient[0] else {
+        panic!("{:?}", g.gradient)
+    };
+    (scalar(g.value.as_deref().unwrap()), d)
+}
+
+#[track_caller]
+fn close(got: (f64, f64), want: (f64, f64)) {
+    for (g, w) in [(got.0, want.0), (got.1, want.1)] {
+        assert!((g - w).abs() <= 1e-12 * w.abs(), "{got:?} {want:?}");
+    }
+}
+
+/// With no depth limit to speak of, the forward pass of `@deep` recurses until the
+/// native stack runs out: compiled code checks the stack pointer at each call and
+/// fails with `StackExhausted` instead of overflowing. The workspace then computes
+/// the next gradient right, on the same thread, as often as this happens.
+#[test]
+fn running_out_of_native_stack_fails_one_gradient_not_the_next() {
+    let deepest = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(|| {
+            let grad = CompiledGradient::new(&parse(DEEP).unwrap(), "deep").unwrap();
+            let mut ws = Workspace::new().with_max_depth(usize::MAX);
+            let mut deepest = 0;
+            for round in 0..20 {
+                let e = grad
+                    .value_and_gradient(&mut ws, &[Val::F64(1.0), Val::I64(1 << 40)])
+                    .unwrap_err();
+                let Error::Run(run) = &e else {
+                    panic!("round {round}: {e}")
+                };
+                let gradlift::jit::ErrorKind::StackExhausted(depth) = run.kind else {
+                    panic!("round {round}: not the native stack: {e}")
+                };
+                assert!(depth > 100, "{depth}");
+                assert_eq!((run.op.as_str(), run.func.as_str()), ("call", "deep.fwd"));
+                deepest = depth;
+                // Nothing of the failed forward pass stays on the tape.
+                assert_eq!(ws.tape().scalars, 0, "round {round}");
+                let n = 3 + round;
+                let got = deep_gradient(&grad, &mut ws, 1.25, i64::from(n));
+                close(got, deep_closed_form(1.25, n));
+                // A deep recursion that fits the stack is right too.
+                let got = deep_gradient(&grad, &mut ws, 1.0001, 80);
+                close(got, deep_closed_form(1.0001, 80));
+            }
+            deepest
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    eprintln!("a 2 MiB stack held {deepest} nested calls of @deep.fwd");
+}
+
+/// `sum_{k < n} x^2`, a loop whose forward pass and pullback run about 10 n
+/// statements each: with fuel for some n, the interpreter runs out for larger n.
+const LOOP: &str = "
+func @loop(%x: f64, %n: i64) -> f64 {
+entry:
+    jump head
+head:
+    %k = phi i64 [entry: 0, body: %k1]
+    %acc = phi f64 [entry: 0.0, body: %acc1]
+    %more = icmp lt %k, %n
+    br %more, body, exit
+body:
+    %xx = fmul %x, %x
+    %acc1 = fadd %acc, %xx
+    %k1 = iadd %k, 1
+    jump head
+exit:
+    ret %acc
+}
+";
+
+/// The interpreter with a fuel limit: a gradient that runs out of fuel, in its
+/// forward pass or in its pullback, fails with `OutOfFuel` and leaves the tape
+/// empty; the next gradient on the same interpreter is right.
+#[test]
+fn running_out_of_fuel_fails_one_gradient_not_the_next() {
+    use gradlift::adjoint::EvalError;
+    use gradlift::ir::interp::{ErrorKind, Limits};
+
+    let m = parse(LOOP).unwrap();
+    let rule = Pipeline::new().derive(&m, "loop", None).unwrap();
+    // How many statements each function runs at n = 1,000, without a limit.
+    let mut free = Interpreter::new(&rule.module);
+    free.call(rule.forward, &mut [Val::F64(0.5), Val::I64(1000)])
+        .unwrap();
+    let forward = free.steps();
+    let args = |x: f64, n: i64| [Val::F64(x), Val::I64(n)];
+    free.reset_tape();
+    value_and_gradient(&mut free, &rule, &args(0.5, 1000), &Seeds::default()).unwrap();
+    let pullback = free.steps();
+    assert!(forward > 1000 && pullback > 1000, "{forward} {pullback}");
+
+    let check = |interp: &mut Interpreter<'_>, x: f64, n: i64| {
+        let g = value_and_gradient(interp, &rule, &args(x, n), &Seeds::default()).unwrap();
+        let Some(Val::F64(d)) = g.gradient[0] else {
+            panic!("{:?}", g.gradient)
+        };
+        // n x^2 and its derivative 2 n x.
+        let nf = n as f64;
+        close(
+            (scalar(g.value.as_deref().unwrap()), d),
+            (nf * x * x, 2.0 * nf * x),
+        );
+        assert_eq!(interp.tape().scalars, 0);
+    };
+    let out_of_fuel = |interp: &mut Interpreter<'_>, n: i64, which: &str, fuel: u64| {
+        let e = value_and_gradient(interp, &rule, &args(0.5, n), &Seeds::default()).unwrap_err();
+        let EvalError::Run { what, error } = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(
+            (what.as_str(), &error.kind),
+            (which, &ErrorKind::OutOfFuel(fuel))
+        );
+        assert_eq!(interp.steps(), fuel);
+        assert_eq!(interp.tape().scalars, 0, "{e}");
+    };
+
+    // Fuel for the forward pass at n = 1,000 but not for its pullback (whose
+    // statements are more), then fuel for neither at n = 100,000.
+    let fuel = pullback - 1;
+    assert!(forward <= fuel, "{forward} {pullback}");
+    let mut interp = Interpreter::new(&rule.module).with_limits(Limits {
+        fuel: Some(fuel),
+        ..Limits::default()
+    });
+    for round in 0..10 {
+        out_of_fuel(&mut interp, 1000, "@loop.rvs", fuel);
+        check(&mut interp, 0.25 + f64::from(round), 10 + i64::from(round));
+        out_of_fuel(&mut interp, 100_000, "@loop.fwd", fuel);
+        check(&mut interp, -1.5, 999);
     }
 }

@@ -3,7 +3,7 @@
 //! `Pipeline::derive`'s rule, the JIT on `Pipeline::compile_gradient`'s) and agree
 //! bit for bit, and the optimiser is what makes the naive `normalize` O(n): its
 //! tape is constant in n, and its gradient is the one derived from the module as
-//! written.
+//! written. The JIT's tape checks change no gradient.
 
 use gradlift::adjoint::{Seeds, value_and_gradient};
 use gradlift::ir::interp::Interpreter;
@@ -65,6 +65,59 @@ fn both_engines_run_the_same_derived_code() {
     let (gj, tj) = on_jit(&p, 700);
     assert_eq!(bits(&gi), bits(&gj));
     assert_eq!(ti, tj);
+}
+
+/// The JIT's tape checks change no gradient: every suite program's gradient in
+/// `examples/ir`, compiled with and without them, is the same bit for bit, as are
+/// the tape's peaks, and both agree with the interpreter.
+#[test]
+fn gradients_are_the_same_with_and_without_tape_checks() {
+    let dir = format!("{}/examples/ir", env!("CARGO_MANIFEST_DIR"));
+    let (checked, unchecked) = (Pipeline::new(), Pipeline::new().with_tape_checks(false));
+    let x = |v: Vec<f64>| Val::F64s(v);
+    let p = suite::mlp_input(4);
+    let programs: [(&str, Vec<Val>); 7] = [
+        ("sumsq", vec![x(suite::sumsq_input(300))]),
+        ("rosenbrock", vec![x(suite::rosenbrock_input(300))]),
+        ("logsumexp", vec![x(suite::logsumexp_input(300))]),
+        ("normalize", normalize_args(300)),
+        (
+            "mlp",
+            vec![
+                x(p.x),
+                x(p.w1),
+                x(p.b1),
+                x(p.w2),
+                x(p.b2),
+                Val::I64s((0..4).map(|b| b % 10).collect()),
+            ],
+        ),
+        (
+            "ode",
+            [1.5, 1.0, 3.0, 1.0, 1.0, 1.0]
+                .map(Val::F64)
+                .into_iter()
+                .chain([Val::I64(500)])
+                .collect(),
+        ),
+        ("branchy", vec![x(suite::branchy_input(300))]),
+    ];
+    for (name, args) in programs {
+        let module = parse(&std::fs::read_to_string(format!("{dir}/{name}.ir")).unwrap()).unwrap();
+        let run = |p: &Pipeline| {
+            let grad = p.compile_gradient(&module, name, None).unwrap();
+            let g = grad
+                .value_and_gradient(&mut Workspace::new(), &args)
+                .unwrap();
+            (bits(&g.gradient), g.tape_peak_bytes)
+        };
+        let on = run(&checked);
+        assert_eq!(on, run(&unchecked), "{name}");
+        let rule = checked.derive(&module, name, None).unwrap();
+        let mut interp = Interpreter::new(&rule.module);
+        let g = value_and_gradient(&mut interp, &rule, &args, &Seeds::default()).unwrap();
+        assert_eq!(on, (bits(&g.gradient), g.tape_peak_bytes), "{name}");
+    }
 }
 
 #[test]

@@ -417,16 +417,17 @@ pub enum ErrorKind {
     StackExhausted(usize),
     /// `pop` with no scalar on the tape.
     TapeUnderflow,
-    /// The interpreter only: `pop` found a scalar of another type on top of the tape
-    /// (the tape is left as it was). The JIT keeps one stack per type and cannot
-    /// tell; only matched pushes and pops mean the same on every engine.
+    /// `pop` found a scalar of another type on top of the tape (the tape is left as
+    /// it was). The JIT reports it as the interpreter does, unless its code was
+    /// compiled without tape checks (`gradlift_jit::CompileOptions::tape_checks`),
+    /// where such a `pop` reads the slot's bits instead.
     TapeMismatch {
         /// The type `pop` takes off the tape.
         expected: Type,
         /// The type on top of the tape.
         found: Type,
     },
-    /// The JIT only: `push` could not grow the tape (out of memory, or beyond the
+    /// `push` could not grow the tape (out of memory, or, on the JIT, beyond the
     /// workspace's tape limit). The payload is the number of scalars on the tape.
     TapeFull(usize),
     /// `tape_view` of a handle that names no tape buffer: not made by `tape_alloc`,

@@ -73,9 +73,9 @@
 //!
 //! - `push` pushes its scalar; `pop T` pops the top scalar if it is a `T`. An empty
 //!   stack is [`ErrorKind::TapeUnderflow`], a scalar of another type
-//!   [`ErrorKind::TapeMismatch`] (and the tape is left as it was). A compiled engine
-//!   may keep one stack per type, so only matched pushes and pops mean the same on
-//!   every engine.
+//!   [`ErrorKind::TapeMismatch`] (and the tape is left as it was). The JIT checks
+//!   the same way (a type tag per slot), unless its code was compiled without tape
+//!   checks; then a `pop` of another type reads the bits pushed.
 //! - `tape_alloc T, n` makes a zero-filled buffer like `alloc` (with the same errors),
 //!   adds it to the table, and returns its handle, an `i64`. The buffer stays until
 //!   [`Interpreter::reset_tape`]; no call frees it.

@@ -13,7 +13,7 @@ use cranelift_codegen::ir::{Type, types};
 use cranelift_codegen::isa::CallConv;
 
 use crate::helpers::Helper;
-use crate::runtime::{Ctx, OK, code};
+use crate::runtime::{Ctx, OK, code, scalar_code};
 
 /// One field of the `#[repr(C)]` prefix of [`Ctx`]: name, C type, offset, size.
 struct Field {
@@ -66,7 +66,7 @@ fn fields() -> Vec<Field> {
 }
 
 /// The error codes, by C name.
-fn codes() -> [(&'static str, u32); 13] {
+fn codes() -> [(&'static str, u32); 14] {
     [
         ("OK", OK),
         ("OUT_OF_BOUNDS", code::OUT_OF_BOUNDS),
@@ -81,6 +81,19 @@ fn codes() -> [(&'static str, u32); 13] {
         ("TAPE_BUFFER_MISMATCH", code::TAPE_BUFFER_MISMATCH),
         ("EXTERN_FAILED", code::EXTERN_FAILED),
         ("TAPE_FULL", code::TAPE_FULL),
+        ("TAPE_MISMATCH", code::TAPE_MISMATCH),
+    ]
+}
+
+/// The type tags of tape slots, by C name.
+fn tags() -> [(&'static str, u8); 4] {
+    use gradlift_ir::Type as T;
+    let tag = |t| scalar_code(t).unwrap_or(0);
+    [
+        ("F64", tag(T::F64)),
+        ("F32", tag(T::F32)),
+        ("I64", tag(T::I64)),
+        ("BOOL", tag(T::Bool)),
     ]
 }
 
@@ -96,8 +109,8 @@ fn c_type(t: Type) -> &'static str {
 }
 
 /// A C header: `gradlift_ctx` (the context, every field at the offset Rust gives
-/// it, checked by `_Static_assert`s; the Rust-only tail as opaque bytes), the
-/// error codes `GRADLIFT_<CODE>`, and a prototype for every helper compiled code
+/// it, checked by `_Static_assert`s; the Rust-only tail as opaque bytes), the type
+/// tags of tape slots `GRADLIFT_TAG_<TYPE>`, the error codes `GRADLIFT_<CODE>`, and a prototype for every helper compiled code
 /// may import (pointers and sizes are `int64_t`, as in the code's signatures).
 pub fn ctx_header() -> String {
     let mut h = String::new();
@@ -130,6 +143,17 @@ pub fn ctx_header() -> String {
             "_Static_assert(offsetof(gradlift_ctx, {0}) == {1} && sizeof(((gradlift_ctx *)0)->{0}) == {2}, \"{0}\");",
             f.name, f.offset, f.size
         );
+    }
+    h.push_str(
+        "/* The tape's scalars: tape_cap 8-byte slots from tape_ptr, tape_len of them used,\n\
+         \x20* and below them one type tag byte per slot (GRADLIFT_TAG_*): the tag of slot i at\n\
+         \x20* tape_ptr - 2 - i, written by push and checked by pop (code compiled with tape\n\
+         \x20* checks). The byte at tape_ptr - 1 must exist and be 0 (no scalar), even with no\n\
+         \x20* slots: pop of an empty tape reads it. gradlift_tape_grow moves the slots and\n\
+         \x20* their tags together, keeping this layout. */\n",
+    );
+    for (name, value) in tags() {
+        let _ = writeln!(h, "#define GRADLIFT_TAG_{name} {value}");
     }
     let _ = writeln!(h);
     for (name, value) in codes() {
@@ -235,6 +259,9 @@ mod tests {
             assert!(h.contains(&format!(" {};", f.name)), "{}", f.name);
         }
         assert!(h.contains("#define GRADLIFT_OUT_OF_BOUNDS 1"));
+        assert!(h.contains("#define GRADLIFT_TAPE_MISMATCH 13"));
+        assert!(h.contains("#define GRADLIFT_TAG_F64 1"));
+        assert!(h.contains("#define GRADLIFT_TAG_BOOL 4"));
         assert!(h.contains("double gradlift_sin_f64(double a0);"));
         assert!(h.contains("float gradlift_powi_f32(float a0, int64_t a1);"));
         assert!(h.contains("double gradlift_pow_f64(double a0, double a1);"));

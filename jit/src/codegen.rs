@@ -106,6 +106,7 @@ pub(crate) fn define<M: ClModule>(
         call_conv,
         cold_call_conv,
         frontend,
+        tape_checks: options.tape_checks,
     };
     let mut ctx: Context = jm.make_context();
     ctx.set_disasm(listing.is_some());

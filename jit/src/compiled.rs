@@ -16,7 +16,7 @@ use crate::codegen::{self, Listing};
 use crate::error::CompileError;
 use crate::helpers::{self, Helper};
 use crate::isa;
-use crate::runtime::{Ctx, HostSlot, OK, Workspace, code, code_elem, stack_limit};
+use crate::runtime::{Ctx, HostSlot, OK, Workspace, code, code_elem, code_scalar, stack_limit};
 
 /// What a call needs of an argument beyond [`Argument`]: its slots.
 trait Slots: Argument {
@@ -156,31 +156,48 @@ pub fn compile_funcs(module: &Module, roots: &[FuncId]) -> Result<Compiled, Comp
     compile_with(module, roots, &Hosts::new())
 }
 
-/// Compiles the functions `roots` and every function they call, as
-/// [`compile_funcs`], with host functions for the `extern` functions they call
-/// (see [`Hosts`]). Calling an extern that has no host function is a
-/// [`CompileError::UnboundExtern`].
-pub fn compile_with(
-    module: &Module,
-    roots: &[FuncId],
-    hosts: &Hosts,
-) -> Result<Compiled, CompileError> {
-    compile_with_options(module, roots, hosts, &CompileOptions::default())
-}
-
-/// How the JIT trades compile time for the speed of the code, and which functions
-/// it refuses: see [`compile_with_options`].
+/// How functions are compiled: given to [`compile_with_options`] (and
+/// [`listing_with_options`],
+/// [`compile_object_with_options`](crate::compile_object_with_options)); the
+/// other entry points use the default, [`CompileOptions::new`]. How the JIT
+/// trades compile time for the speed of the code, which functions it refuses, and
+/// whether the tape keeps types.
 ///
 /// ```
-/// let options = gradlift_jit::CompileOptions::default();
+/// use gradlift_jit::CompileOptions;
+/// let options = CompileOptions::new();
+/// assert!(options.tape_checks);
 /// assert_eq!(options.quick_above, 20_000);
 /// assert_eq!(options.max_insts, 500_000);
-/// let small = options.with_max_insts(10);
-/// assert_eq!(small.max_insts, 10);
+/// assert!(!options.with_tape_checks(false).tape_checks);
+/// assert_eq!(options.with_max_insts(10).max_insts, 10);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct CompileOptions {
+    /// Whether the tape keeps the type of each scalar, so that a `pop` of another
+    /// type than was pushed fails as on the interpreter
+    /// ([`ErrorKind::TapeMismatch`], at the `pop`, the tape left as it was). On by
+    /// default.
+    ///
+    /// On, `push` also writes a one-byte type tag beside its slot, and `pop`
+    /// compares it (one compare, which also finds an empty tape). Off, `push`
+    /// writes no tag and `pop` checks only that the tape is not empty
+    /// ([`ErrorKind::TapeUnderflow`]): a `pop` of another type reads the slot's 8
+    /// bytes as its own type (an `i64` 7 popped as `f64` gives `f64::from_bits(7)`;
+    /// an `f32` or a `bool` popped as wider reads its slot's unused bytes too), and
+    /// nothing else changes: values, every other error, tape heights and sizes are
+    /// the same. Derived code (forward passes and pullbacks) pops exactly the types
+    /// it pushed by construction, so for it the check only catches a bug of
+    /// gradlift's; without the tags' stores, a gradient whose loops push a scalar
+    /// or two per iteration runs up to about 10% faster (`BENCHMARKS.md`).
+    ///
+    /// The tags belong to the tape: code that pushes and code that pops on one
+    /// [`Workspace`] must agree on this setting. A checked `pop` of a scalar pushed
+    /// by unchecked code reads whatever tag its slot had last, and may fail where
+    /// nothing is wrong (a forward pass and its pullback are compiled together, so
+    /// a rule always agrees with itself).
+    pub tape_checks: bool,
     /// A function whose Cranelift IR has more instructions than this is compiled
     /// with Cranelift's quick settings (no e-graph optimisation, the single-pass
     /// register allocator): its compile time and memory then grow linearly with
@@ -190,8 +207,8 @@ pub struct CompileOptions {
     /// hand-written and traced functions are far below it; large unrolled traces
     /// and the derived code of very branchy functions are above.
     pub quick_above: usize,
-    /// A function of more IR instructions than this (phis and terminators
-    /// included) is refused with [`CompileError::TooLarge`] before anything is
+    /// A function of more IR statements than this (phis, instructions and
+    /// terminators) is refused with [`CompileError::TooLarge`] before anything is
     /// compiled. Default 500,000: 2.5 times what the parser accepts by default
     /// (`gradlift_ir::ParseOptions`), room for the derived code of a function of
     /// that size. The quick settings compile about 50,000 instructions a second;
@@ -201,43 +218,81 @@ pub struct CompileOptions {
 
 impl Default for CompileOptions {
     fn default() -> CompileOptions {
-        CompileOptions {
-            quick_above: 20_000,
-            max_insts: 500_000,
-        }
+        CompileOptions::new()
     }
 }
 
 impl CompileOptions {
-    /// These options with [`quick_above`](Self::quick_above) set: `0` compiles
+    /// The default options: tape checks on, quick settings above 20,000 Cranelift
+    /// instructions, functions of up to 500,000 statements.
+    pub fn new() -> CompileOptions {
+        CompileOptions {
+            tape_checks: true,
+            quick_above: 20_000,
+            max_insts: 500_000,
+        }
+    }
+
+    /// The same options with tape checks on or off
+    /// ([`CompileOptions::tape_checks`]).
+    pub fn with_tape_checks(mut self, on: bool) -> CompileOptions {
+        self.tape_checks = on;
+        self
+    }
+
+    /// The same options with [`quick_above`](Self::quick_above) set: `0` compiles
     /// every function quickly, `usize::MAX` none.
     pub fn with_quick_above(mut self, insts: usize) -> CompileOptions {
         self.quick_above = insts;
         self
     }
 
-    /// These options with [`max_insts`](Self::max_insts) set.
+    /// The same options with [`max_insts`](Self::max_insts) set.
     pub fn with_max_insts(mut self, insts: usize) -> CompileOptions {
         self.max_insts = insts;
         self
     }
 }
 
-/// Compiles as [`compile_with`], with [`CompileOptions`].
+/// Compiles the functions `roots` and every function they call, as
+/// [`compile_funcs`], with host functions for the `extern` functions they call
+/// (see [`Hosts`]). Calling an extern that has no host function is a
+/// [`CompileError::UnboundExtern`].
+pub fn compile_with(
+    module: &Module,
+    roots: &[FuncId],
+    hosts: &Hosts,
+) -> Result<Compiled, CompileError> {
+    compile_with_options(module, roots, hosts, &CompileOptions::new())
+}
+
+/// [`compile_with`] with [`CompileOptions`].
 ///
 /// ```
-/// use gradlift_jit::{CompileError, CompileOptions, Hosts};
-/// let module = gradlift_ir::parse("
-///     func @f(%x: f64) -> f64 {
+/// use gradlift_ir::{interp::Val, parse};
+/// use gradlift_jit::{CompileError, CompileOptions, Hosts, Workspace, compile_with_options};
+/// let module = parse("
+///     func @f(%k: i64) -> f64 {
 ///     entry:
-///         %y = fmul %x, %x
-///         ret %y
+///         push %k
+///         %x = pop f64
+///         ret %x
 ///     }
 /// ").unwrap();
 /// let f = module.func_by_name("f").unwrap();
-/// let options = CompileOptions::default().with_max_insts(1);
-/// let err = gradlift_jit::compile_with_options(&module, &[f], &Hosts::new(), &options);
-/// assert!(matches!(err, Err(CompileError::TooLarge { insts: 2, limit: 1, .. })));
+/// let mut ws = Workspace::new();
+/// let checked = compile_with_options(&module, &[f], &Hosts::new(), &CompileOptions::new()).unwrap();
+/// let e = checked.call(&mut ws, f, &mut [Val::I64(7)]).unwrap_err();
+/// assert_eq!(e.to_string(), "in @f, pop at 5:9: pop f64 found an i64 on the tape");
+/// ws.reset_tape();
+/// let fast = CompileOptions::new().with_tape_checks(false);
+/// let unchecked = compile_with_options(&module, &[f], &Hosts::new(), &fast).unwrap();
+/// let out = unchecked.call(&mut ws, f, &mut [Val::I64(7)]).unwrap();
+/// assert_eq!(out, [Val::F64(f64::from_bits(7))]);
+/// // Functions over `max_insts` statements are refused before anything is compiled.
+/// let small = CompileOptions::new().with_max_insts(2);
+/// let err = compile_with_options(&module, &[f], &Hosts::new(), &small);
+/// assert!(matches!(err, Err(CompileError::TooLarge { insts: 3, limit: 2, .. })));
 /// ```
 pub fn compile_with_options(
     module: &Module,
@@ -346,8 +401,16 @@ fn host_table(
 /// assert!(!listing[0].asm.is_empty());
 /// ```
 pub fn listing(module: &Module, roots: &[FuncId]) -> Result<Vec<Listing>, CompileError> {
-    let options = CompileOptions::default();
-    let funcs = codegen::prepare(module, roots, &options)?;
+    listing_with_options(module, roots, &CompileOptions::new())
+}
+
+/// [`listing`] of the code [`compile_with_options`] makes with `options`.
+pub fn listing_with_options(
+    module: &Module,
+    roots: &[FuncId],
+    options: &CompileOptions,
+) -> Result<Vec<Listing>, CompileError> {
+    let funcs = codegen::prepare(module, roots, options)?;
     let isas = isa::host_isa()?;
     let mut builder = JITBuilder::with_isa(isas.speed, cranelift_module::default_libcall_names());
     for h in Helper::all() {
@@ -361,7 +424,7 @@ pub fn listing(module: &Module, roots: &[FuncId]) -> Result<Vec<Listing>, Compil
     let defined = codegen::define(
         &mut jm,
         &*isas.quick,
-        &options,
+        options,
         module,
         &funcs,
         Linkage::Local,
@@ -687,6 +750,10 @@ pub fn decode_error(module: &Module, site: ErrorSite, host: Option<(String, Stri
         code::STACK_EXHAUSTED => ErrorKind::StackExhausted(a as usize),
         code::TAPE_UNDERFLOW => ErrorKind::TapeUnderflow,
         code::TAPE_FULL => ErrorKind::TapeFull(a as usize),
+        code::TAPE_MISMATCH => match (code_scalar(a as u64), code_scalar(b as u64)) {
+            (Some(expected), Some(found)) => ErrorKind::TapeMismatch { expected, found },
+            _ => ErrorKind::Internal(format!("a tape slot tagged {b} popped as {a}")),
+        },
         code::NO_TAPE_BUFFER => ErrorKind::NoTapeBuffer {
             elem: code_elem(b as u64).unwrap_or(Elem::F64),
             handle: a,

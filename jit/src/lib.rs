@@ -48,7 +48,9 @@
 //! - [`compile`] / [`compile_funcs`]: verified IR to a [`Compiled`] module (every
 //!   function, or some functions and what they call). Failures are
 //!   [`CompileError`]s, never panics.
-//! - [`compile_with`]: the same, with [`Hosts`] for the `extern` functions called.
+//! - [`compile_with`]: the same, with [`Hosts`] for the `extern` functions called;
+//!   [`compile_with_options`] also takes [`CompileOptions`] (tape checks on or
+//!   off).
 //! - [`listing`]: the Cranelift IR and disassembly of functions, for reading.
 //! - [`compile_object`]: functions compiled for another machine (aarch64 Linux, or
 //!   x86-64) into a relocatable object file, to link into a program (see below).
@@ -70,8 +72,9 @@
 //! site (function, instruction, two payload words), the current call depth and its
 //! limit, the lowest stack address calls may reach, the bump arena for `alloc`
 //! (address, bytes used, capacity, chunk number), the tape (the scalar stack's
-//! address, length and capacity; the table of tape buffers and
-//! the tape's generation) and the host functions of the running module. Then come the IR parameters: a scalar is one Cranelift value
+//! address, length and capacity, with the slots' type tags below the address; the
+//! table of tape buffers and the tape's generation) and the host functions of the
+//! running module. Then come the IR parameters: a scalar is one Cranelift value
 //! (`f64`, `f32`, `i64`, a `bool` as an `i8` 0 or 1), a slice two (its address and
 //! its length as `i64`). Results are flattened the same way (more than fit in
 //! registers go through a hidden return area). Functions use the ISA's default
@@ -87,7 +90,7 @@
 //!
 //! A failing check in generated code (an index out of bounds, `idiv`/`irem` by
 //! zero, a negative `alloc`, the depth limit or the stack limit at a `call`, a
-//! `trap_if`) jumps to the function's cold error block, which writes the error code,
+//! `pop` of an empty tape or of another type than was pushed, a `trap_if`) jumps to the function's cold error block, which writes the error code,
 //! the function, the instruction and the payloads into `ctx` and returns zeros. After
 //! every call to another compiled function the caller reads the status and returns
 //! at once if it is set, so the error travels up to the trampoline, which hands the
@@ -141,12 +144,22 @@
 //! across calls, as the interpreter's does, until [`Workspace::reset_tape`];
 //! [`Workspace::tape`] says what it holds.
 //!
-//! - Scalars: one stack of 8-byte slots, each holding one scalar in its own type.
-//!   `push` stores inline and grows the stack in Rust when it is full (doubling,
-//!   keeping its memory across resets); `pop` of an empty stack fails with
-//!   [`ErrorKind::TapeUnderflow`]. The JIT keeps no types on the tape: a program
-//!   that pops another type than it pushed reads the slot's bits (the IR's tape
-//!   rules leave that undetected by design; the interpreter does detect it).
+//! - Scalars: one stack of 8-byte slots, each holding one scalar in its own type,
+//!   and below the slots one type tag byte per slot. `push` stores inline and
+//!   grows the stack in Rust when it is full (doubling, keeping its memory across
+//!   resets). `pop` checks the top slot's tag, as the interpreter checks the type
+//!   of its top scalar: a `pop` of an empty stack fails with
+//!   [`ErrorKind::TapeUnderflow`], a `pop` of another type than was pushed with
+//!   [`ErrorKind::TapeMismatch`] (`pop f64 found an i64 on the tape`), at the
+//!   `pop`, the tape left as it was. One compare finds both: the tag read for an
+//!   empty stack is a 0 byte kept below the first slot's, which no type has.
+//!   Within a block the stack's height and the tags of its pushes stay in
+//!   registers and are written back once, where something reads them (the block's
+//!   end, a call, a `pop`, an error), so a block of k pushes costs k slot stores,
+//!   one height store and one tag store (`BENCHMARKS.md` times the suite's
+//!   gradients with and without tags). [`CompileOptions::tape_checks`] off leaves
+//!   the tags out: a `pop` of another type then reads the slot's bits as its own
+//!   type (see its docs for what else holds).
 //! - Buffers: `tape_alloc` (a Rust helper) takes zeroed memory from chunks that
 //!   never move and enters it in a table; its handle is the tape's generation
 //!   (high 32 bits) and the table index (low 32 bits). `tape_view` checks the
@@ -175,7 +188,9 @@
 //! program that links the object defines them with the semantics of this crate's
 //! (the math ones are the C library's `sin`, `expf`, `pow`, `atan2`, `hypotf`, ...;
 //! `powi` is repeated squaring). It also provides the context (`gradlift_ctx` in the C
-//! header that the hidden `c_abi::ctx_header()` writes). The code is not position
+//! header that the hidden `c_abi::ctx_header()` writes), and a tape laid out as
+//! the header says (the type tags below the slots, a 0 byte under the first tag
+//! even before `gradlift_tape_grow` first runs). The code is not position
 //! independent: link with `gcc -static` or `-no-pie`.
 //!
 //! The tests: `jit/tests/aarch64.rs` compiles every corpus and example function
@@ -213,11 +228,11 @@ mod runtime;
 pub use codegen::Listing;
 pub use compiled::{
     CompileOptions, Compiled, ErrorSite, JitEngine, compile, compile_funcs, compile_with,
-    compile_with_options, decode_error, listing,
+    compile_with_options, decode_error, listing, listing_with_options,
 };
 pub use error::CompileError;
 /// The engine contract, re-exported: the JIT takes and returns the same values,
 /// errors, tape statistics and host functions as the interpreter.
 pub use gradlift_ir::engine::{Arg, ErrorKind, HostFn, Hosts, RunError, TapeStats, Val};
-pub use object::{ObjectFile, compile_object};
+pub use object::{ObjectFile, compile_object, compile_object_with_options};
 pub use runtime::Workspace;

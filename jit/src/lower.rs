@@ -12,14 +12,19 @@
 //! The ops follow the op table ([`gradlift_ir::ops`]), one method per [`Shape`]:
 //! [`Lower::float_binary`], [`Lower::float_unary`], ... Checks that can fail
 //! (bounds, division by zero, negative `alloc`, the depth and stack limits at a
-//! `call`, `trap_if`) branch to one cold error block per function, which writes the
-//! error into the context and returns zeros; after every call the caller tests the
-//! context's status and returns at once if it is set.
+//! `call`, the type tag at a `pop`, `trap_if`) branch to one cold error block per
+//! function, which writes the error into the context and returns zeros; after every
+//! call the caller tests the context's status and returns at once if it is set.
+//!
+//! The tape's height and the type tags of a block's pushes stay in registers
+//! within an IR block and are written back where something reads them
+//! ([`TapeState`]).
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{
-    self as cl, AbiParam, BlockArg, FuncRef, InstBuilder, MemFlagsData, types,
+    self as cl, AbiParam, AliasRegionData, BlockArg, Endianness, FuncRef, InstBuilder,
+    MemFlagsData, types,
 };
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_entity::{EntityRef, SecondaryMap};
@@ -35,7 +40,7 @@ use std::collections::HashMap;
 
 use crate::error::CompileError;
 use crate::helpers::{Helper, MathFn, MathFn2};
-use crate::runtime::{Offsets, code, elem_code};
+use crate::runtime::{Offsets, code, elem_code, scalar_code};
 
 /// The Cranelift types one IR type is passed as: a scalar one value, a slice two
 /// (address, length).
@@ -123,6 +128,9 @@ pub(crate) struct Decls<'a> {
     pub(crate) cold_call_conv: CallConv,
     /// The target's pointer type and the like, for the builder.
     pub(crate) frontend: TargetFrontendConfig,
+    /// Whether `push` writes type tags and `pop` checks them
+    /// ([`CompileOptions::tape_checks`](crate::CompileOptions::tape_checks)).
+    pub(crate) tape_checks: bool,
 }
 
 /// The lowering of one function.
@@ -144,6 +152,68 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
     callees: HashMap<FuncId, FuncRef>,
     /// The arena's chunk and used bytes at entry, for functions that `alloc`.
     arena_mark: Option<(cl::Value, cl::Value)>,
+    /// The alias regions of the scalar stack's accesses ([`TapeRegions`]).
+    tape: TapeRegions,
+    /// The tape as the block being lowered left it in registers ([`TapeState`]).
+    tape_state: Option<TapeState>,
+}
+
+/// The tape within one IR block, kept in registers: its height, read from the
+/// context at the block's first `push` or `pop` (`dirty` once one changed it),
+/// and the type tags of the block's last pushes, not yet written (with tape
+/// checks). Both are written back only where something may read them: before the
+/// block's terminator (so every block starts with the context and the tags
+/// right), before a `pop` (the tags), a call and `tape_alloc`, and on the cold
+/// paths to the error block and to `tape_grow`. A block of k pushes thus writes
+/// the height once and its k tags with one store (up to 8), not k times each.
+#[derive(Copy, Clone)]
+struct TapeState {
+    len: cl::Value,
+    dirty: bool,
+    tags: Option<PendingTags>,
+}
+
+/// Tags pushed and not yet written: those of the slots `from..from + n`.
+#[derive(Copy, Clone)]
+struct PendingTags {
+    from: cl::Value,
+    tags: [u8; 8],
+    n: usize,
+}
+
+/// The memory flags of the scalar stack's accesses: three alias regions of
+/// disjoint memory, so that Cranelift keeps the stack's address in a register
+/// across a run of `push`es or `pop`s instead of reloading it after every store.
+///
+/// - `ptrs`: the context's `tape_ptr` and `tape_cap`, which generated code only
+///   reads (Rust changes them in `tape_grow`, a call).
+/// - `slots` and `tags`: the stack's slots and their tags (below the slots).
+///
+/// Every other access keeps no region: its stores are barriers to all three, as
+/// are calls, so the regions only ever let loads of these pass stores of the
+/// others.
+#[derive(Copy, Clone)]
+struct TapeRegions {
+    ptrs: MemFlagsData,
+    slots: MemFlagsData,
+    tags: MemFlagsData,
+}
+
+impl TapeRegions {
+    fn new(func: &mut cl::Function) -> TapeRegions {
+        let mut region = |user_id: u32, description: &'static str| {
+            let r = func.dfg.alias_regions.insert(AliasRegionData {
+                user_id,
+                description: description.into(),
+            });
+            trusted().with_alias_region(Some(r))
+        };
+        TapeRegions {
+            ptrs: region(1, "tape pointers"),
+            slots: region(2, "tape slots"),
+            tags: region(3, "tape tags"),
+        }
+    }
 }
 
 impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
@@ -206,6 +276,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let bail_block = b.create_block();
         b.set_cold_block(bail_block);
 
+        let tape = TapeRegions::new(b.func);
         let mut lower = Lower {
             module,
             fid,
@@ -221,6 +292,8 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             helpers: HashMap::new(),
             callees: HashMap::new(),
             arena_mark: None,
+            tape,
+            tape_state: None,
         };
         lower.b.switch_to_block(centry);
         let allocates = func
@@ -245,12 +318,16 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         if self.b.current_block() != Some(cb) {
             self.b.switch_to_block(cb);
         }
+        // Every block ends with the context's tape right (below), so the next one
+        // starts from the context.
+        self.tape_state = None;
         for &inst in &self.func.blocks[blk].insts {
             self.inst(inst)?;
         }
         let Some(term) = &self.func.blocks[blk].term else {
             return Err(self.internal("a block without terminator"));
         };
+        self.save_tape();
         match term {
             Terminator::Jump(to) => {
                 let args = self.edge_args(blk, *to)?;
@@ -356,8 +433,85 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let at = self.b.ins().iconst(types::I32, inst.index() as i64);
         let cont = self.b.create_block();
         let args = [code, at, a, b].map(BlockArg::Value);
-        self.b.ins().brif(cond, self.err_block, &args, cont, &[]);
+        match self.tape_state {
+            Some(st) if st.dirty || st.tags.is_some() => {
+                // The error leaves the tape in the context: write it back on the
+                // cold path only.
+                let save = self.b.create_block();
+                self.b.set_cold_block(save);
+                self.b.ins().brif(cond, save, &[], cont, &[]);
+                self.b.switch_to_block(save);
+                self.write_back(st);
+                self.b.ins().jump(self.err_block, &args);
+            }
+            _ => {
+                self.b.ins().brif(cond, self.err_block, &args, cont, &[]);
+            }
+        }
         self.b.switch_to_block(cont);
+    }
+
+    /// Writes the tape's height (if changed) and its pending tags to the context
+    /// and the tag memory, at the current position ([`TapeState`]).
+    fn write_back(&mut self, st: TapeState) {
+        if st.dirty {
+            self.store_ctx(st.len, Offsets::TAPE_LEN);
+        }
+        if let Some(p) = st.tags {
+            self.write_tags(p);
+        }
+    }
+
+    /// Writes pending tags: the tag of slot `from + i` at `base - 2 - from - i`,
+    /// so the `n` tags are the bytes from `base - 1 - from - n` up, last one
+    /// first, written as few stores of 8, 4, 2 or 1 bytes (little-endian).
+    fn write_tags(&mut self, p: PendingTags) {
+        let t = self.tape;
+        let ctx = self.ctx;
+        let base = self
+            .b
+            .ins()
+            .load(types::I64, t.ptrs, ctx, Offsets::TAPE_PTR);
+        let below = self.b.ins().isub(base, p.from);
+        let mut bytes = p.tags[..p.n].to_vec();
+        bytes.reverse();
+        // Unaligned, so not `trusted()`; inside the tag memory, so no trap.
+        let flags = MemFlagsData::new()
+            .with_notrap()
+            .with_endianness(Endianness::Little)
+            .with_alias_region(t.tags.alias_region());
+        let mut at = 0;
+        while at < bytes.len() {
+            let w = [8, 4, 2, 1]
+                .into_iter()
+                .find(|&w| w <= bytes.len() - at)
+                .unwrap_or(1);
+            let mut word = [0u8; 8];
+            word[..w].copy_from_slice(&bytes[at..at + w]);
+            let ty = match w {
+                8 => types::I64,
+                4 => types::I32,
+                2 => types::I16,
+                _ => types::I8,
+            };
+            let v = self.b.ins().iconst(ty, i64::from_le_bytes(word));
+            let offset = -1 - p.n as i32 + at as i32;
+            self.b.ins().store(flags, v, below, offset);
+            at += w;
+        }
+    }
+
+    /// Writes the tape back ([`Lower::write_back`]) and keeps in registers only
+    /// its height, now the context's.
+    fn save_tape(&mut self) {
+        if let Some(st) = self.tape_state {
+            self.write_back(st);
+            self.tape_state = Some(TapeState {
+                len: st.len,
+                dirty: false,
+                tags: None,
+            });
+        }
     }
 
     /// The error block and the bail-out block of the function.
@@ -464,6 +618,11 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             a.push(self.val(v)?);
         }
         let arg_ty = |k: usize| args.get(k).map(|&v| self.func.value_type(v));
+        if matches!(op, Opcode::Call | Opcode::TapeAlloc) {
+            // The callee, or `tape_alloc`'s helper (its limit counts the scalars),
+            // reads the tape's height from the context.
+            self.save_tape();
+        }
         let out = match op.shape() {
             Shape::FloatBinary => Some(self.float_binary(op, a[0].one(), a[1].one())?),
             Shape::FloatUnary => Some(self.float_unary(op, a[0].one())?),
@@ -567,17 +726,22 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 None
             }
             Shape::Push => {
-                self.push(inst, a[0].one())?;
+                let Some(tag) = arg_ty(0).and_then(scalar_code) else {
+                    return Err(self.internal("push of no scalar"));
+                };
+                let tag = self.decls.tape_checks.then_some(tag);
+                self.push(inst, a[0].one(), tag)?;
                 None
             }
             Shape::Pop => {
                 let Imm::Type(ty) = imm else {
                     return Err(self.internal("a pop without type"));
                 };
-                let Some(&ct) = clif_types(ty).first() else {
-                    return Err(self.internal("pop of no type"));
+                let (Some(&ct), Some(tag)) = (clif_types(ty).first(), scalar_code(ty)) else {
+                    return Err(self.internal("pop of no scalar type"));
                 };
-                Some(self.pop(inst, ct))
+                let tag = self.decls.tape_checks.then_some(tag);
+                Some(self.pop(inst, ct, tag))
             }
             Shape::TapeAlloc => {
                 let Some(elem) = (match imm {
@@ -904,6 +1068,8 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let call = self.b.ins().call(r, &flat);
         let results = self.b.inst_results(call).to_vec();
         self.store_ctx(depth, Offsets::DEPTH);
+        // The callee may have pushed or popped.
+        self.tape_state = None;
         let status = self.load_ctx(types::I32, Offsets::STATUS);
         let cont = self.b.create_block();
         self.b.ins().brif(status, self.bail_block, &[], cont, &[]);
@@ -926,14 +1092,43 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
 
 impl<M: ClModule> Lower<'_, '_, M> {
     // The tape (see the crate docs): a stack of 8-byte slots in the context, each
-    // holding one scalar in its own type; a table of buffers whose handles carry the
+    // holding one scalar in its own type, with a one-byte type tag per slot below
+    // the slots (see `Ctx::tape_ptr`); a table of buffers whose handles carry the
     // tape's generation.
 
-    /// `push x`: the fast path stores into the next slot; a full stack grows in
-    /// Rust first.
-    fn push(&mut self, inst: Inst, x: cl::Value) -> Result<(), CompileError> {
-        let len = self.load_ctx(types::I64, Offsets::TAPE_LEN);
-        let cap = self.load_ctx(types::I64, Offsets::TAPE_CAP);
+    /// The tape now: this block's ([`TapeState`]), or the context's height.
+    fn current_tape(&mut self) -> TapeState {
+        match self.tape_state {
+            Some(st) => st,
+            None => {
+                let len = self.load_ctx(types::I64, Offsets::TAPE_LEN);
+                let st = TapeState {
+                    len,
+                    dirty: false,
+                    tags: None,
+                };
+                self.tape_state = Some(st);
+                st
+            }
+        }
+    }
+
+    /// `push x`: the fast path stores `x` into the next slot and, with tape checks,
+    /// notes its type code `tag` ([`scalar_code`]) for the slot's tag ([`TapeState`]);
+    /// a full stack grows in Rust first.
+    fn push(&mut self, inst: Inst, x: cl::Value, tag: Option<u8>) -> Result<(), CompileError> {
+        let mut now = self.current_tape();
+        if now.tags.is_some_and(|p| p.n == 8) {
+            self.save_tape();
+            now = self.current_tape();
+        }
+        let len = now.len;
+        let t = self.tape;
+        let ctx = self.ctx;
+        let cap = self
+            .b
+            .ins()
+            .load(types::I64, t.ptrs, ctx, Offsets::TAPE_CAP);
         let full = self
             .b
             .ins()
@@ -942,38 +1137,116 @@ impl<M: ClModule> Lower<'_, '_, M> {
         self.b.set_cold_block(grow);
         self.b.ins().brif(full, grow, &[], store, &[]);
 
+        // `tape_grow` copies `tape_len` slots and their tags; a failure leaves the
+        // tape so.
         self.b.switch_to_block(grow);
-        let ctx = self.ctx;
+        self.save_tape();
         let ok = self.helper_result(Helper::TapeGrow, &[ctx])?;
         let failed = self.b.ins().icmp_imm_s(IntCC::Equal, ok, 0);
         let zero = self.b.ins().iconst(types::I64, 0);
         self.fail_if(failed, code::TAPE_FULL, inst, len, zero);
         self.b.ins().jump(store, &[]);
 
+        // The fast path has written nothing back.
         self.b.switch_to_block(store);
-        let base = self.load_ctx(types::I64, Offsets::TAPE_PTR);
+        let base = self
+            .b
+            .ins()
+            .load(types::I64, t.ptrs, ctx, Offsets::TAPE_PTR);
         let off = self.b.ins().ishl_imm_u(len, 3);
         let addr = self.b.ins().iadd(base, off);
-        self.b.ins().store(trusted(), x, addr, 0);
+        self.b.ins().store(t.slots, x, addr, 0);
+        let tags = tag.map(|tag| {
+            let mut p = now.tags.unwrap_or(PendingTags {
+                from: len,
+                tags: [0; 8],
+                n: 0,
+            });
+            p.tags[p.n] = tag;
+            p.n += 1;
+            p
+        });
         let len1 = self.b.ins().iadd_imm_u(len, 1);
-        self.store_ctx(len1, Offsets::TAPE_LEN);
+        self.tape_state = Some(TapeState {
+            len: len1,
+            dirty: true,
+            tags,
+        });
         Ok(())
     }
 
-    /// `pop T`: the top slot read as `ty` (the JIT keeps no types on the tape: a
-    /// program that pops another type than it pushed reads the slot's bits, which
-    /// the IR's tape rules allow).
-    fn pop(&mut self, inst: Inst, ty: cl::Type) -> cl::Value {
-        let len = self.load_ctx(types::I64, Offsets::TAPE_LEN);
-        let empty = self.b.ins().icmp_imm_s(IntCC::Equal, len, 0);
-        let zero = self.b.ins().iconst(types::I64, 0);
-        self.fail_if(empty, code::TAPE_UNDERFLOW, inst, zero, zero);
+    /// `pop T`: the top slot read as `ty`. With tape checks, only if its tag is
+    /// `tag` (`T`'s code): one compare covers both errors, since the tag read for an
+    /// empty tape is the 0 byte below the first slot's, which no type has; the cold
+    /// path tells the two apart ([`code::TAPE_UNDERFLOW`], or
+    /// [`code::TAPE_MISMATCH`] with both codes). Without, an empty tape fails and
+    /// the top slot's bits are read as `ty`, whatever was pushed. On an error the
+    /// tape is left as it was, as on the interpreter.
+    fn pop(&mut self, inst: Inst, ty: cl::Type, tag: Option<u8>) -> cl::Value {
+        let mut now = self.current_tape();
+        let t = self.tape;
+        let ctx = self.ctx;
+        if let Some(p) = now.tags {
+            // The tag to check may be among those not written yet.
+            self.write_tags(p);
+            now.tags = None;
+            self.tape_state = Some(now);
+        }
+        let len = now.len;
+        match tag {
+            Some(tag) => {
+                let base = self
+                    .b
+                    .ins()
+                    .load(types::I64, t.ptrs, ctx, Offsets::TAPE_PTR);
+                // The tag of the top slot, `len - 1`, at `base - 1 - len`.
+                let below = self.b.ins().isub(base, len);
+                let found = self.b.ins().uload8(types::I64, t.tags, below, -1);
+                let other = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::NotEqual, found, i64::from(tag));
+                let (bad, ok) = (self.b.create_block(), self.b.create_block());
+                self.b.set_cold_block(bad);
+                self.b.ins().brif(other, bad, &[], ok, &[]);
+
+                self.b.switch_to_block(bad);
+                self.write_back(now);
+                let empty = self.b.ins().icmp_imm_s(IntCC::Equal, len, 0);
+                let underflow = self
+                    .b
+                    .ins()
+                    .iconst(types::I32, i64::from(code::TAPE_UNDERFLOW));
+                let mismatch = self
+                    .b
+                    .ins()
+                    .iconst(types::I32, i64::from(code::TAPE_MISMATCH));
+                let status = self.b.ins().select(empty, underflow, mismatch);
+                let at = self.b.ins().iconst(types::I32, inst.index() as i64);
+                let want = self.b.ins().iconst(types::I64, i64::from(tag));
+                let args = [status, at, want, found].map(BlockArg::Value);
+                self.b.ins().jump(self.err_block, &args);
+                self.b.switch_to_block(ok);
+            }
+            None => {
+                let empty = self.b.ins().icmp_imm_s(IntCC::Equal, len, 0);
+                let zero = self.b.ins().iconst(types::I64, 0);
+                self.fail_if(empty, code::TAPE_UNDERFLOW, inst, zero, zero);
+            }
+        }
         let len1 = self.b.ins().iadd_imm_s(len, -1);
-        self.store_ctx(len1, Offsets::TAPE_LEN);
-        let base = self.load_ctx(types::I64, Offsets::TAPE_PTR);
+        self.tape_state = Some(TapeState {
+            len: len1,
+            dirty: true,
+            tags: None,
+        });
+        let base = self
+            .b
+            .ins()
+            .load(types::I64, t.ptrs, ctx, Offsets::TAPE_PTR);
         let off = self.b.ins().ishl_imm_u(len1, 3);
         let addr = self.b.ins().iadd(base, off);
-        self.b.ins().load(ty, trusted(), addr, 0)
+        self.b.ins().load(ty, t.slots, addr, 0)
     }
 
     /// `tape_alloc T, n`: a negative `n` fails as `alloc`'s does; the buffer is

@@ -77,6 +77,16 @@ pub fn compile_object(
     roots: &[FuncId],
     triple: Triple,
 ) -> Result<ObjectFile, CompileError> {
+    compile_object_with_options(module, roots, triple, &CompileOptions::new())
+}
+
+/// [`compile_object`] with [`CompileOptions`].
+pub fn compile_object_with_options(
+    module: &Module,
+    roots: &[FuncId],
+    triple: Triple,
+    options: &CompileOptions,
+) -> Result<ObjectFile, CompileError> {
     let supported = matches!(
         triple.architecture,
         Architecture::Aarch64(_) | Architecture::X86_64
@@ -89,8 +99,7 @@ pub fn compile_object(
             ),
         });
     }
-    let options = CompileOptions::default();
-    let funcs = codegen::prepare(module, roots, &options)?;
+    let funcs = codegen::prepare(module, roots, options)?;
     let isas = isa::isa_for(triple)?;
     let builder = ObjectBuilder::new(
         isas.speed,
@@ -102,7 +111,7 @@ pub fn compile_object(
     let defined = codegen::define(
         &mut om,
         &*isas.quick,
-        &options,
+        options,
         module,
         &funcs,
         Linkage::Export,

@@ -42,6 +42,10 @@ pub(crate) mod code {
     pub const EXTERN_FAILED: u32 = 11;
     /// `push` found no memory to grow the tape.
     pub const TAPE_FULL: u32 = 12;
+    /// `pop` found a scalar of another type on top of the tape: `a` the type code
+    /// of the `pop` ([`scalar_code`](super::scalar_code)), `b` the code of the
+    /// scalar found.
+    pub const TAPE_MISMATCH: u32 = 13;
 }
 
 /// The element codes of tape buffers (the third word of a table entry).
@@ -59,6 +63,32 @@ pub(crate) fn code_elem(c: u64) -> Option<gradlift_ir::Elem> {
         1 => gradlift_ir::Elem::F64,
         2 => gradlift_ir::Elem::F32,
         3 => gradlift_ir::Elem::I64,
+        _ => return None,
+    })
+}
+
+/// The type code of a scalar on the tape (its tag, one byte per slot): the element
+/// codes of [`elem_code`] for `f64`, `f32` and `i64`, and 4 for `bool`. 0 is no
+/// scalar: the byte below the first slot's tag, which `pop` of an empty tape reads.
+pub(crate) fn scalar_code(t: gradlift_ir::Type) -> Option<u8> {
+    use gradlift_ir::Type;
+    Some(match t {
+        Type::F64 => 1,
+        Type::F32 => 2,
+        Type::I64 => 3,
+        Type::Bool => 4,
+        Type::Slice { .. } => return None,
+    })
+}
+
+/// The scalar type of a type code of [`scalar_code`].
+pub(crate) fn code_scalar(c: u64) -> Option<gradlift_ir::Type> {
+    use gradlift_ir::Type;
+    Some(match c {
+        1 => Type::F64,
+        2 => Type::F32,
+        3 => Type::I64,
+        4 => Type::Bool,
         _ => return None,
     })
 }
@@ -108,6 +138,15 @@ pub struct Ctx {
     pub(crate) arena_chunk: usize,
     /// The tape's scalar stack: its address, the slots used, the slots it has (one
     /// 8-byte slot per scalar, holding it in its own type at the slot's start).
+    /// Below the slots lie their type tags ([`scalar_code`]), one byte each, going
+    /// down: the tag of slot `i` at `tape_ptr - 2 - i`, and at `tape_ptr - 1` a 0
+    /// byte (no scalar), so that `pop` reads the tag of the top slot,
+    /// `tape_ptr - 1 - tape_len`, without checking for an empty tape first. The
+    /// memory is [`tag_words`]`(tape_cap)` words of tags, then the slots. (Code
+    /// compiled without tape checks writes no tags.) Generated code keeps the
+    /// height and a block's tags in registers for a while; both are right in
+    /// memory whenever anything else may read them: at a call (of a function, of
+    /// `tape_grow`), a return and an error.
     pub(crate) tape_ptr: usize,
     pub(crate) tape_len: usize,
     pub(crate) tape_cap: usize,
@@ -125,7 +164,7 @@ pub struct Ctx {
     /// The arena's memory: chunks that never move while they exist, so a slice of
     /// an earlier chunk stays valid when a later one is added.
     chunks: Vec<Box<[u64]>>,
-    /// The scalar stack's memory (`tape_ptr`, `tape_cap`).
+    /// The scalar stack's memory: its tags, then its slots (see `tape_ptr`).
     tape_mem: Box<[u64]>,
     /// The table of tape buffers (`tape_bufs_ptr`, `tape_bufs_len`).
     tape_table: Vec<[u64; 3]>,
@@ -177,6 +216,9 @@ const MAX_ALLOC_BYTES: u128 = isize::MAX as u128;
 
 impl Ctx {
     fn new() -> Ctx {
+        // No slots: one word of tags, whose last byte is the 0 below the first tag.
+        let mut tape_mem: Box<[u64]> = Box::new([0]);
+        let tape_ptr = tape_mem.as_mut_ptr() as usize + 8;
         Ctx {
             status: OK,
             err_func: 0,
@@ -191,7 +233,7 @@ impl Ctx {
             arena_used: 0,
             arena_cap: 0,
             arena_chunk: 0,
-            tape_ptr: core::ptr::NonNull::<u64>::dangling().as_ptr() as usize,
+            tape_ptr,
             tape_len: 0,
             tape_cap: 0,
             tape_bufs_ptr: core::ptr::NonNull::<u64>::dangling().as_ptr() as usize,
@@ -200,7 +242,7 @@ impl Ctx {
             hosts_ptr: 0,
             hosts_len: 0,
             chunks: Vec::new(),
-            tape_mem: Box::new([]),
+            tape_mem,
             tape_table: Vec::new(),
             tape_buf_bytes: 0,
             tape_chunks: Vec::new(),
@@ -213,7 +255,8 @@ impl Ctx {
     }
 
     /// The slow path of `push`: the scalar stack is full. Doubles it (at least 1024
-    /// slots), keeping its contents; false if the memory cannot be had.
+    /// slots) and its tags, keeping their contents; false if the memory cannot be
+    /// had (then nothing changed).
     pub(crate) fn tape_grow(&mut self) -> bool {
         if self.tape_bytes().saturating_add(8) > self.max_tape_bytes {
             return false;
@@ -225,13 +268,26 @@ impl Ctx {
         if want <= self.tape_len {
             return false;
         }
-        let Some(mut mem) = zeroed_words(want) else {
+        let (old_tw, tw) = (tag_words(self.tape_cap), tag_words(want));
+        let Some(mut mem) = zeroed_words(tw + want) else {
             return false;
         };
-        mem[..self.tape_len].copy_from_slice(&self.tape_mem[..self.tape_len]);
+        let len = self.tape_len;
+        mem[tw..tw + len].copy_from_slice(&self.tape_mem[old_tw..old_tw + len]);
+        // The tags of the `len` slots: the `len` bytes below the 0 byte under the
+        // slots.
+        let (from, to) = (old_tw * 8 - 1 - len, tw * 8 - 1 - len);
+        // SAFETY: both ranges of `len` bytes lie inside their allocation (they end
+        // below byte `tag_words(cap) * 8 - 1`, and `tag_words(cap) * 8 > cap >=
+        // len`), and the two allocations are distinct.
+        unsafe {
+            let src = (self.tape_mem.as_ptr() as *const u8).add(from);
+            let dst = (mem.as_mut_ptr() as *mut u8).add(to);
+            core::ptr::copy_nonoverlapping(src, dst, len);
+        }
         self.tape_mem = mem;
-        self.tape_ptr = self.tape_mem.as_mut_ptr() as usize;
-        self.tape_cap = self.tape_mem.len();
+        self.tape_ptr = self.tape_mem.as_mut_ptr() as usize + tw * 8;
+        self.tape_cap = want;
         true
     }
 
@@ -431,6 +487,11 @@ fn zeroed_words(words: usize) -> Option<Box<[u64]>> {
     v.try_reserve_exact(words).ok()?;
     v.resize(words, 0);
     Some(v.into_boxed_slice())
+}
+
+/// The words of tags below `cap` slots: a byte per slot and the 0 byte.
+fn tag_words(cap: usize) -> usize {
+    (cap + 1).div_ceil(8)
 }
 
 /// The per-thread state of compiled calls: the context, the arena for `alloc`, the

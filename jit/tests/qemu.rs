@@ -8,7 +8,8 @@
 //! against `value_and_gradient` on the interpreter, the tape balanced): a handful
 //! of functions written here (`x*x + 3*y`, `examples/ir/rosenbrock.ir`, loops over
 //! every transcendental in f64 and f32, `powi` at its edges, a call, allocs, a host
-//! function, the ops `atan2 hypot asin acos sinh cosh atan exp2 log10 log2 fma` in
+//! function, the tape's type tags (pops of the wrong type, a tape that grows and
+//! moves its slots and tags), the ops `atan2 hypot asin acos sinh cosh atan exp2 log10 log2 fma` in
 //! f64 and f32), and the two reverse-mode corpora (`scalars.ir`, `memory.ir`) at
 //! their inputs and at generic points (NaNs, signed zeros, infinities, empty
 //! slices, huge integers). Each program's driver is C generated here: the argument
@@ -234,6 +235,85 @@ body:
     %i1 = iadd %i, 1
     jump head
 exit:
+    ret %acc
+}
+
+; the tape's type tags: pushes k, k as f32 and k > 0 in one block, then pops as
+; mode says: 0 in their types (k + k + [k > 0]); 1 the bool as an f64; 2 the bool
+; rightly, then the f32 as an i64; 3 one pop more than was pushed
+func @tape_types(%k: i64, %mode: i64) -> f64 {
+entry:
+    %y = cast f32 %k
+    %b = icmp gt %k, 0
+    push %k
+    push %y
+    push %b
+    %m1 = icmp eq %mode, 1
+    br %m1, bool_as_f64, rest
+bool_as_f64:
+    %z1 = pop f64
+    ret %z1
+rest:
+    %b2 = pop bool
+    %m2 = icmp eq %mode, 2
+    br %m2, f32_as_i64, f32_ok
+f32_as_i64:
+    %j = pop i64
+    %jf = cast f64 %j
+    ret %jf
+f32_ok:
+    %y2 = pop f32
+    %k2 = pop i64
+    %m3 = icmp eq %mode, 3
+    br %m3, one_more, sum
+one_more:
+    %z3 = pop f64
+    ret %z3
+sum:
+    %yf = cast f64 %y2
+    %kf = cast f64 %k2
+    %bf = cast f64 %b2
+    %s = fadd %yf, %kf
+    %r = fadd %s, %bf
+    ret %r
+}
+
+; n iterations of pushes of i, i as f64 and i odd (the tape grows past 1024
+; slots for large n, moving slots and tags), then n of pops in reverse: the sum
+; over i of 2 i + [i odd]
+func @tape_loop(%n: i64) -> f64 {
+entry:
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %more = icmp lt %i, %n
+    br %more, body, back
+body:
+    %fi = cast f64 %i
+    %odd = iand %i, 1
+    %b = icmp eq %odd, 1
+    push %i
+    push %fi
+    push %b
+    %i1 = iadd %i, 1
+    jump head
+back:
+    %j = phi i64 [head: %n, back_body: %j1]
+    %acc = phi f64 [head: 0.0, back_body: %acc1]
+    %go = icmp gt %j, 0
+    br %go, back_body, done
+back_body:
+    %b2 = pop bool
+    %f2 = pop f64
+    %i2 = pop i64
+    %if = cast f64 %i2
+    %bf = cast f64 %b2
+    %t = fadd %f2, %if
+    %t2 = fadd %t, %bf
+    %acc1 = fadd %acc, %t2
+    %j1 = isub %j, 1
+    jump back
+done:
     ret %acc
 }
 
@@ -510,7 +590,7 @@ fn driver(m: &Module, cases: &[Case], grads: &[GradCase]) -> String {
         let _ = writeln!(body, "        {}", c_slot_array("args", &slots));
         let _ = writeln!(
             body,
-            "        uint64_t res[{}] = {{0}};\n        reset_ctx({depth});\n        \
+            "        uint64_t res[{}] = {{0}};\n        reset_ctx({depth});\n        tape_reset();\n        \
              uint32_t st = gradlift_entry{}(&ctx, args, res);\n        print_status({k}, st);\n        \
              if (st == 0) {{",
             n_slots(&sig.results).max(1),
@@ -1165,6 +1245,14 @@ fn aarch64_code_under_qemu_computes_what_the_interpreter_computes() {
         ),
         (id("alloc_scale"), vec![wave(3), Val::I64(0), f64s(&[0.0])]),
     ];
+    // Each case starts with an empty tape (the driver resets it), as the
+    // interpreter of each case does.
+    for (k, mode) in [(5, 0), (5, 1), (5, 2), (5, 3), (-2, 0), (-2, 1)] {
+        own_points.push((id("tape_types"), vec![Val::I64(k), Val::I64(mode)]));
+    }
+    for n in [0, 5, 3000] {
+        own_points.push((id("tape_loop"), vec![Val::I64(n)]));
+    }
     for (x, n) in [(0.7, 25), (-1.3, 40), (2.5, 9), (1e-3, 3), (0.0, 2)] {
         own_points.push((id("trans64"), vec![Val::F64(x), Val::I64(n)]));
         own_points.push((id("trans32"), vec![Val::F32(x as f32), Val::I64(n)]));
@@ -1199,7 +1287,7 @@ fn aarch64_code_under_qemu_computes_what_the_interpreter_computes() {
     }
     let t = program(&dir, "own", &own, own_points, 5);
     assert!(
-        t.values >= 25 && t.errors >= 2 && t.gradients >= 20,
+        t.values >= 25 && t.errors >= 6 && t.gradients >= 20,
         "{t:?}"
     );
 

@@ -148,22 +148,33 @@ void gradlift_arena_restore(int64_t a0, int64_t a1, int64_t a2) {
 
 void gradlift_memzero(int64_t a0, int64_t a1) { memset((void *)(uintptr_t)a0, 0, (size_t)a1); }
 
-/* The tape (runtime.rs): a stack of 8-byte slots that doubles when full, and a
- * table of buffers (address, length, element code) named by handles that carry
- * the tape's generation. It persists across calls; tape_reset empties it. */
-static uint64_t *tape_mem;
+/* The tape (runtime.rs): a stack of 8-byte slots that doubles when full, with one
+ * type tag byte per slot below the slots (the tag of slot i at tape_ptr - 2 - i,
+ * a 0 byte at tape_ptr - 1; written by push and checked by pop), and a table of
+ * buffers (address, length, element code) named by handles that carry the tape's
+ * generation. It persists across calls; tape_reset empties it. */
+static uint64_t empty_tape[1];  /* no slots: the 0 byte below the first tag */
+static uint64_t *tape_mem;      /* tag_words(tape_cap) words of tags, then the slots */
 static uint64_t *tape_table;
 static size_t tape_table_cap;
+
+static size_t tag_words(size_t cap) { return (cap + 1 + 7) / 8; }
 
 int64_t gradlift_tape_grow(int64_t a0) {
     gradlift_ctx *c = (gradlift_ctx *)(uintptr_t)a0;
     size_t want = c->tape_cap * 2 < 1024 ? 1024 : c->tape_cap * 2;
-    uint64_t *mem = calloc(want, 8);
+    size_t tw = tag_words(want), len = c->tape_len;
+    uint64_t *mem = calloc(tw + want, 8);
     if (!mem) return 0;
-    if (c->tape_len) memcpy(mem, tape_mem, c->tape_len * 8);
+    unsigned char *base = (unsigned char *)(mem + tw);
+    const unsigned char *old = (const unsigned char *)c->tape_ptr;
+    if (len) {
+        memcpy(base, old, len * 8);
+        memcpy(base - 1 - len, old - 1 - len, len); /* the tags */
+    }
     free(tape_mem);
     tape_mem = mem;
-    c->tape_ptr = (uintptr_t)mem;
+    c->tape_ptr = (uintptr_t)base;
     c->tape_cap = want;
     return 1;
 }
@@ -251,7 +262,7 @@ int main(void) {
     if (!stack) return 2;
     stack_low = (uintptr_t)stack;
     ctx.arena_ptr = 8;
-    ctx.tape_ptr = 8;
+    ctx.tape_ptr = (uintptr_t)(empty_tape + 1);
     ctx.tape_bufs_ptr = 8;
     ctx.tape_gen = 1;
     pthread_attr_t attr;

@@ -5,7 +5,7 @@
 mod support;
 
 use gradlift_ir::interp::{ErrorKind, Interpreter, Val};
-use gradlift_ir::{Elem, Module};
+use gradlift_ir::{Elem, Module, Type};
 use gradlift_jit::{Compiled, Hosts, Workspace, compile, compile_with};
 use support::{module, same_all, show};
 
@@ -458,4 +458,432 @@ fn a_tape_limit_stops_a_runaway_forward_pass() {
         )
         .unwrap();
     assert_eq!(out.len(), 1);
+}
+
+/// Pops of the wrong type. `@mixed` pushes an i64, an f32 and a bool and pops them
+/// back as `mode` says: 0 in their own types; 1 the bool as an f64; 2 the bool and
+/// the f32 rightly, then the i64 as an f64; 3 the bool rightly, then the f32 as an
+/// i64; 4 all three rightly, then one more (an empty tape). `@pop_as_f64` pops an
+/// f64 off whatever an earlier call left.
+const TYPES: &str = "
+func @mixed(%k: i64, %y: f32, %mode: i64) -> f64 {
+entry:
+    push %k
+    push %y
+    %b = icmp gt %k, 0
+    push %b
+    %b2 = pop bool
+    %m1 = icmp eq %mode, 1
+    br %m1, bool_as_f64, rest
+bool_as_f64:
+    push %b2
+    %z1 = pop f64
+    ret %z1
+rest:
+    %m3 = icmp eq %mode, 3
+    br %m3, f32_as_i64, f32_ok
+f32_as_i64:
+    %j = pop i64
+    %jf = cast f64 %j
+    ret %jf
+f32_ok:
+    %y2 = pop f32
+    %m2 = icmp eq %mode, 2
+    br %m2, i64_as_f64, i64_ok
+i64_as_f64:
+    %z2 = pop f64
+    ret %z2
+i64_ok:
+    %k2 = pop i64
+    %m4 = icmp eq %mode, 4
+    br %m4, one_more, sum
+one_more:
+    %z4 = pop f64
+    ret %z4
+sum:
+    %yf = cast f64 %y2
+    %kf = cast f64 %k2
+    %bf = cast f64 %b2
+    %s = fadd %yf, %kf
+    %r = fadd %s, %bf
+    ret %r
+}
+
+func @push_i64(%k: i64) {
+entry:
+    push %k
+    ret
+}
+
+func @push_f32(%y: f32) {
+entry:
+    push %y
+    ret
+}
+
+func @push_bool(%b: bool) {
+entry:
+    push %b
+    ret
+}
+
+func @push_f64(%x: f64) {
+entry:
+    push %x
+    ret
+}
+
+func @pop_as_f64() -> f64 {
+entry:
+    %v = pop f64
+    ret %v
+}
+";
+
+/// `@mixed`'s value in mode 0: y + k + (k > 0).
+fn mixed_sum(k: i64, y: f32) -> f64 {
+    f64::from(y) + k as f64 + if k > 0 { 1.0 } else { 0.0 }
+}
+
+#[test]
+fn a_pop_of_the_wrong_type_fails_as_on_the_interpreter() {
+    let m = module(TYPES);
+    let c = compile(&m).unwrap();
+    let mixed = |mode: i64| ("mixed", vec![Val::I64(7), Val::F32(2.5), Val::I64(mode)]);
+    // Same errors (kind, function, op, position, message) and same tape heights:
+    // the failed pop leaves the tape as it was, on both engines.
+    same_sequence(
+        &m,
+        &c,
+        &[
+            mixed(0),
+            mixed(1),
+            mixed(2),
+            mixed(3),
+            mixed(4),
+            mixed(0),
+            ("push_i64", vec![Val::I64(7)]),
+            ("pop_as_f64", vec![]),
+            ("push_f32", vec![Val::F32(1.5)]),
+            ("pop_as_f64", vec![]),
+            ("push_bool", vec![Val::Bool(true)]),
+            ("pop_as_f64", vec![]),
+            ("push_f64", vec![Val::F64(0.25)]),
+            ("pop_as_f64", vec![]),
+        ],
+        true,
+    );
+}
+
+#[test]
+fn a_pushed_i64_popped_as_f64_is_an_error_not_its_bits() {
+    let m = module(TYPES);
+    let c = compile(&m).unwrap();
+    let mut ws = Workspace::new();
+    let mut interp = Interpreter::new(&m);
+    let push = m.func_by_name("push_i64").unwrap();
+    let pop = m.func_by_name("pop_as_f64").unwrap();
+    let (bool_, f32_) = (
+        m.func_by_name("push_bool").unwrap(),
+        m.func_by_name("push_f32").unwrap(),
+    );
+    for (pushed, arg, ty) in [
+        (push, Val::I64(7), Type::I64),
+        (f32_, Val::F32(1.5), Type::F32),
+        (bool_, Val::Bool(true), Type::Bool),
+    ] {
+        ws.reset_tape();
+        interp.reset_tape();
+        c.call(&mut ws, pushed, &mut [arg.clone()]).unwrap();
+        interp.call(pushed, &mut [arg]).unwrap();
+        // Before, the JIT returned the slot's bits: f64::from_bits(7), a subnormal.
+        let je = c.call(&mut ws, pop, &mut []).unwrap_err();
+        let ie = interp.call(pop, &mut []).unwrap_err();
+        let kind = ErrorKind::TapeMismatch {
+            expected: Type::F64,
+            found: ty,
+        };
+        assert_eq!(je.kind, kind, "{je}");
+        assert_eq!(ie.kind, kind, "{ie}");
+        assert_eq!(
+            (je.func.as_str(), je.op.as_str(), je.pos),
+            (ie.func.as_str(), ie.op.as_str(), ie.pos)
+        );
+        assert_eq!(je.to_string(), ie.to_string());
+        let article = if ty == Type::Bool { "a" } else { "an" };
+        assert_eq!(
+            je.to_string(),
+            format!("in @pop_as_f64, pop at 71:5: pop f64 found {article} {ty} on the tape")
+        );
+        // The failed pop took nothing off the tape.
+        assert_eq!(ws.tape().scalars, 1);
+        assert_eq!(interp.tape().scalars, 1);
+    }
+}
+
+#[test]
+fn after_a_wrong_pop_the_workspace_computes_the_next_call_right() {
+    let m = module(TYPES);
+    let c = compile(&m).unwrap();
+    let mixed = m.func_by_name("mixed").unwrap();
+    let mut ws = Workspace::new();
+    for round in 0..100i64 {
+        let mode = 1 + round % 4;
+        ws.reset_tape();
+        let e = c
+            .call(
+                &mut ws,
+                mixed,
+                &mut [Val::I64(round), Val::F32(0.5), Val::I64(mode)],
+            )
+            .unwrap_err();
+        let want = if mode == 4 {
+            ErrorKind::TapeUnderflow
+        } else {
+            let found = [Type::Bool, Type::I64, Type::F32][mode as usize - 1];
+            let expected = if mode == 3 { Type::I64 } else { Type::F64 };
+            ErrorKind::TapeMismatch { expected, found }
+        };
+        assert_eq!(e.kind, want, "round {round}: {e}");
+        // The failed call left what it had not popped (as on the interpreter); the
+        // next call works on top of it.
+        let left = ws.tape().scalars;
+        assert_eq!(left, [3, 1, 2, 0][mode as usize - 1], "round {round}");
+        let (k, y) = (round - 50, 0.25 * round as f32);
+        let out = c
+            .call(&mut ws, mixed, &mut [Val::I64(k), Val::F32(y), Val::I64(0)])
+            .unwrap();
+        assert_eq!(out, [Val::F64(mixed_sum(k, y))], "round {round}");
+        assert_eq!(ws.tape().scalars, left);
+    }
+}
+
+/// Many pushes in one block: the JIT keeps the block's tags in registers and
+/// writes them back together (and its height once), so these check that they are
+/// written back wherever something reads them: across a growth of the tape in
+/// the middle of the block, on the way to an error after the pushes, and before a
+/// pop in the same block.
+const MANY: &str = "
+func @push_lots(%n: i64) {
+entry:
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %more = icmp lt %i, %n
+    br %more, body, exit
+body:
+    %f = cast f64 %i
+    push %f
+    %i1 = iadd %i, 1
+    jump head
+exit:
+    ret
+}
+
+func @pop_lots(%n: i64) -> f64 {
+entry:
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %acc = phi f64 [entry: 0.0, body: %acc1]
+    %more = icmp lt %i, %n
+    br %more, body, exit
+body:
+    %f = pop f64
+    %acc1 = fadd %acc, %f
+    %i1 = iadd %i, 1
+    jump head
+exit:
+    ret %acc
+}
+
+; eleven pushes of all four types, a load that fails for i out of bounds, and a
+; twelfth push
+func @many(%x: [f64], %i: i64, %k: i64) {
+entry:
+    %f = cast f64 %k
+    %g = cast f32 %k
+    %b = icmp gt %k, 0
+    push %k
+    push %f
+    push %g
+    push %b
+    push %f
+    push %k
+    push %b
+    push %g
+    push %k
+    push %f
+    push %b
+    %v = load %x[%i]
+    push %v
+    ret
+}
+
+; the eleven, last first: 4 f + 3 k + 2 g + 3 b
+func @unmany11() -> f64 {
+entry:
+    %b1 = pop bool
+    %f1 = pop f64
+    %k1 = pop i64
+    %g1 = pop f32
+    %b2 = pop bool
+    %k2 = pop i64
+    %f2 = pop f64
+    %b3 = pop bool
+    %g3 = pop f32
+    %f3 = pop f64
+    %k3 = pop i64
+    %s1 = fadd %f1, %f2
+    %s2 = fadd %s1, %f3
+    %kk1 = iadd %k1, %k2
+    %kk = iadd %kk1, %k3
+    %kf = cast f64 %kk
+    %s3 = fadd %s2, %kf
+    %gg = fadd %g1, %g3
+    %gf = cast f64 %gg
+    %s4 = fadd %s3, %gf
+    %bb1 = cast f64 %b1
+    %bb2 = cast f64 %b2
+    %bb3 = cast f64 %b3
+    %s5 = fadd %s4, %bb1
+    %s6 = fadd %s5, %bb2
+    %s7 = fadd %s6, %bb3
+    ret %s7
+}
+
+; all twelve
+func @unmany() -> f64 {
+entry:
+    %v = pop f64
+    %s = call @unmany11()
+    %r = fadd %s, %v
+    ret %r
+}
+
+; pushes an i64 and pops it back as an f64 in the same block
+func @same_block(%k: i64) -> f64 {
+entry:
+    push %k
+    push %k
+    %a = pop i64
+    %z = pop f64
+    ret %z
+}
+";
+
+/// `@unmany11`'s value: 3 f + 3 k + 2 g + 3 [k > 0], with f = g = k.
+fn unmany11(k: i64) -> f64 {
+    let k = k as f64;
+    3.0 * k + 3.0 * k + 2.0 * k + if k > 0.0 { 3.0 } else { 0.0 }
+}
+
+#[test]
+fn the_tags_of_many_pushes_in_a_block_are_written_where_they_are_read() {
+    let m = module(MANY);
+    let c = compile(&m).unwrap();
+    let x = || Val::F64s(vec![0.5]);
+    let lots = |n| Val::I64(n);
+    // 1,020 scalars first: @many's fifth push grows the tape (1,024 slots), in the
+    // middle of the block.
+    let calls = [
+        ("push_lots", vec![lots(1020)]),
+        ("many", vec![x(), Val::I64(0), Val::I64(3)]),
+        ("unmany", vec![]),
+        ("many", vec![x(), Val::I64(5), Val::I64(-2)]),
+        ("unmany11", vec![]),
+        ("pop_lots", vec![lots(1020)]),
+        ("many", vec![x(), Val::I64(-1), Val::I64(7)]),
+        ("pop_lots", vec![lots(1)]),
+        ("unmany11", vec![]),
+        ("same_block", vec![Val::I64(7)]),
+        ("unmany11", vec![]),
+    ];
+    same_sequence(&m, &c, &calls, true);
+    // And the values are the closed forms.
+    let mut ws = Workspace::new();
+    let call = |ws: &mut Workspace, name: &str, mut args: Vec<Val>| {
+        c.call(ws, m.func_by_name(name).unwrap(), &mut args)
+    };
+    call(&mut ws, "push_lots", vec![lots(1020)]).unwrap();
+    call(&mut ws, "many", vec![x(), Val::I64(0), Val::I64(3)]).unwrap();
+    assert_eq!(ws.tape().scalars, 1032);
+    assert_eq!(
+        call(&mut ws, "unmany", vec![]).unwrap(),
+        [Val::F64(unmany11(3) + 0.5)]
+    );
+    let e = call(&mut ws, "many", vec![x(), Val::I64(5), Val::I64(-2)]).unwrap_err();
+    assert!(
+        matches!(e.kind, ErrorKind::OutOfBounds { index: 5, len: 1 }),
+        "{e}"
+    );
+    assert_eq!(ws.tape().scalars, 1031);
+    assert_eq!(
+        call(&mut ws, "unmany11", vec![]).unwrap(),
+        [Val::F64(unmany11(-2))]
+    );
+    let sum: f64 = (0..1020).map(f64::from).sum();
+    assert_eq!(
+        call(&mut ws, "pop_lots", vec![lots(1020)]).unwrap(),
+        [Val::F64(sum)]
+    );
+    assert_eq!(ws.tape().scalars, 0);
+    let e = call(&mut ws, "same_block", vec![Val::I64(7)]).unwrap_err();
+    assert_eq!(
+        e.kind,
+        ErrorKind::TapeMismatch {
+            expected: Type::F64,
+            found: Type::I64
+        }
+    );
+    assert_eq!(ws.tape().scalars, 1);
+}
+
+#[test]
+fn without_tape_checks_a_wrong_pop_reads_the_bits_and_the_rest_is_the_same() {
+    use gradlift_jit::{CompileOptions, compile_with_options};
+    let m = module(TYPES);
+    let roots: Vec<_> = m.defined().map(|(f, _)| f).collect();
+    let off = CompileOptions::new().with_tape_checks(false);
+    let c = compile_with_options(&m, &roots, &Hosts::new(), &off).unwrap();
+    // Matched pushes and pops, and an empty tape, are as on the interpreter.
+    same_sequence(
+        &m,
+        &c,
+        &[
+            ("mixed", vec![Val::I64(7), Val::F32(2.5), Val::I64(0)]),
+            ("mixed", vec![Val::I64(-3), Val::F32(0.5), Val::I64(4)]),
+            ("push_f64", vec![Val::F64(0.25)]),
+            ("pop_as_f64", vec![]),
+            ("pop_as_f64", vec![]),
+        ],
+        true,
+    );
+    // A pop of another type reads the slot's bits.
+    let mut ws = Workspace::new();
+    let push = m.func_by_name("push_i64").unwrap();
+    let pop = m.func_by_name("pop_as_f64").unwrap();
+    c.call(&mut ws, push, &mut [Val::I64(7)]).unwrap();
+    let out = c.call(&mut ws, pop, &mut []).unwrap();
+    assert_eq!(out, [Val::F64(f64::from_bits(7))]);
+    assert_eq!(ws.tape().scalars, 0);
+    // The MANY program too, without tags.
+    let m = module(MANY);
+    let roots: Vec<_> = m.defined().map(|(f, _)| f).collect();
+    let c = compile_with_options(&m, &roots, &Hosts::new(), &off).unwrap();
+    let x = || Val::F64s(vec![0.5]);
+    same_sequence(
+        &m,
+        &c,
+        &[
+            ("push_lots", vec![Val::I64(1020)]),
+            ("many", vec![x(), Val::I64(0), Val::I64(3)]),
+            ("unmany", vec![]),
+            ("many", vec![x(), Val::I64(5), Val::I64(-2)]),
+            ("unmany11", vec![]),
+            ("pop_lots", vec![Val::I64(1020)]),
+            ("pop_lots", vec![Val::I64(1)]),
+        ],
+        true,
+    );
 }
