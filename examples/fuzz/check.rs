@@ -11,7 +11,7 @@ use gradlift::adjoint::{
 };
 use gradlift::ir::interp::{Interpreter, Limits};
 use gradlift::ir::{
-    Decl, Elem, ErrorKind, FuncId, Module, OptConfig, RunError, Type, parse, verify,
+    Decl, Elem, ErrorKind, FuncId, Module, OptConfig, RunError, Signature, Type, parse, verify,
 };
 use gradlift::jit::{CompileError, Compiled, compile_with};
 use gradlift::{Arg, CompiledFunction, CompiledGradient, Error, Hosts, Pipeline, Val, Workspace};
@@ -223,6 +223,7 @@ fn jit_run(c: &Compiled, ws: &mut Workspace, id: FuncId, args: &[Val]) -> Run {
 
 fn cf_run(c: &CompiledFunction, ws: &mut Workspace, args: &[Val]) -> Result<Run, String> {
     let mut a = args.to_vec();
+    ws.reset_tape();
     let res = match c.call(ws, &mut a) {
         Ok(v) => Ok(v),
         Err(Error::Run(e)) => Err(e),
@@ -233,6 +234,43 @@ fn cf_run(c: &CompiledFunction, ws: &mut Workspace, args: &[Val]) -> Result<Run,
         }
     };
     Ok(Run { res, args: a })
+}
+
+/// [`CompiledFunction::call_args`], with slices lent (read-only ones read-only).
+fn cf_run_args(c: &CompiledFunction, ws: &mut Workspace, sig: &Signature, args: &[Val]) -> Run {
+    let mut a = args.to_vec();
+    ws.reset_tape();
+    let mut out = Vec::new();
+    let res = {
+        let mut lent: Vec<Arg<'_>> = a
+            .iter_mut()
+            .zip(&sig.params)
+            .map(|(v, t)| lend(v, *t))
+            .collect();
+        c.call_args(ws, &mut lent, &mut out)
+    };
+    let res = match res {
+        Ok(()) => Ok(out),
+        Err(Error::Run(e)) => Err(e),
+        Err(e) => Err(RunError::refused(
+            "",
+            ErrorKind::BadArguments(e.to_string()),
+        )),
+    };
+    Run { res, args: a }
+}
+
+/// A value lent as an argument of type `t`: read-only slices read-only.
+fn lend(v: &mut Val, t: Type) -> Arg<'_> {
+    if t.is_mut_slice() {
+        return v.as_arg();
+    }
+    match v {
+        Val::F64s(x) => Arg::F64s(x),
+        Val::F32s(x) => Arg::F32s(x),
+        Val::I64s(x) => Arg::I64s(x),
+        v => v.as_arg(),
+    }
 }
 
 fn fuel_out(r: &Run) -> bool {
@@ -363,22 +401,37 @@ fn random_config(rng: &mut Rng, m: &Module, f: FuncId) -> RuleConfig {
     c
 }
 
-/// A short name for why a derivation was refused.
+/// A short name for why a derivation was refused: its kind, and for
+/// `Unsupported` the reason without the statement quoted and its position.
 fn refusal(e: &AdError) -> String {
     let s = format!("{e:?}");
     let head = s.split(['(', ' ', '{']).next().unwrap_or("").to_string();
     match e {
         AdError::Unsupported { what, .. } => {
-            // The reason without the statement and its position.
-            let reason = what.rsplit(": ").next().unwrap_or(what);
-            let short: String = reason
-                .split([',', '(', ';'])
+            let mut plain = String::new();
+            for (k, part) in what.split('`').enumerate() {
+                if k % 2 == 0 {
+                    plain.push_str(part);
+                }
+            }
+            let words: Vec<&str> = plain
+                .split_whitespace()
+                .filter(|w| {
+                    !w.trim_end_matches([':', ','])
+                        .chars()
+                        .all(|c| c.is_ascii_digit() || c == ':')
+                })
+                .filter(|&w| w != "at")
+                .collect();
+            let short: String = words
+                .join(" ")
+                .split([',', ';', '('])
                 .next()
                 .unwrap_or("")
                 .chars()
-                .take(60)
+                .take(70)
                 .collect();
-            format!("{head} ({})", short.trim())
+            format!("{head} ({})", short.trim().trim_start_matches(':').trim())
         }
         _ => head,
     }
@@ -519,19 +572,7 @@ fn grad_by_args(
         let mut a: Vec<Arg<'_>> = owned
             .iter_mut()
             .zip(&sig.params)
-            .map(|(v, t)| {
-                if t.is_mut_slice() {
-                    v.as_arg()
-                } else {
-                    // A read-only slice lent read-only.
-                    match v {
-                        Val::F64s(x) => Arg::F64s(x),
-                        Val::F32s(x) => Arg::F32s(x),
-                        Val::I64s(x) => Arg::I64s(x),
-                        v => v.as_arg(),
-                    }
-                }
-            })
+            .map(|(v, t)| lend(v, *t))
             .collect();
         let mut s: Vec<Arg<'_>> = shadows.iter_mut().map(Val::as_arg).collect();
         g.gradient_args(ws, &mut a, &mut s, &results, &mut value, &mut grads)?
@@ -903,13 +944,19 @@ pub fn check_module(
     // interpreter.
     let variant = match &rule {
         Some(_) if rng.chance(30) => {
+            // The other tape policy, debug mode toggled (without NaN checks) and now
+            // and then without the primal: none of these changes the gradient.
             let other = match config.tape {
                 TapePolicy::Minimal => TapePolicy::SaveAll,
                 TapePolicy::SaveAll => TapePolicy::Minimal,
             };
-            gpipe
-                .derive(m, &name, Some(&config.clone().with_tape(other)))
-                .ok()
+            let primal = config.needs_primal && rng.chance(70);
+            let v = config
+                .clone()
+                .with_tape(other)
+                .with_debug(!config.debug, false)
+                .with_primal(primal);
+            gpipe.derive(m, &name, Some(&v)).ok()
         }
         _ => None,
     };
@@ -1014,6 +1061,17 @@ pub fn check_module(
                             out,
                             "interpreter and JIT differ on the optimised module",
                             format!("{d}\n--- optimised module:\n{mo}"),
+                            with,
+                        );
+                    }
+                    // The borrowed form, on the same workspace.
+                    let jb = cf_run_args(&jit_opt, &mut ws_prim, &sig, &args);
+                    stats.inc("call_args checks");
+                    if let Some(d) = compare_exact(&jopt, &jb, stats) {
+                        fail(
+                            out,
+                            "CompiledFunction::call_args differs from call",
+                            d,
                             with,
                         );
                     }
@@ -1149,11 +1207,12 @@ pub fn check_module(
             let gv: GradResult = value_and_gradient(&mut it, v, &args, &seeds).map_err(Error::from);
             if let (Ok(a), Ok(b)) = (&gi, &gv) {
                 stats.inc("tape policy cross-checks");
-                let same = same_vals(
-                    a.value.as_deref().unwrap_or(&[]),
-                    b.value.as_deref().unwrap_or(&[]),
-                    false,
-                ) && same_opt_vals(&a.gradient, &b.gradient, false)
+                let values = match (&a.value, &b.value) {
+                    (Some(x), Some(y)) => same_vals(x, y, false),
+                    _ => true,
+                };
+                let same = values
+                    && same_opt_vals(&a.gradient, &b.gradient, false)
                     && same_vals(&a.args, &b.args, false);
                 if !same {
                     fail(
