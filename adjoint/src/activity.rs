@@ -115,7 +115,9 @@ impl ActivityInfo {
     }
 
     /// The `const` slice parameters into which varied values may be stored, with
-    /// the instruction that stores them (a `store` or a `call`).
+    /// each instruction that may store them (a `store` or a `call`): one pair per
+    /// instruction, since whether the slice is read back afterwards is judged per
+    /// writing instruction (a call that writes does not read back its own write).
     pub(crate) fn const_writes(&self) -> &[(Value, Inst)] {
         &self.const_writes
     }
@@ -159,7 +161,10 @@ impl Analysis<'_> {
             return;
         }
         if self.is_const_param(s) {
-            if !self.info.const_writes.iter().any(|&(c, _)| c == s) {
+            // Every writing instruction, not only the first met: a store followed by
+            // a call that reads the slice and may write it too is refused for the
+            // store even when the call is met first.
+            if !self.info.const_writes.contains(&(s, inst)) {
                 self.info.const_writes.push((s, inst));
             }
             return;

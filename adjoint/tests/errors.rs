@@ -168,6 +168,38 @@ fn active_values_stored_into_a_const_slice_and_read_back() {
     build_rrule(&m, id, &c).unwrap();
 }
 
+/// A store of an active value into a `const` slice, then a call that reads the slice
+/// and also has an active argument (so the call may write into it too). Found by
+/// `examples/fuzz.rs`: the analysis kept one writing instruction per slice, the
+/// call (met first), and the only read-back, that same call, did not count, so the
+/// store was forgotten and the gradient came out silently wrong (1 for 7 here).
+#[test]
+fn a_store_into_a_const_slice_read_back_by_a_call_that_may_write_it() {
+    let text = "func @g(%s: [f64], %x: f64) -> f64 {
+         entry:
+             %v = load %s[0]
+             %r = fadd %v, %x
+             ret %r
+         }
+         func @f(%s: mut [f64], %x: f64) -> f64 {
+         entry:
+             %y = fmul %x, %x
+             store %s[0], %y
+             %r = call @g(%s, %x)
+             ret %r
+         }";
+    let e = refused(
+        text,
+        Some(vec![Activity::Const, Activity::Active]),
+        &["@f", "store %s[0], %y", "10:", "%s", "`const`", "`dup`"],
+    );
+    assert!(matches!(e, AdError::ConstWrite { .. }), "{e:?}");
+    // With the slice `dup`, it is derived (d/dx (x*x + x) = 2x + 1).
+    let (m, id) = module(text);
+    let c = RuleConfig::default_for(m.sig(id)).with_params([Activity::Dup, Activity::Active]);
+    build_rrule(&m, id, &c).unwrap();
+}
+
 #[test]
 fn calls_to_functions_without_a_derivative() {
     let e = refused(
