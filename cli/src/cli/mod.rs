@@ -333,26 +333,26 @@ fn parse_timeout(text: &str) -> Result<f64, String> {
 /// stack limit (`ulimit -s`, which sizes only the main thread's) must not decide
 /// what can be compiled and run.
 pub fn main() -> ExitCode {
-    let worker = std::thread::Builder::new()
-        .name("gradlift".into())
-        .stack_size(COMMAND_STACK)
-        .spawn(main_on_thread);
-    match worker.map(std::thread::JoinHandle::join) {
-        Ok(Ok(code)) => code,
-        Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        Err(e) => {
-            let _ = writeln!(
-                io::stderr(),
-                "error: cannot start the command's thread: {e}"
-            );
-            ExitCode::from(1)
+    // Under a small address-space limit (`ulimit -v`) the large stack may not be
+    // had: then a smaller one, and at worst the main thread's.
+    for stack in COMMAND_STACKS {
+        let worker = std::thread::Builder::new()
+            .name("gradlift".into())
+            .stack_size(stack)
+            .spawn(main_on_thread);
+        if let Ok(worker) = worker {
+            return match worker.join() {
+                Ok(code) => code,
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
         }
     }
+    main_on_thread()
 }
 
-/// The stack of the thread that runs the command (reserved, not committed: pages
-/// are used as the stack grows).
-const COMMAND_STACK: usize = 256 << 20;
+/// The stacks tried for the thread that runs the command, largest first (reserved,
+/// not committed: pages are used as the stack grows).
+const COMMAND_STACKS: [usize; 2] = [256 << 20, 16 << 20];
 
 fn main_on_thread() -> ExitCode {
     // Usage errors exit with status 2 here, `--help` and `--version` with 0.
