@@ -703,6 +703,7 @@ fn fd_check(
     ws: &mut Workspace,
     args: &[Val],
     g: &Gradient,
+    grad_at: &mut dyn FnMut(&[Val]) -> Option<Gradient>,
     f32: bool,
     rng: &mut Rng,
     stats: &mut Stats,
@@ -792,7 +793,13 @@ fn fd_check(
         }
         let atol = 64.0 * eps * mag / (h1 / 2.0) + 1e-12;
         let tol = |a: f64, b: f64| rtol * a.abs().max(b.abs()) + atol;
-        if (sides[0] - sides[1]).abs() > 0.1 * sides[0].abs().max(sides[1].abs()) + 10.0 * atol {
+        // A kink at distance d < h/2 from x, where the slope jumps by D, moves the
+        // central difference at h/2 by D (1 - 2d/h) / 2: exactly half the gap
+        // between the one-sided differences at h/2. A gap within twice the
+        // tolerance therefore keeps the central difference within it; a larger gap
+        // says nothing about the gradient. (A kink farther out, between h/2 and
+        // h, leaves the difference at h/2 alone, and that one is compared too.)
+        if (sides[0] - sides[1]).abs() > 2.0 * tol(sides[0], sides[1]) {
             stats.inc("fd skipped: kink at the point");
             continue;
         }
@@ -800,10 +807,91 @@ fn fd_check(
             stats.inc("fd skipped: steps disagree (kink or jump)");
             continue;
         }
+        // A staircase (floor, ceil, a `nodiff` callee, a float made an integer)
+        // whose treads are narrower than the step looks smooth to central
+        // differences at h and h/2, while its derivative is zero: at a step far
+        // below the treads' width the differences see the flat treads (or one
+        // jump). Only where a step 64 times smaller agrees too do the differences
+        // judge the gradient.
+        let h3 = h1 / 64.0;
+        let mut a = args.to_vec();
+        let xp = set_coord(&mut a, p, e, x + h3);
+        let lp = obj.eval(ws, &a);
+        let xm = set_coord(&mut a, p, e, x - h3);
+        let lm = obj.eval(ws, &a);
+        let fd3 = match (lp, lm) {
+            (Some((lp, mp)), Some((lm, mm))) if xp != xm => {
+                let atol3 = 64.0 * eps * mag0.max(mp).max(mm) / h3 + 1e-12;
+                Some(((lp - lm) / (xp - xm), atol3))
+            }
+            _ => None,
+        };
+        match fd3 {
+            Some((d, atol3)) if d.is_finite() => {
+                if (d - fd[1]).abs() > rtol * d.abs().max(fd[1].abs()) + atol3 {
+                    stats.inc("fd skipped: a smaller step disagrees (staircase)");
+                    continue;
+                }
+            }
+            _ => {
+                stats.inc("fd skipped: not finite");
+                continue;
+            }
+        }
         // Richardson: the two steps' errors cancel to fourth order.
         let rich = (4.0 * fd[1] - fd[0]) / 3.0;
         stats.inc("fd checks");
         if (gv - rich).abs() > tol(gv, rich) && (gv - fd[1]).abs() > tol(gv, fd[1]) {
+            // Before calling it a wrong gradient, make sure the differences judge
+            // at all. (1) Steps far smaller again, noise bounded as for f64: a
+            // staircase of treads narrower than h/64 (floor of 10^4 x) shows its
+            // flat treads or a jump here. (2) The gradient itself at x +- h/2: a
+            // derivative that changes within the step (sin of 10^17, a kink the
+            // one-sided differences missed) makes the differences an average of
+            // it, not its value at x.
+            // (0) Results beyond 2^53, where every f64 is an integer: floor, ceil
+            // and a `nodiff` rounding step are the identity there, so the
+            // differences see a slope the declared zero derivative does not.
+            if mag0 > 9.007_199_254_740_992e15 {
+                stats.inc("fd inconclusive: results beyond 2^53");
+                continue;
+            }
+            let mut staircase = false;
+            for hp in [h1 / 4096.0, h1 / 262_144.0] {
+                let mut a = args.to_vec();
+                let xp = set_coord(&mut a, p, e, x + hp);
+                let lp = obj.eval(ws, &a);
+                let xm = set_coord(&mut a, p, e, x - hp);
+                let lm = obj.eval(ws, &a);
+                if let (Some((lp, mp)), Some((lm, mm))) = (lp, lm) {
+                    let d = (lp - lm) / (xp - xm);
+                    let atol_p = 64.0 * f64::EPSILON * mag0.max(mp).max(mm) / hp + 1e-12;
+                    if xp != xm
+                        && d.is_finite()
+                        && (d - fd[1]).abs() > rtol * d.abs().max(fd[1].abs()) + atol_p
+                    {
+                        staircase = true;
+                    }
+                }
+            }
+            if staircase {
+                stats.inc("fd inconclusive: a far smaller step disagrees (staircase)");
+                continue;
+            }
+            let mut varies = false;
+            for hp in [h1 / 2.0, -h1 / 2.0, h1 / 64.0, -h1 / 64.0] {
+                let mut a = args.to_vec();
+                set_coord(&mut a, p, e, x + hp);
+                let gn = grad_at(&a)
+                    .and_then(|gn| gn.gradient[p].as_ref().and_then(|v| get_coord(v, e)));
+                if gn.is_none_or(|gn| !gn.is_finite() || (gn - gv).abs() > tol(gn, gv)) {
+                    varies = true;
+                }
+            }
+            if varies {
+                stats.inc("fd inconclusive: the gradient varies within the step");
+                continue;
+            }
             let what = match e {
                 None => format!("parameter {}", p + 1),
                 Some(i) => format!("element {i} of parameter {}", p + 1),
@@ -975,6 +1063,7 @@ pub fn check_module(
     let mut ws_prim = Workspace::new().with_max_depth(DEPTH);
     let mut ws_grad = Workspace::new().with_max_depth(DEPTH);
     let mut ws_fd = Workspace::new().with_max_depth(DEPTH);
+    let mut ws_near = Workspace::new().with_max_depth(DEPTH);
     let mut cache = None;
     let mut interp_grad = rule.as_ref().map(|r| {
         Interpreter::new(&r.module)
@@ -1326,7 +1415,8 @@ pub fn check_module(
             seeds: &seeds,
             sig: sig.clone(),
         };
-        if let Some(d) = fd_check(&obj, &mut ws_fd, &args, gr, f32, rng, stats) {
+        let mut grad_at = |a: &[Val]| g.value_and_pullback(&mut ws_near, a, &seeds).ok();
+        if let Some(d) = fd_check(&obj, &mut ws_fd, &args, gr, &mut grad_at, f32, rng, stats) {
             fail(
                 out,
                 "gradient differs from finite differences",

@@ -432,13 +432,13 @@ pub fn mutant(rng: &mut Rng, base: &[u8], donor: &[u8], vocab: &[String]) -> Vec
     b
 }
 
-/// Whether `pos` is a position inside `text` (line and column from 1, the column
-/// counted in characters; one past the end of a line, or of the text, allowed).
-fn in_text(text: &str, pos: Pos) -> bool {
+/// Whether `pos` is a position inside the text of `lines` (line and column from
+/// 1, the column counted in characters; one past the end of a line, or of the
+/// text, allowed).
+fn in_text(lines: &[&str], pos: Pos) -> bool {
     if !pos.is_known() || pos.col == 0 {
         return false;
     }
-    let lines: Vec<&str> = text.split('\n').collect();
     match lines.get(pos.line as usize - 1) {
         Some(l) => pos.col as usize <= l.chars().count() + 1,
         None => false,
@@ -474,6 +474,8 @@ pub fn check_text(
             String::from_utf8_lossy(bytes).into_owned()
         }
     };
+    // Split once: a text may have thousands of errors.
+    let lines: Vec<&str> = text.split('\n').collect();
     let module = match parse(&text) {
         Err(errs) => {
             stats.inc("malformed: parse errors");
@@ -483,7 +485,7 @@ pub fn check_text(
             for e in &errs.0 {
                 let shown = e.to_string();
                 let prefix = format!("{}:{}: ", e.pos.line, e.pos.col);
-                if !in_text(&text, e.pos) || !shown.starts_with(&prefix) || e.message.is_empty() {
+                if !in_text(&lines, e.pos) || !shown.starts_with(&prefix) || e.message.is_empty() {
                     fail(
                         out,
                         "parse error without a position in the text",
@@ -501,7 +503,7 @@ pub fn check_text(
         Err(errs) => {
             stats.inc("malformed: verify errors");
             for e in &errs.0 {
-                if !in_text(&text, e.pos) {
+                if !in_text(&lines, e.pos) {
                     fail(
                         out,
                         "verifier error without a position in the text",
