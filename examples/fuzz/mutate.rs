@@ -35,6 +35,7 @@ pub fn vocabulary() -> Vec<String> {
         "extern",
         "overlay",
         "vjp",
+        "jvp",
         "nodiff",
         "phi",
         "mut",

@@ -1,5 +1,5 @@
 //! A module: named functions (defined, extern, or declared ahead of their body) and
-//! the declarations for differentiation (`overlay`, `vjp`, `nodiff`).
+//! the declarations for differentiation (`overlay`, `vjp`, `jvp`, `nodiff`).
 //!
 //! Functions are numbered by [`FuncId`] in the order they were declared, which is
 //! also the order they print in. Calls name their callee by `FuncId`, so functions
@@ -117,6 +117,17 @@ pub enum Decl {
         /// cotangent per float parameter.
         rule: FuncId,
     },
+    /// `jvp @func = @rule`: `rule` is the custom forward-mode derivative of `func`.
+    ///
+    /// Forward mode calls `rule` instead of differentiating a call to `func`; reverse
+    /// mode ignores it (and forward mode ignores `vjp`), so a function may have both.
+    Jvp {
+        /// The function with a custom derivative.
+        func: FuncId,
+        /// Takes `func`'s parameters and one tangent per float parameter; returns one
+        /// tangent per float result.
+        rule: FuncId,
+    },
     /// `nodiff @func`: the results of `func` are constants to differentiation.
     Nodiff {
         /// The function.
@@ -128,7 +139,10 @@ impl Decl {
     /// The function the declaration is about.
     pub fn func(&self) -> FuncId {
         match *self {
-            Decl::Overlay { func, .. } | Decl::Vjp { func, .. } | Decl::Nodiff { func } => func,
+            Decl::Overlay { func, .. }
+            | Decl::Vjp { func, .. }
+            | Decl::Jvp { func, .. }
+            | Decl::Nodiff { func } => func,
         }
     }
 }
@@ -178,7 +192,8 @@ impl std::error::Error for ModuleError {}
 pub struct Module {
     /// The functions, in declaration order.
     pub funcs: PrimaryMap<FuncId, FuncDecl>,
-    /// The `overlay`, `vjp` and `nodiff` declarations, in order, with their positions.
+    /// The `overlay`, `vjp`, `jvp` and `nodiff` declarations, in order, with their
+    /// positions.
     pub decls: Vec<(Decl, Pos)>,
     names: HashMap<String, FuncId>,
 }
@@ -289,6 +304,16 @@ impl Module {
     pub fn vjp_of(&self, func: FuncId) -> Option<FuncId> {
         self.decls.iter().find_map(|(d, _)| match *d {
             Decl::Vjp { func: f, rule } if f == func => Some(rule),
+            _ => None,
+        })
+    }
+
+    /// The custom forward-mode derivative of `func` (`jvp`): the rule takes `func`'s
+    /// parameters and one tangent per float parameter, and returns one tangent per
+    /// float result (see [`jvp_signature`](crate::verify::jvp_signature)).
+    pub fn jvp_of(&self, func: FuncId) -> Option<FuncId> {
+        self.decls.iter().find_map(|(d, _)| match *d {
+            Decl::Jvp { func: f, rule } if f == func => Some(rule),
             _ => None,
         })
     }

@@ -29,9 +29,14 @@
 //!   results are one cotangent per float parameter of `@f` (of that parameter's
 //!   type), in order. The comparison is exact (a `mut` slice is not accepted for a
 //!   read-only one here).
+//! - `jvp @f = @r`: `@f` has scalar parameters only; `@r`'s parameters are `@f`'s,
+//!   followed by one tangent per float parameter of `@f` (of that parameter's type);
+//!   its results are one tangent per float result of `@f` (of that result's type), in
+//!   order ([`jvp_signature`]). The comparison is exact.
 //! - `nodiff @f` is fine for any function.
 //! - A function has at most one declaration of each kind, and not both an `overlay`
-//!   and a `vjp`. The later declaration is the one reported.
+//!   and a `vjp`, nor both an `overlay` and a `jvp` (a `vjp` and a `jvp` together are
+//!   fine). The later declaration is the one reported.
 //!
 //! Function (a [`Body::Defined`] one):
 //! - It has at least one block.
@@ -211,7 +216,8 @@ pub fn verify_function(module: &Module, id: FuncId) -> Vec<VerifierError> {
     }
 }
 
-/// The errors of `module`'s `overlay`, `vjp` and `nodiff` declarations, in order.
+/// The errors of `module`'s `overlay`, `vjp`, `jvp` and `nodiff` declarations, in
+/// order.
 pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
     let mut errors = Vec::new();
     // The first declaration of each kind for each function, and where it stands.
@@ -221,6 +227,7 @@ pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
         let (kind, ids): (&'static str, SmallVec<[FuncId; 2]>) = match decl {
             Decl::Overlay { func, with } => ("overlay", smallvec::smallvec![func, with]),
             Decl::Vjp { func, rule } => ("vjp", smallvec::smallvec![func, rule]),
+            Decl::Jvp { func, rule } => ("jvp", smallvec::smallvec![func, rule]),
             Decl::Nodiff { func } => ("nodiff", smallvec::smallvec![func]),
         };
         let f = decl.func();
@@ -256,20 +263,23 @@ pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
                     ));
                 }
             }
-            Decl::Vjp { func, rule } => {
+            Decl::Vjp { func, rule } | Decl::Jvp { func, rule } => {
                 let fs = module.sig(func);
                 if let Some((i, t)) = fs.params.iter().enumerate().find(|(_, t)| t.is_slice()) {
                     error(format!(
-                        "vjp needs @{} to have scalar parameters only, but parameter {} is {t}",
+                        "{kind} needs @{} to have scalar parameters only, but parameter {} is {t}",
                         module.name(func),
                         i + 1
                     ));
                 } else {
-                    let expected = vjp_signature(fs);
+                    let expected = match decl {
+                        Decl::Jvp { .. } => jvp_signature(fs),
+                        _ => vjp_signature(fs),
+                    };
                     let found = module.sig(rule);
                     if *found != expected {
                         error(format!(
-                            "vjp rule @{} for @{} must have the signature {expected}, found {found}",
+                            "{kind} rule @{} for @{} must have the signature {expected}, found {found}",
                             module.name(rule),
                             module.name(func),
                         ));
@@ -288,14 +298,19 @@ pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
             continue;
         }
         first.insert((f, kind), pos);
-        let other = match kind {
-            "overlay" => "vjp",
-            "vjp" => "overlay",
+        // An overlay excludes a vjp and a jvp; a vjp and a jvp go together.
+        let others: &[&str] = match kind {
+            "overlay" => &["vjp", "jvp"],
+            "vjp" | "jvp" => &["overlay"],
             _ => continue,
         };
-        if let Some(&earlier) = first.get(&(f, other)) {
+        for &other in others {
+            let Some(&earlier) = first.get(&(f, other)) else {
+                continue;
+            };
+            let rule = if kind == "overlay" { other } else { kind };
             error(format!(
-                "@{name} cannot have both an overlay and a vjp declaration (its {other} is {})",
+                "@{name} cannot have both an overlay and a {rule} declaration (its {other} is {})",
                 if earlier.is_known() {
                     format!("at {earlier}")
                 } else {
@@ -313,6 +328,26 @@ fn vjp_signature(sig: &Signature) -> Signature {
     params.extend(sig.results.iter().copied().filter(|t| t.is_float()));
     let results: Vec<Type> = sig
         .params
+        .iter()
+        .copied()
+        .filter(|t| t.is_float())
+        .collect();
+    Signature::new(params, results)
+}
+
+/// The signature a `jvp` rule for a function of signature `sig` must have: `sig`'s
+/// parameters, then one tangent for each float parameter (of that parameter's type),
+/// in order; as results, one tangent for each float result (of that result's type),
+/// in order. Integers and bools get no tangent.
+///
+/// For `(f64, i64, f32) -> (f64, i64)` it is `(f64, i64, f32, f64, f32) -> f64`. A
+/// `jvp` is only for functions with scalar parameters (the verifier reports slices
+/// before it compares signatures); slices here would get no tangent.
+pub fn jvp_signature(sig: &Signature) -> Signature {
+    let mut params = sig.params.clone();
+    params.extend(sig.params.iter().copied().filter(|t| t.is_float()));
+    let results: Vec<Type> = sig
+        .results
         .iter()
         .copied()
         .filter(|t| t.is_float())
@@ -338,6 +373,7 @@ fn decl_line(module: &Module, decl: &Decl) -> String {
     match *decl {
         Decl::Overlay { func, with } => format!("overlay {} = {}", name(func), name(with)),
         Decl::Vjp { func, rule } => format!("vjp {} = {}", name(func), name(rule)),
+        Decl::Jvp { func, rule } => format!("jvp {} = {}", name(func), name(rule)),
         Decl::Nodiff { func } => format!("nodiff {}", name(func)),
     }
 }
@@ -1266,6 +1302,33 @@ mod tests {
         );
         assert_eq!(vjp_signature(&f), expected);
         assert_eq!(vjp_signature(&Signature::default()), Signature::default());
+    }
+
+    #[test]
+    fn the_jvp_signature_takes_tangents_of_float_params_and_returns_those_of_float_results() {
+        let f = Signature::new(
+            [Type::F32, Type::I64, Type::Bool, Type::F64],
+            [Type::I64, Type::F64, Type::F32],
+        );
+        let expected = Signature::new(
+            [
+                Type::F32,
+                Type::I64,
+                Type::Bool,
+                Type::F64,
+                Type::F32,
+                Type::F64,
+            ],
+            [Type::F64, Type::F32],
+        );
+        assert_eq!(jvp_signature(&f), expected);
+        assert_eq!(jvp_signature(&Signature::default()), Signature::default());
+        // The example of docs/ir-text.md.
+        let g = Signature::new([Type::F64, Type::I64, Type::F32], [Type::F64, Type::I64]);
+        assert_eq!(
+            jvp_signature(&g).to_string(),
+            "(f64, i64, f32, f64, f32) -> f64"
+        );
     }
 
     /// A module with `@g(f64) -> f64` extern and `@f(%x: f64, %s: [f64]) -> f64`

@@ -5,9 +5,9 @@
 //! the line functions ([`inst_line`], [`phi_line`], [`term_line`], [`operand`]) print
 //! one statement, for error messages that quote the offending line.
 //!
-//! Layout: functions and externs in [`FuncId`] order, then the `overlay`, `vjp` and
-//! `nodiff` declarations in their order, one blank line between items; block labels
-//! at column 0, statements indented by four spaces. A function still
+//! Layout: functions and externs in [`FuncId`] order, then the `overlay`, `vjp`,
+//! `jvp` and `nodiff` declarations in their order, one blank line between items;
+//! block labels at column 0, statements indented by four spaces. A function still
 //! [declared](crate::Body::Declared) without a body cannot be written in the text
 //! format; it prints as an `extern` line under a `; declared, not defined` comment.
 //!
@@ -427,6 +427,13 @@ pub fn decl_line(module: &Module, decl: &Decl) -> String {
                 func_ref(module, rule)
             )
         }
+        Decl::Jvp { func, rule } => {
+            format!(
+                "jvp {} = {}",
+                func_ref(module, func),
+                func_ref(module, rule)
+            )
+        }
         Decl::Nodiff { func } => format!("nodiff {}", func_ref(module, func)),
     }
 }
@@ -689,6 +696,7 @@ entry.1:
         m.add_decl(Decl::Nodiff { func: h }, Pos::NONE);
         m.add_decl(Decl::Vjp { func: id, rule: g }, Pos::NONE);
         m.add_decl(Decl::Overlay { func: g, with: id }, Pos::NONE);
+        m.add_decl(Decl::Jvp { func: id, rule: g }, Pos::NONE);
         m.declare("later", Signature::new([Type::slice(Elem::I64)], []))
             .unwrap();
         check(
@@ -732,6 +740,8 @@ nodiff @h
 vjp @f = @g
 
 overlay @g = @f
+
+jvp @f = @g
 ",
         );
     }

@@ -574,3 +574,45 @@ fn vjp_with_the_wrong_signature() {
         "vjp",
     );
 }
+
+#[test]
+fn jvp_with_the_wrong_signature() {
+    check(
+        "func @f(%x: f64) -> f64 {\nentry:\n    ret %x\n}\nfunc @df(%x: f64, %dy: f64) -> (f64, f64) {\nentry:\n    ret %x, %dy\n}\njvp @f = @df\n",
+        "9:1",
+        "jvp rule @df for @f must have the signature (f64, f64) -> f64, found (f64, f64) -> (f64, f64)",
+    );
+}
+
+#[test]
+fn jvp_without_its_rule() {
+    check(
+        "extern @f(f64) -> f64\njvp @f\n",
+        "3:1",
+        "expected `=`, found end of input",
+    );
+    check(
+        "extern @f(f64) -> f64\nextern @r(f64, f64) -> f64\njvp @f @r\n",
+        "3:8",
+        "expected `=`, found `@r`",
+    );
+    check(
+        "extern @f(f64) -> f64\njvp @f =\nnodiff @f\n",
+        "3:1",
+        "expected a function name (`@name`), found `nodiff`",
+    );
+}
+
+#[test]
+fn jvp_of_an_unknown_function() {
+    check(
+        "extern @r(f64, f64) -> f64\njvp @f = @r\n",
+        "2:5",
+        "unknown function @f",
+    );
+    check(
+        "extern @f(f64) -> f64\njvp @f = @r\n",
+        "2:10",
+        "unknown function @r",
+    );
+}

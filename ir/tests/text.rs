@@ -704,6 +704,80 @@ vjp @f = @f
 }
 
 #[test]
+fn a_vjp_and_a_jvp_of_one_function_print_back_in_their_order() {
+    // The declarations come first in the text, `jvp` before `vjp`: they print after
+    // the functions, in the same order, and keep their positions.
+    let text = "\
+jvp @g = @g_jvp
+func @g(%x: f64, %n: i64, %y: f32) -> (f64, i64) {
+entry:
+    %yy = cast f64 %y
+    %p = fmul %x, %yy
+    ret %p, %n
+}
+vjp   @g=@g_vjp
+func @g_vjp(%x: f64, %n: i64, %y: f32, %dr: f64) -> (f64, f32) {
+entry:
+    %yy = cast f64 %y
+    %dx = fmul %yy, %dr
+    %t = fmul %x, %dr
+    %dy = cast f32 %t
+    ret %dx, %dy
+}
+func @g_jvp(%x: f64, %n: i64, %y: f32, %dx: f64, %dy: f32) -> f64 {
+entry:
+    %yy = cast f64 %y
+    %dyy = cast f64 %dy
+    %a = fmul %yy, %dx
+    %b = fmul %x, %dyy
+    %dr = fadd %a, %b
+    ret %dr
+}
+";
+    check_print(
+        text,
+        "
+func @g(%x: f64, %n: i64, %y: f32) -> (f64, i64) {
+entry:
+    %yy = cast f64 %y
+    %p = fmul %x, %yy
+    ret %p, %n
+}
+
+func @g_vjp(%x: f64, %n: i64, %y: f32, %dr: f64) -> (f64, f32) {
+entry:
+    %yy = cast f64 %y
+    %dx = fmul %yy, %dr
+    %t = fmul %x, %dr
+    %dy = cast f32 %t
+    ret %dx, %dy
+}
+
+func @g_jvp(%x: f64, %n: i64, %y: f32, %dx: f64, %dy: f32) -> f64 {
+entry:
+    %yy = cast f64 %y
+    %dyy = cast f64 %dy
+    %a = fmul %yy, %dx
+    %b = fmul %x, %dyy
+    %dr = fadd %a, %b
+    ret %dr
+}
+
+jvp @g = @g_jvp
+
+vjp @g = @g_vjp
+",
+    );
+    let m = parse_ok(text);
+    verify(&m).unwrap();
+    let id = |name| m.func_by_name(name).unwrap();
+    assert_eq!(m.jvp_of(id("g")), Some(id("g_jvp")));
+    assert_eq!(m.vjp_of(id("g")), Some(id("g_vjp")));
+    let at: Vec<String> = m.decls.iter().map(|(_, pos)| pos.to_string()).collect();
+    assert_eq!(at, ["1:1", "8:1"]);
+}
+
+#[test]
 fn results_without_names_get_numbers() {
     check_print(
         "
@@ -1243,6 +1317,7 @@ const TOKENS: &[&str] = &[
     "extern",
     "overlay",
     "vjp",
+    "jvp",
     "nodiff",
     "phi",
     "jump",

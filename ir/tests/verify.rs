@@ -451,6 +451,156 @@ fn a_vjp_rule_needs_the_cotangent_signature() {
     }
 }
 
+/// `@g(f64, i64, f32) -> (f64, i64)` and an extern rule `@r` of signature `rule_sig`,
+/// with `jvp @g = @r` at 7:1.
+fn jvp_module(rule_sig: Signature) -> (Module, FuncId, FuncId) {
+    let mut m = Module::new();
+    let g = m
+        .declare_extern("g", sig(&[F64, I64, F32], &[F64, I64]))
+        .unwrap();
+    let r = m.declare_extern("r", rule_sig).unwrap();
+    m.add_decl(Decl::Jvp { func: g, rule: r }, Pos::new(7, 1));
+    (m, g, r)
+}
+
+#[test]
+fn a_jvp_rule_with_the_tangent_signature_verifies() {
+    // g(f64, i64, f32) -> (f64, i64) takes the rule (f64, i64, f32, f64, f32) -> f64:
+    // tangents of the float parameters in, of the float results out.
+    let (mut m, g, r) = jvp_module(sig(&[F64, I64, F32, F64, F32], &[F64]));
+    check_ok(&m);
+    assert_eq!(m.jvp_of(g), Some(r));
+    assert_eq!(m.vjp_of(g), None);
+    assert_eq!(m.jvp_of(r), None);
+    // A vjp beside it is fine (reverse mode uses one, forward mode the other), and
+    // so is a nodiff (which wins over both).
+    let v = m
+        .declare_extern("v", sig(&[F64, I64, F32, F64], &[F64, F32]))
+        .unwrap();
+    m.add_decl(Decl::Vjp { func: g, rule: v }, Pos::new(8, 1));
+    check_ok(&m);
+    assert_eq!(m.jvp_of(g), Some(r));
+    assert_eq!(m.vjp_of(g), Some(v));
+    m.add_decl(Decl::Nodiff { func: g }, Pos::new(9, 1));
+    check_ok(&m);
+}
+
+#[test]
+fn a_jvp_rule_needs_the_tangent_signature() {
+    let bad = [
+        // The vjp's signature is not the jvp's.
+        sig(&[F64, I64, F32, F64], &[F64, F32]),
+        // No tangents.
+        sig(&[F64, I64, F32], &[F64]),
+        // Tangents in the wrong order.
+        sig(&[F64, I64, F32, F32, F64], &[F64]),
+        // A tangent for the integer parameter.
+        sig(&[F64, I64, F32, F64, I64, F32], &[F64]),
+        // A tangent for the integer result.
+        sig(&[F64, I64, F32, F64, F32], &[F64, I64]),
+        // A tangent of the wrong type.
+        sig(&[F64, I64, F32, F64, F64], &[F64]),
+    ];
+    for s in bad {
+        let found = s.to_string();
+        let (m, _, _) = jvp_module(s);
+        let errs = errors(&m);
+        assert_eq!(errs.len(), 1, "{}", VerifierErrors(errs.clone()));
+        assert_eq!(
+            errs[0].message,
+            format!(
+                "jvp rule @r for @g must have the signature (f64, i64, f32, f64, f32) -> f64, found {found}"
+            )
+        );
+        assert_eq!(errs[0].pos, Pos::new(7, 1));
+        assert_eq!(errs[0].func, None);
+    }
+}
+
+#[test]
+fn a_jvp_is_for_scalar_parameters_only() {
+    let mut m = Module::new();
+    let f = m.declare_extern("f", sig(&[F64, SF64], &[F64])).unwrap();
+    let r = m
+        .declare_extern("r", sig(&[F64, SF64, F64], &[F64]))
+        .unwrap();
+    m.add_decl(Decl::Jvp { func: f, rule: r }, Pos::new(4, 1));
+    let errs = errors(&m);
+    assert_eq!(errs.len(), 1, "{}", VerifierErrors(errs.clone()));
+    assert_eq!(
+        errs[0].message,
+        "jvp needs @f to have scalar parameters only, but parameter 2 is [f64]"
+    );
+    assert_eq!(errs[0].pos, Pos::new(4, 1));
+}
+
+#[test]
+fn a_function_has_at_most_one_jvp() {
+    let mut m = Module::new();
+    let f = m.declare_extern("f", sig(&[F64], &[F64])).unwrap();
+    let r = m.declare_extern("r", sig(&[F64, F64], &[F64])).unwrap();
+    m.add_decl(Decl::Jvp { func: f, rule: r }, Pos::new(2, 1));
+    check_ok(&m);
+    m.add_decl(Decl::Jvp { func: f, rule: r }, Pos::new(3, 1));
+    let errs = errors(&m);
+    assert_eq!(errs.len(), 1, "{}", VerifierErrors(errs.clone()));
+    assert_eq!(errs[0].message, "@f already has a jvp declaration at 2:1");
+    assert_eq!(errs[0].pos, Pos::new(3, 1));
+}
+
+#[test]
+fn a_function_cannot_have_both_an_overlay_and_a_jvp() {
+    let mut m = Module::new();
+    let f = m.declare_extern("f", sig(&[F64], &[F64])).unwrap();
+    let g = m.declare_extern("g", sig(&[F64], &[F64])).unwrap();
+    let r = m.declare_extern("r", sig(&[F64, F64], &[F64])).unwrap();
+    // The jvp first: the overlay is reported.
+    m.add_decl(Decl::Jvp { func: f, rule: r }, Pos::new(5, 1));
+    m.add_decl(Decl::Overlay { func: f, with: g }, Pos::new(6, 1));
+    let errs = errors(&m);
+    assert_eq!(errs.len(), 1, "{}", VerifierErrors(errs.clone()));
+    assert_eq!(
+        errs[0].message,
+        "@f cannot have both an overlay and a jvp declaration (its jvp is at 5:1)"
+    );
+    assert_eq!(errs[0].pos, Pos::new(6, 1));
+    // The overlay first: the jvp is reported.
+    let mut m = Module::new();
+    let f = m.declare_extern("f", sig(&[F64], &[F64])).unwrap();
+    let g = m.declare_extern("g", sig(&[F64], &[F64])).unwrap();
+    let r = m.declare_extern("r", sig(&[F64, F64], &[F64])).unwrap();
+    m.add_decl(Decl::Overlay { func: f, with: g }, Pos::new(2, 1));
+    m.add_decl(Decl::Jvp { func: f, rule: r }, Pos::new(3, 1));
+    let errs = errors(&m);
+    assert_eq!(errs.len(), 1, "{}", VerifierErrors(errs.clone()));
+    assert_eq!(
+        errs[0].message,
+        "@f cannot have both an overlay and a jvp declaration (its overlay is at 2:1)"
+    );
+    assert_eq!(errs[0].pos, Pos::new(3, 1));
+}
+
+#[test]
+fn an_overlay_after_a_vjp_and_a_jvp_conflicts_with_both() {
+    let mut m = Module::new();
+    let f = m.declare_extern("f", sig(&[F64], &[F64])).unwrap();
+    let g = m.declare_extern("g", sig(&[F64], &[F64])).unwrap();
+    let r = m.declare_extern("r", sig(&[F64, F64], &[F64])).unwrap();
+    m.add_decl(Decl::Vjp { func: f, rule: r }, Pos::new(1, 1));
+    m.add_decl(Decl::Jvp { func: f, rule: r }, Pos::new(2, 1));
+    check_ok(&m);
+    m.add_decl(Decl::Overlay { func: f, with: g }, Pos::NONE);
+    let errs = errors(&m);
+    let got: Vec<&str> = errs.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(
+        got,
+        [
+            "@f cannot have both an overlay and a vjp declaration (its vjp is at 1:1)",
+            "@f cannot have both an overlay and a jvp declaration (its jvp is at 2:1)",
+        ]
+    );
+}
+
 #[test]
 fn a_function_has_one_declaration_of_each_kind() {
     let mut m = Module::new();
@@ -1902,6 +2052,7 @@ fn any_decl() -> impl Strategy<Value = Decl> {
     prop_oneof![
         (id(), id()).prop_map(|(func, with)| Decl::Overlay { func, with }),
         (id(), id()).prop_map(|(func, rule)| Decl::Vjp { func, rule }),
+        (id(), id()).prop_map(|(func, rule)| Decl::Jvp { func, rule }),
         id().prop_map(|func| Decl::Nodiff { func }),
     ]
 }

@@ -7,8 +7,8 @@
 //! - has no loop (an acyclic control-flow graph);
 //! - makes no `alloc` (a buffer dies when its function returns: inlined into a loop,
 //!   the buffers would pile up until the caller returns);
-//! - has no declaration (`overlay`, `vjp`, `nodiff`): the user's derivative rule
-//!   keeps applying to the call;
+//! - has no declaration (`overlay`, `vjp`, `jvp`, `nodiff`): the user's derivative
+//!   rule keeps applying to the call;
 //! - does not `select` between slices of parameters given slices of another
 //!   mutability than declared (the `select`'s type would change).
 //!

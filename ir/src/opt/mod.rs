@@ -423,7 +423,7 @@ fn run_passes(
 pub(crate) struct ModuleFacts {
     /// In a cycle of the call graph (calls itself, directly or through others).
     pub(crate) recursive: SecondaryMap<FuncId, bool>,
-    /// Named by an `overlay`, `vjp` or `nodiff` declaration.
+    /// Named by an `overlay`, `vjp`, `jvp` or `nodiff` declaration.
     pub(crate) declared: SecondaryMap<FuncId, bool>,
     /// May write memory its caller can see, change the tape, or run host code:
     /// stores into anything but its own `alloc`s, a `mut` slice parameter, `push`,

@@ -57,6 +57,15 @@ pub(crate) enum Item<'a> {
         /// Its derivative.
         rule: Name<'a>,
     },
+    /// `jvp @func = @rule`.
+    Jvp {
+        /// The keyword's position.
+        pos: Pos,
+        /// The function with a custom forward-mode derivative.
+        func: Name<'a>,
+        /// Its derivative.
+        rule: Name<'a>,
+    },
     /// `nodiff @func`.
     Nodiff {
         /// The keyword's position.

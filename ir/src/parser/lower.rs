@@ -5,7 +5,7 @@
 //! 1. every `func` and `extern` is declared in text order ([`Module::add`]), so calls
 //!    may name functions defined later, and recursion works;
 //! 2. each function body is lowered (see [`FnLower`]);
-//! 3. the `overlay`, `vjp` and `nodiff` declarations are resolved.
+//! 3. the `overlay`, `vjp`, `jvp` and `nodiff` declarations are resolved.
 //!
 //! Inside a function, values may be used before their definition in the text (a phi's
 //! back edge, or blocks laid out out of dominance order), so a body is lowered in
@@ -126,6 +126,11 @@ pub(crate) fn lower(items: &[Item<'_>], errors: &mut Vec<ParseError>) -> Module 
                 let (func, rule) = (lookup(func), lookup(rule));
                 func.zip(rule)
                     .map(|(func, rule)| (Decl::Vjp { func, rule }, *pos))
+            }
+            Item::Jvp { pos, func, rule } => {
+                let (func, rule) = (lookup(func), lookup(rule));
+                func.zip(rule)
+                    .map(|(func, rule)| (Decl::Jvp { func, rule }, *pos))
             }
             Item::Nodiff { pos, func } => lookup(func).map(|func| (Decl::Nodiff { func }, *pos)),
             _ => None,

@@ -192,7 +192,7 @@ mod tests {
     use crate::function::ValueDef;
     use crate::ops::Opcode;
     use crate::types::{Elem, Scalar, Type};
-    use crate::{Block, Function, Terminator};
+    use crate::{Block, Decl, Function, Terminator};
 
     /// Parses `text`, which must fail, and checks that the first error is at `pos`
     /// (`"line:col"`) and that its message contains `fragment`.
@@ -367,7 +367,7 @@ exit:
         check_err(
             "fn @f()",
             "1:1",
-            "expected an item (`func`, `extern`, `overlay`, `vjp` or `nodiff`), found `fn`",
+            "expected an item (`func`, `extern`, `overlay`, `vjp`, `jvp` or `nodiff`), found `fn`",
         );
         check_err(
             "extern @f(f64",
@@ -545,7 +545,7 @@ entry:
 3:10: unknown op `fadd2`
 5:18: expected `,`, found `%x`
 8:13: unknown type `f66`
-12:1: expected an item (`func`, `extern`, `overlay`, `vjp` or `nodiff`), found `junk`
+12:1: expected an item (`func`, `extern`, `overlay`, `vjp`, `jvp` or `nodiff`), found `junk`
 13:20: unexpected character `$`",
         );
     }
@@ -697,7 +697,8 @@ no:
 }
 nodiff @even
 vjp @even = @odd
-overlay @odd = @even");
+overlay @odd = @even
+jvp @even = @odd");
         let (even, odd) = (
             m.func_by_name("even").unwrap(),
             m.func_by_name("odd").unwrap(),
@@ -710,6 +711,36 @@ overlay @odd = @even");
         assert!(m.is_nodiff(even));
         assert_eq!(m.vjp_of(even), Some(odd));
         assert_eq!(m.overlay_of(odd), Some(even));
+        assert_eq!(m.jvp_of(even), Some(odd));
+        assert_eq!(m.jvp_of(odd), None);
+        let decls: Vec<_> = m.decls.iter().map(|(d, p)| (*d, p.to_string())).collect();
+        assert_eq!(
+            decls,
+            [
+                (Decl::Nodiff { func: even }, "23:1".to_string()),
+                (
+                    Decl::Vjp {
+                        func: even,
+                        rule: odd
+                    },
+                    "24:1".to_string()
+                ),
+                (
+                    Decl::Overlay {
+                        func: odd,
+                        with: even
+                    },
+                    "25:1".to_string()
+                ),
+                (
+                    Decl::Jvp {
+                        func: even,
+                        rule: odd
+                    },
+                    "26:1".to_string()
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -43,7 +43,7 @@ enum Stmt<'a> {
 
 /// The item keywords; one followed by an `@name` starts an item.
 fn is_item_keyword(s: &str) -> bool {
-    matches!(s, "func" | "extern" | "overlay" | "vjp" | "nodiff")
+    matches!(s, "func" | "extern" | "overlay" | "vjp" | "jvp" | "nodiff")
 }
 
 /// The identifiers that are literals in operand position.
@@ -89,8 +89,8 @@ pub(crate) fn parse_items<'a>(
             Tok::Eof => break,
             Tok::Ident("func") => p.func_item(&mut items),
             Tok::Ident("extern") => p.extern_item(&mut items),
-            Tok::Ident("overlay" | "vjp" | "nodiff") => p.decl_item(&mut items),
-            _ => Err(p.expected("an item (`func`, `extern`, `overlay`, `vjp` or `nodiff`)")),
+            Tok::Ident("overlay" | "vjp" | "jvp" | "nodiff") => p.decl_item(&mut items),
+            _ => Err(p.expected("an item (`func`, `extern`, `overlay`, `vjp`, `jvp` or `nodiff`)")),
         };
         if res.is_err() && !p.stopped {
             p.recover_item(start);
@@ -319,7 +319,7 @@ impl<'a> Parser<'a, '_> {
         }
     }
 
-    /// `overlay @f = @g`, `vjp @f = @g`, `nodiff @f`.
+    /// `overlay @f = @g`, `vjp @f = @g`, `jvp @f = @g`, `nodiff @f`.
     fn decl_item(&mut self, items: &mut Vec<Item<'a>>) -> PResult<()> {
         let kw = self.bump();
         let pos = kw.pos;
@@ -330,6 +330,11 @@ impl<'a> Parser<'a, '_> {
                 self.expect(Tok::Eq, "`=`")?;
                 let with = self.func_name()?;
                 Item::Overlay { pos, func, with }
+            }
+            Tok::Ident("jvp") => {
+                self.expect(Tok::Eq, "`=`")?;
+                let rule = self.func_name()?;
+                Item::Jvp { pos, func, rule }
             }
             _ => {
                 self.expect(Tok::Eq, "`=`")?;
