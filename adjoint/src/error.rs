@@ -16,6 +16,7 @@ use core::fmt;
 use gradlift_ir::{BuildError, ModuleError, Type, VerifierErrors};
 
 use crate::config::Activity;
+use crate::frule::DualActivity;
 
 /// Why [`build_rrule`](crate::build_rrule()) could not derive a rule.
 #[derive(Clone, Debug)]
@@ -59,6 +60,20 @@ pub enum AdError {
         ty: Type,
         /// The activity asked for.
         activity: Activity,
+    },
+    /// A forward-mode activity that does not fit its parameter's type (`dual` on
+    /// an `i64` or a `bool`).
+    BadDualActivity {
+        /// The function.
+        func: String,
+        /// The parameter's index, from 0.
+        param: usize,
+        /// The parameter's name as printed (without `%`).
+        name: String,
+        /// Its type.
+        ty: Type,
+        /// The activity asked for.
+        activity: DualActivity,
     },
     /// Something this version of the derivation does not handle yet.
     Unsupported {
@@ -252,6 +267,17 @@ impl fmt::Display for AdError {
                     param + 1
                 )
             }
+            AdError::BadDualActivity {
+                func,
+                param,
+                name,
+                ty,
+                activity,
+            } => write!(
+                f,
+                "parameter {} (%{name}: {ty}) of @{func} cannot be `{activity}`: `dual` is for float scalars and float slices; integers, bools and integer slices are `const`",
+                param + 1
+            ),
             AdError::Unsupported { func, what } => {
                 write!(f, "cannot differentiate @{func} yet: {what}")
             }

@@ -72,6 +72,7 @@ mod config;
 mod error;
 mod eval;
 mod forward;
+mod frule;
 mod liveness;
 mod plan;
 mod pullback;
@@ -87,4 +88,5 @@ pub use error::{AdError, InternalError};
 pub use eval::{
     EvalBuffers, EvalError, Gradient, Seeds, run_rule, run_rule_vals, value_and_gradient,
 };
+pub use frule::{DualActivity, DualRet, Frule, FruleConfig, FruleLayout, MAX_WIDTH, build_frule};
 pub use rrule::{Rule, RuleLayout, build_rrule};

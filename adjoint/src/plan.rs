@@ -391,7 +391,7 @@ pub(crate) fn describe_inst(module: &Module, func: &Function, inst: Inst) -> Str
 /// Refuses a `const` slice parameter into which varied values are written and that
 /// is read back (a `load` from it, or a call it is passed to): the derivative
 /// through it would be silently lost.
-fn check_const_writes(
+pub(crate) fn check_const_writes(
     module: &Module,
     fname: &str,
     func: &Function,

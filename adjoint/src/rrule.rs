@@ -343,7 +343,7 @@ pub(crate) fn debug_marker(func: FuncId) -> i64 {
 /// popped off the tape would be a constant to the derivation, so differentiating
 /// derived code would give a silently wrong gradient; the error names the op, its
 /// function and position, and the call in `func` that reaches it.
-fn tape_ops_reached(module: &Module, func: FuncId) -> Result<(), AdError> {
+pub(crate) fn tape_ops_reached(module: &Module, func: FuncId) -> Result<(), AdError> {
     let fname = module.name(func).to_string();
     let at = |pos: Pos| {
         if pos.is_known() {
@@ -399,14 +399,14 @@ fn tape_ops_reached(module: &Module, func: FuncId) -> Result<(), AdError> {
 
 /// Whether the module declares a custom derivative (`vjp`, `nodiff`, `overlay`)
 /// for `func`.
-fn has_decl(module: &Module, func: FuncId) -> bool {
+pub(crate) fn has_decl(module: &Module, func: FuncId) -> bool {
     module.decls.iter().any(|(d, _)| d.func() == func)
 }
 
 /// `entry: %r = call @func(%params); ret %r`: the function whose rule is the rule of
 /// a function with a declaration (or of an `extern`), derived like any other (the
 /// call is differentiated as the declaration says).
-fn wrapper(module: &Module, func: FuncId) -> Function {
+pub(crate) fn wrapper(module: &Module, func: FuncId) -> Function {
     let sig = module.sig(func);
     let mut f = Function::new(sig);
     let entry = f.make_block(Some("entry"));
@@ -427,7 +427,7 @@ fn wrapper(module: &Module, func: FuncId) -> Function {
 /// Checks `config` against `func`'s signature, and refuses what the derivation does
 /// not handle: slice results, float slices chosen by a phi or `select`, tape and
 /// debug ops in the input.
-fn check_request(
+pub(crate) fn check_request(
     module: &Module,
     func: FuncId,
     primal: &Function,

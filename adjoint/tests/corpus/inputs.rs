@@ -308,6 +308,7 @@ pub fn memory_inputs() -> Vec<(&'static str, Vec<Vec<Val>>)> {
         ),
         ("cube", vec![vec![f(0.6)]]),
         ("cube_vjp", vec![vec![f(0.6), f(1.5)]]),
+        ("cube_jvp", vec![vec![f(0.6), f(1.5)]]),
         ("uses_vjp", vec![vec![f(0.6)], vec![f(-1.2)]]),
         ("round_down", vec![vec![f(2.5)]]),
         ("uses_nodiff", vec![vec![f(2.5)], vec![f(-0.7)]]),
