@@ -76,6 +76,7 @@
 
 mod api;
 pub mod autodiff;
+mod forward;
 pub mod pipeline;
 pub mod suite;
 
@@ -84,7 +85,9 @@ pub use autodiff::{
     Active, Autodiff, CallState, Const, Duplicated, DuplicatedNoNeed, Return, SharedGradient,
     autodiff,
 };
+pub use forward::CompiledJvp;
 pub use gradlift_adjoint as adjoint;
+pub use gradlift_adjoint::Jvp;
 pub use gradlift_adjoint::{Gradient, Seeds};
 pub use gradlift_ir as ir;
 pub use gradlift_ir::engine::{Arg, Engine, Hosts, RunError, TapeStats, Val};

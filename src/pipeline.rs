@@ -16,6 +16,8 @@
 //! | [`Pipeline::derive`] | verify, optimise, derive | a [`Rule`]: forward pass and pullback |
 //! | [`Pipeline::compile_function`] | verify, optimise, compile | a [`CompiledFunction`] |
 //! | [`Pipeline::compile_gradient`] | verify, optimise, derive, compile | a [`CompiledGradient`] |
+//! | [`Pipeline::derive_jvp`] | verify, optimise, derive (forward mode) | a [`Frule`] |
+//! | [`Pipeline::compile_jvp`] | verify, optimise, derive (forward mode), compile | a [`CompiledJvp`] |
 //!
 //! The optimiser runs by default ([`OptConfig::default`]); [`OptConfig::none`]
 //! (`--opt none` on the command line) skips it, so the rule is derived from the
@@ -47,12 +49,13 @@
 
 use std::time::Instant;
 
-use gradlift_adjoint::{Rule, RuleConfig, build_rrule};
+use gradlift_adjoint::{Frule, FruleConfig, Rule, RuleConfig, build_frule, build_rrule};
 use gradlift_ir::opt::{OptConfig, optimize};
 use gradlift_ir::{FuncId, Hosts, Module, verify};
 use gradlift_jit::{CompileOptions, compile_with_options};
 
 use crate::api::{CompiledFunction, CompiledGradient, Error};
+use crate::forward::CompiledJvp;
 
 /// How modules go through the pipeline: which optimiser passes run, the host
 /// functions for the `extern`s the code calls, and how the JIT compiles. The
@@ -196,6 +199,52 @@ impl Pipeline {
         let mut grad = self.compile_rule(rule)?;
         grad.set_compile_time(start.elapsed());
         Ok(grad)
+    }
+
+    /// Verify, optimise, then derive the forward rule of `@name` under `config`
+    /// (`None`: the defaults of [`FruleConfig::default_for`]: float scalars and
+    /// float slices `dual`, a `dual` return, width 1).
+    pub fn derive_jvp(
+        &self,
+        module: &Module,
+        name: &str,
+        config: Option<&FruleConfig>,
+    ) -> Result<Frule, Error> {
+        let Prepared { module, func } = self.prepare(module, name)?;
+        let default;
+        let config = match config {
+            Some(c) => c,
+            None => {
+                default = FruleConfig::default_for(module.sig(func));
+                &default
+            }
+        };
+        build_frule(&module, func, config).map_err(Error::Derive)
+    }
+
+    /// Verify, optimise, derive, then compile the forward rule of `@name` under
+    /// `config` (`None`: the defaults, as [`Pipeline::derive_jvp`]).
+    pub fn compile_jvp(
+        &self,
+        module: &Module,
+        name: &str,
+        config: Option<&FruleConfig>,
+    ) -> Result<CompiledJvp, Error> {
+        let start = Instant::now();
+        let frule = self.derive_jvp(module, name, config)?;
+        let mut jvp = self.compile_frule(frule)?;
+        jvp.set_compile_time(start.elapsed());
+        Ok(jvp)
+    }
+
+    /// Compiles a forward rule derived already (by [`Pipeline::derive_jvp`], or by
+    /// hand with [`build_frule`]); the last stage alone.
+    pub fn compile_frule(&self, frule: Frule) -> Result<CompiledJvp, Error> {
+        let start = Instant::now();
+        let compiled =
+            compile_with_options(&frule.module, &[frule.func], &self.hosts, &self.compile)
+                .map_err(Error::Compile)?;
+        Ok(CompiledJvp::new_compiled(frule, compiled, start.elapsed()))
     }
 
     /// Compiles a rule derived already (by [`Pipeline::derive`], or by hand with

@@ -73,6 +73,7 @@ mod error;
 mod eval;
 mod forward;
 mod frule;
+mod fwd_eval;
 mod liveness;
 mod plan;
 mod pullback;
@@ -89,4 +90,5 @@ pub use eval::{
     EvalBuffers, EvalError, Gradient, Seeds, run_rule, run_rule_vals, value_and_gradient,
 };
 pub use frule::{DualActivity, DualRet, Frule, FruleConfig, FruleLayout, MAX_WIDTH, build_frule};
+pub use fwd_eval::{Jvp, jvp_vals, run_frule};
 pub use rrule::{Rule, RuleLayout, build_rrule};
