@@ -35,7 +35,8 @@
 //! refuses float slices chosen by a phi or a `select`).
 
 use cranelift_entity::{EntitySet, SecondaryMap};
-use gradlift_ir::{Block, Function, Inst, Module, Opcode, Terminator, Value, ValueDef};
+use gradlift_ir::{Block, FuncId, Function, Inst, Module, Opcode, Terminator, Value, ValueDef};
+use hashbrown::HashSet;
 use smallvec::SmallVec;
 
 use crate::callee::Callee;
@@ -70,6 +71,21 @@ impl ActivityInfo {
         reachable: &EntitySet<Block>,
         config: &RuleConfig,
     ) -> ActivityInfo {
+        ActivityInfo::analyse_derived(module, func, reachable, config, &HashSet::new())
+    }
+
+    /// [`ActivityInfo::analyse`] for derived code, which only forward mode
+    /// differentiates: a call of one of `tape_funcs` (the functions that push or
+    /// pop, themselves or through their callees) talks to another pass through the
+    /// tape, so its arguments are useful and its results and `mut` slices vary,
+    /// whatever the rest of the function does with them.
+    pub(crate) fn analyse_derived(
+        module: &Module,
+        func: &Function,
+        reachable: &EntitySet<Block>,
+        config: &RuleConfig,
+        tape_funcs: &HashSet<FuncId>,
+    ) -> ActivityInfo {
         let mut users: SecondaryMap<Value, SmallVec<[Use; 2]>> = SecondaryMap::new();
         for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
             let data = &func.blocks[b];
@@ -91,11 +107,12 @@ impl ActivityInfo {
             module,
             func,
             config,
+            tape_funcs,
             users: &users,
             info: &mut info,
             work: Vec::new(),
         };
-        a.find_varied();
+        a.find_varied(reachable);
         a.find_useful(reachable);
         info
     }
@@ -128,6 +145,7 @@ struct Analysis<'a> {
     module: &'a Module,
     func: &'a Function,
     config: &'a RuleConfig,
+    tape_funcs: &'a HashSet<FuncId>,
     users: &'a SecondaryMap<Value, SmallVec<[Use; 2]>>,
     info: &'a mut ActivityInfo,
     work: Vec<Value>,
@@ -172,12 +190,39 @@ impl Analysis<'_> {
         self.vary(s);
     }
 
-    fn find_varied(&mut self) {
+    fn find_varied(&mut self, reachable: &EntitySet<Block>) {
         let func = self.func;
         for (&p, &a) in func.params.iter().zip(&self.config.params) {
             match a {
                 Activity::Active | Activity::Dup | Activity::DupNoNeed => self.vary(p),
                 Activity::Const => {}
+            }
+        }
+        // In derived code (which only forward mode differentiates), what comes off
+        // the tape may depend on the inputs of the pass that put it there: a popped
+        // float and a tape buffer's view vary.
+        for (b, inst) in func.placed_insts() {
+            let d = &func.insts[inst];
+            if !reachable.contains(b) {
+                continue;
+            }
+            if matches!(d.opcode, Opcode::Pop | Opcode::TapeView) {
+                for &r in &d.results {
+                    self.vary(r);
+                }
+            }
+            if let gradlift_ir::Imm::Func(g) = d.imm
+                && d.opcode == Opcode::Call
+                && self.tape_funcs.contains(&g)
+            {
+                for &r in &d.results {
+                    self.vary(r);
+                }
+                for &a in &d.args {
+                    if func.value_type(a).is_mut_slice() {
+                        self.vary_memory(a, inst);
+                    }
+                }
             }
         }
         while let Some(v) = self.work.pop() {
@@ -241,6 +286,28 @@ impl Analysis<'_> {
         for (&p, &a) in func.params.iter().zip(&self.config.params) {
             if matches!(a, Activity::Dup | Activity::DupNoNeed) {
                 self.use_(p);
+            }
+        }
+        // In derived code, what goes onto the tape, and what a tape buffer holds,
+        // may be read by another pass: useful.
+        for (b, inst) in func.placed_insts() {
+            let d = &func.insts[inst];
+            if !reachable.contains(b) {
+                continue;
+            }
+            match d.opcode {
+                Opcode::Push => self.use_(d.args[0]),
+                Opcode::TapeView => self.use_(d.results[0]),
+                Opcode::Call => {
+                    if let gradlift_ir::Imm::Func(g) = d.imm
+                        && self.tape_funcs.contains(&g)
+                    {
+                        for &a in &d.args {
+                            self.use_(a);
+                        }
+                    }
+                }
+                _ => {}
             }
         }
         if self.config.ret == RetActivity::Active {

@@ -48,14 +48,14 @@ use gradlift_ir::{
     Block, Body, FuncId, Function, FunctionBuilder, Imm, Inst, Module, Opcode, Pos, Signature,
     Terminator, Type, Value, ValueDef, VerifierErrors,
 };
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 use smallvec::SmallVec;
 
 use crate::activity::ActivityInfo;
 use crate::config::{Activity, RetActivity, RuleConfig};
 use crate::error::{AdError, InternalError};
 use crate::plan::{check_const_writes, describe_inst};
-use crate::rrule::{check_request, has_decl, tape_ops_reached, wrapper};
+use crate::rrule::{check_request, has_decl, wrapper};
 use crate::rules::{ArgVal, OpRule, RevCtx, op_rule};
 
 /// The largest width [`build_frule`] derives.
@@ -255,36 +255,67 @@ pub struct FruleLayout {
 /// declaration but no `jvp`), `const` slices written with varying values and read
 /// back.
 pub fn build_frule(module: &Module, func: FuncId, config: &FruleConfig) -> Result<Frule, AdError> {
-    let decl = module
-        .funcs
-        .get(func)
-        .ok_or_else(|| AdError::NoSuchFunction(func.to_string()))?;
-    let fname = decl.name.clone();
-    let errors = verify_decls(module);
-    if !errors.is_empty() {
-        return Err(AdError::Invalid {
-            func: fname,
-            errors: VerifierErrors(errors),
-        });
+    let (out, ids) = build_frules(module, &[(func, config.clone())])?;
+    let sig = module.sig(func);
+    Ok(Frule {
+        module: out,
+        func: ids[0],
+        layout: frule_layout(func, sig, config),
+    })
+}
+
+/// How the forward rule of `func` (signature `sig`) under `config` lines up with
+/// it.
+pub(crate) fn frule_layout(func: FuncId, sig: &Signature, config: &FruleConfig) -> FruleLayout {
+    FruleLayout {
+        primal: func,
+        config: config.clone(),
+        params: param_layout(sig, config),
+        primal_results: config.ret != DualRet::DualOnly,
+        tangent_results: tangent_results(sig, config),
     }
-    if config.width == 0 || config.width > MAX_WIDTH {
-        return Err(AdError::Unsupported {
-            func: fname,
-            what: format!(
-                "a width of {} (forward mode carries 1 to {MAX_WIDTH} tangents per value)",
-                config.width
-            ),
-        });
-    }
-    tape_ops_reached(module, func)?;
+}
+
+/// Derives the forward rules of several functions into one module (sharing the
+/// rules of the functions they call): the module and each rule's ID, in order.
+pub(crate) fn build_frules(
+    module: &Module,
+    requests: &[(FuncId, FruleConfig)],
+) -> Result<(Module, Vec<FuncId>), AdError> {
     let mut deriver = Deriver {
         input: module,
         out: module.clone(),
         cache: HashMap::new(),
         queue: VecDeque::new(),
         derived: Vec::new(),
+        tape_funcs: tape_funcs(module),
     };
-    let id = deriver.request(func, config.clone())?;
+    let mut ids = Vec::new();
+    for (func, config) in requests {
+        let func = *func;
+        let decl = module
+            .funcs
+            .get(func)
+            .ok_or_else(|| AdError::NoSuchFunction(func.to_string()))?;
+        let fname = decl.name.clone();
+        let errors = verify_decls(module);
+        if !errors.is_empty() {
+            return Err(AdError::Invalid {
+                func: fname,
+                errors: VerifierErrors(errors),
+            });
+        }
+        if config.width == 0 || config.width > MAX_WIDTH {
+            return Err(AdError::Unsupported {
+                func: fname,
+                what: format!(
+                    "a width of {} (forward mode carries 1 to {MAX_WIDTH} tangents per value)",
+                    config.width
+                ),
+            });
+        }
+        ids.push(deriver.request(func, config.clone())?);
+    }
     while let Some(job) = deriver.queue.pop_front() {
         deriver.derive(&job)?;
     }
@@ -293,7 +324,7 @@ pub fn build_frule(module: &Module, func: FuncId, config: &FruleConfig) -> Resul
         let errors = verify_function(&out, d);
         if !errors.is_empty() {
             return Err(AdError::Internal {
-                func: fname,
+                func: module.name(requests[0].0).to_string(),
                 error: InternalError::Unverified {
                     func: out.name(d).to_string(),
                     errors: VerifierErrors(errors),
@@ -301,18 +332,7 @@ pub fn build_frule(module: &Module, func: FuncId, config: &FruleConfig) -> Resul
             });
         }
     }
-    let sig = &decl.sig;
-    Ok(Frule {
-        module: out,
-        func: id,
-        layout: FruleLayout {
-            primal: func,
-            config: config.clone(),
-            params: param_layout(sig, config),
-            primal_results: config.ret != DualRet::DualOnly,
-            tangent_results: tangent_results(sig, config),
-        },
-    })
+    Ok((out, ids))
 }
 
 /// Per parameter of the derived function: its primal parameter and lane.
@@ -375,6 +395,8 @@ struct Deriver<'m> {
     cache: HashMap<(FuncId, FruleConfig), FuncId>,
     queue: VecDeque<Job>,
     derived: Vec<FuncId>,
+    /// The functions of the input that push or pop, themselves or through calls.
+    tape_funcs: HashSet<FuncId>,
 }
 
 /// How forward mode differentiates a call, from what the module says about the
@@ -480,7 +502,7 @@ impl Deriver<'_> {
                 });
             }
         }
-        check_request(module, func, primal, config.rule_config(sig))?;
+        check_request(module, func, primal, config.rule_config(sig), true)?;
         let name = derived_name(&self.out, &fname, sig, &config);
         let id = self
             .out
@@ -518,7 +540,7 @@ impl Deriver<'_> {
             reachable.insert(b);
         }
         let rc = job.config.rule_config(&decl.sig);
-        let act = ActivityInfo::analyse(module, primal, &reachable, &rc);
+        let act = ActivityInfo::analyse_derived(module, primal, &reachable, &rc, &self.tape_funcs);
         check_const_writes(module, &fname, primal, &reachable, &act)?;
         let calls = self.plan_calls(&fname, primal, &reachable, &act, job.config.width)?;
         let body = {
@@ -532,6 +554,8 @@ impl Deriver<'_> {
                 bmap: SecondaryMap::new(),
                 tan: SecondaryMap::new(),
                 tslice: SecondaryMap::new(),
+                handles: float_handles(primal, &reachable),
+                thandle: SecondaryMap::new(),
                 missing: None,
             };
             pass.params(&job.config);
@@ -587,7 +611,22 @@ impl Deriver<'_> {
                 } else {
                     DualRet::Const
                 };
-                let plan = if !params.contains(&DualActivity::Dual) {
+                let plan = if self.tape_funcs.contains(&g) {
+                    // Derived code: the callee pushes or pops, so its forward rule
+                    // runs whatever varies, to keep the tape's lanes in step.
+                    let config = FruleConfig {
+                        params: params.clone(),
+                        ret,
+                        width,
+                    };
+                    let rule = self.request(g, config)?;
+                    CallPlan::Derived {
+                        rule,
+                        params,
+                        ret,
+                        overlay: false,
+                    }
+                } else if !params.contains(&DualActivity::Dual) {
                     CallPlan::Plain
                 } else {
                     match fwd_callee(module, g) {
@@ -683,6 +722,10 @@ struct Pass<'a, 'm> {
     bmap: SecondaryMap<Block, Option<Block>>,
     tan: SecondaryMap<Value, Option<SmallVec<[Value; 4]>>>,
     tslice: SecondaryMap<Value, Option<Value>>,
+    /// The `i64` values that are handles of float tape buffers (derived code), and
+    /// the handles of their tangent buffers.
+    handles: EntitySet<Value>,
+    thandle: SecondaryMap<Value, Option<Value>>,
     /// Set when a step needs a value no step made (a bug in gradlift).
     missing: Option<String>,
 }
@@ -830,6 +873,10 @@ impl Pass<'_, '_> {
                 self.b.named(n, v);
             }
             self.vmap[phi.value] = Some(v);
+            if self.handles.contains(phi.value) {
+                let t = self.b.phi(Type::I64, &[]);
+                self.thandle[phi.value] = Some(t);
+            }
             if ty.is_float() && self.act.is_active(phi.value, primal) {
                 let lanes = (0..self.width).map(|_| self.b.phi(ty, &[])).collect();
                 self.set_tangent(phi.value, lanes);
@@ -898,6 +945,10 @@ impl Pass<'_, '_> {
                     let np = self.block_of(p);
                     let nv = self.get(v);
                     self.b.add_incoming(nphi, np, nv);
+                    if let Some(tphi) = self.thandle[phi.value] {
+                        let t = self.tangent_handle(v);
+                        self.b.add_incoming(tphi, np, t);
+                    }
                     if let Some(lanes) = self.tan[phi.value].clone() {
                         for (j, &tphi) in lanes.iter().enumerate() {
                             let t = self.tangent_or_zero(v, j, ty);
@@ -915,6 +966,10 @@ impl Pass<'_, '_> {
         let d = &primal.insts[inst];
         if d.opcode == Opcode::Call {
             self.call(inst);
+            return;
+        }
+        if d.opcode == Opcode::Pop {
+            self.pop(inst);
             return;
         }
         let args: SmallVec<[Value; 3]> = d.args.iter().map(|&a| self.get(a)).collect();
@@ -974,6 +1029,50 @@ impl Pass<'_, '_> {
                     self.b.named(&format!("d{name}"), t);
                 }
                 self.tslice[a] = Some(t);
+            }
+            Opcode::Push => {
+                let v = d.args[0];
+                let ty = primal.value_type(v);
+                if ty.is_float() {
+                    for j in 0..self.width {
+                        let t = self.tangent_or_zero(v, j, ty);
+                        self.b.push(t);
+                    }
+                } else if self.handles.contains(v) {
+                    let t = self.tangent_handle(v);
+                    self.b.push(t);
+                }
+            }
+            Opcode::TapeAlloc => {
+                let h = d.results[0];
+                if !self.handles.contains(h) {
+                    return;
+                }
+                let n = if self.width == 1 {
+                    args[0]
+                } else {
+                    let w = self.b.iconst(self.width as i64);
+                    self.b.imul(args[0], w)
+                };
+                let ti = self.b.ins(Opcode::TapeAlloc, d.imm, &[n]);
+                let t = self.b.results(ti)[0];
+                if let Some(name) = primal.values[h].name.as_deref() {
+                    self.b.named(&format!("d{name}"), t);
+                }
+                self.thandle[h] = Some(t);
+            }
+            Opcode::TapeView => {
+                let (h, s) = (d.args[0], d.results[0]);
+                if !self.handles.contains(h) {
+                    return;
+                }
+                let th = self.tangent_handle(h);
+                let ti = self.b.ins(Opcode::TapeView, d.imm, &[th]);
+                let t = self.b.results(ti)[0];
+                if let Some(name) = primal.values[s].name.as_deref() {
+                    self.b.named(&format!("d{name}"), t);
+                }
+                self.tslice[s] = Some(t);
             }
             Opcode::Cast => {
                 if !active(d.results.first()) {
@@ -1041,6 +1140,51 @@ impl Pass<'_, '_> {
                 }
                 self.set_tangent(y, lanes);
             }
+        }
+    }
+
+    /// The handle of the tangent buffer of the float tape buffer handle `h`.
+    fn tangent_handle(&mut self, h: Value) -> Value {
+        match self.thandle[h] {
+            Some(t) => t,
+            None => {
+                self.missing
+                    .get_or_insert_with(|| format!("the tangent handle of {h}"));
+                self.b.iconst(0)
+            }
+        }
+    }
+
+    /// `pop`: what the forward rule of the pass that pushed put on the tape, last
+    /// first. A float was pushed with its N lanes after it, so the lanes come off
+    /// first (lane N-1 first), then the value; a float buffer's handle was pushed
+    /// with its tangent buffer's handle after it.
+    fn pop(&mut self, inst: Inst) {
+        let primal = self.primal;
+        let d = &primal.insts[inst];
+        let r = d.results[0];
+        let ty = primal.value_type(r);
+        let mut lanes: SmallVec<[Value; 4]> = SmallVec::new();
+        let mut th = None;
+        if ty.is_float() {
+            for _ in 0..self.width {
+                lanes.push(self.b.pop(ty));
+            }
+            lanes.reverse();
+        } else if self.handles.contains(r) {
+            th = Some(self.b.pop(ty));
+        }
+        let v = self.b.pop(ty);
+        if let Some(n) = primal.values[r].name.as_deref() {
+            self.b.named(n, v);
+            if let Some(t) = th {
+                self.b.named(&format!("d{n}"), t);
+            }
+        }
+        self.vmap[r] = Some(v);
+        self.thandle[r] = th;
+        if ty.is_float() && self.act.is_active(r, primal) {
+            self.set_tangent(r, lanes);
         }
     }
 
@@ -1187,4 +1331,78 @@ fn derived_name(module: &Module, fname: &str, sig: &Signature, config: &FruleCon
         .map(|n| format!("{base}.{n}"))
         .find(|n| module.func_by_name(n).is_none())
         .unwrap_or(base)
+}
+
+/// The `i64` values of `func` that are handles of float tape buffers: the results
+/// of a float `tape_alloc`, the operands of a float `tape_view`, and the phis that
+/// carry either (both ways). In derived code a handle goes onto the tape right
+/// after its buffer is made and comes off right before its buffer is viewed, so
+/// the forward rule of the pass that pushes and the one of the pass that pops agree
+/// on which pushed `i64`s are handles.
+fn float_handles(func: &Function, reachable: &EntitySet<Block>) -> EntitySet<Value> {
+    let float_imm = |imm: Imm| matches!(imm, Imm::Type(t) if t.is_float());
+    let mut set = EntitySet::new();
+    let mut work = Vec::new();
+    for (b, inst) in func.placed_insts() {
+        if !reachable.contains(b) {
+            continue;
+        }
+        let d = &func.insts[inst];
+        match d.opcode {
+            Opcode::TapeAlloc if float_imm(d.imm) => work.push(d.results[0]),
+            Opcode::TapeView if float_imm(d.imm) => work.push(d.args[0]),
+            _ => {}
+        }
+    }
+    // Phi edges, both ways.
+    let mut edges: HashMap<Value, SmallVec<[Value; 2]>> = HashMap::new();
+    for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
+        for phi in &func.blocks[b].phis {
+            if func.value_type(phi.value) == Type::I64 {
+                for &(_, v) in &phi.incoming {
+                    edges.entry(phi.value).or_default().push(v);
+                    edges.entry(v).or_default().push(phi.value);
+                }
+            }
+        }
+    }
+    while let Some(v) = work.pop() {
+        if matches!(func.value_def(v), ValueDef::Const(_)) || !set.insert(v) {
+            continue;
+        }
+        if let Some(next) = edges.get(&v) {
+            work.extend(next.iter().copied());
+        }
+    }
+    set
+}
+
+/// The functions of `module` that push or pop (derived code), themselves or through
+/// the functions they call.
+fn tape_funcs(module: &Module) -> HashSet<FuncId> {
+    let mut set = HashSet::new();
+    let mut callers: HashMap<FuncId, Vec<FuncId>> = HashMap::new();
+    let mut work = Vec::new();
+    for (id, f) in module.defined() {
+        for (_, inst) in f.placed_insts() {
+            let d = &f.insts[inst];
+            match d.opcode {
+                Opcode::Push | Opcode::Pop | Opcode::TapeAlloc | Opcode::TapeView => work.push(id),
+                Opcode::Call => {
+                    if let Imm::Func(g) = d.imm {
+                        callers.entry(g).or_default().push(id);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    while let Some(f) = work.pop() {
+        if set.insert(f)
+            && let Some(cs) = callers.get(&f)
+        {
+            work.extend(cs.iter().copied());
+        }
+    }
+    set
 }

@@ -27,11 +27,11 @@
 //! ```
 
 use gradlift_ir::engine::{Arg, Engine, Val, check_args};
-use gradlift_ir::{Elem, Type};
+use gradlift_ir::{Elem, FuncId, Module, Type};
 use smallvec::SmallVec;
 
 use crate::eval::EvalError;
-use crate::frule::{DualActivity, Frule};
+use crate::frule::{DualActivity, Frule, FruleLayout};
 
 /// What a forward rule computed: [`jvp_vals`]'s result.
 #[derive(Clone, PartialEq, Debug)]
@@ -70,7 +70,27 @@ pub fn run_frule<E: Engine>(
     tangents: &mut [Arg<'_>],
     out: &mut Vec<Val>,
 ) -> Result<(), EvalError> {
-    let (module, layout) = (&rule.module, &rule.layout);
+    call_frule(
+        engine,
+        &rule.module,
+        rule.func,
+        &rule.layout,
+        args,
+        tangents,
+        out,
+    )
+}
+
+/// [`run_frule`] for the forward rule `func` of `module` laid out as `layout`.
+pub(crate) fn call_frule<E: Engine>(
+    engine: &mut E,
+    module: &Module,
+    func: FuncId,
+    layout: &FruleLayout,
+    args: &mut [Arg<'_>],
+    tangents: &mut [Arg<'_>],
+    out: &mut Vec<Val>,
+) -> Result<(), EvalError> {
     let sig = module.sig(layout.primal);
     let fname = module.name(layout.primal);
     check_args(fname, sig, args).map_err(|k| EvalError::BadArguments(k.to_string()))?;
@@ -147,9 +167,9 @@ pub fn run_frule<E: Engine>(
         }
     }
     engine
-        .call_args(rule.func, &mut call, out)
+        .call_args(func, &mut call, out)
         .map_err(|error| EvalError::Run {
-            what: format!("@{}", module.name(rule.func)),
+            what: format!("@{}", module.name(func)),
             error: Box::new(error),
         })
 }

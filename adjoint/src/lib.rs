@@ -74,6 +74,7 @@ mod eval;
 mod forward;
 mod frule;
 mod fwd_eval;
+mod hvp;
 mod liveness;
 mod plan;
 mod pullback;
@@ -91,4 +92,5 @@ pub use eval::{
 };
 pub use frule::{DualActivity, DualRet, Frule, FruleConfig, FruleLayout, MAX_WIDTH, build_frule};
 pub use fwd_eval::{Jvp, jvp_vals, run_frule};
+pub use hvp::{Hvp, HvpRule, build_hvp, hvp_vals};
 pub use rrule::{Rule, RuleLayout, build_rrule};

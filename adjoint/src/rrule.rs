@@ -212,10 +212,10 @@ impl Deriver<'_> {
                     errors: VerifierErrors(errors),
                 });
             }
-            check_request(module, func, primal, config.clone())?;
+            check_request(module, func, primal, config.clone(), false)?;
         } else if has_decl(module, func) {
             let primal = wrapper(module, func);
-            check_request(module, func, &primal, config.clone())?;
+            check_request(module, func, &primal, config.clone(), false)?;
         } else {
             return Err(AdError::NotDefined { func: fname });
         }
@@ -426,12 +426,14 @@ pub(crate) fn wrapper(module: &Module, func: FuncId) -> Function {
 
 /// Checks `config` against `func`'s signature, and refuses what the derivation does
 /// not handle: slice results, float slices chosen by a phi or `select`, tape and
-/// debug ops in the input.
+/// debug ops in the input (unless `tape_ops`: forward mode differentiates derived
+/// code).
 pub(crate) fn check_request(
     module: &Module,
     func: FuncId,
     primal: &Function,
     config: RuleConfig,
+    tape_ops: bool,
 ) -> Result<(), AdError> {
     let fname = module.name(func).to_string();
     let sig = module.sig(func);
@@ -496,7 +498,9 @@ pub(crate) fn check_request(
                     describe_inst(module, primal, inst)
                 )));
             }
-            if let OpRule::Unsupported(what) = op_rule(d.opcode) {
+            if let OpRule::Unsupported(what) = op_rule(d.opcode)
+                && !tape_ops
+            {
                 return Err(unsupported(format!(
                     "{what}, in {}",
                     describe_inst(module, primal, inst)
