@@ -148,6 +148,7 @@ fn hvp_vs_differences(m: &Module, name: &str, rule: &HvpRule, args: &[Val], rng:
 }
 
 /// The Hessian from HVPs along the unit vectors is symmetric.
+#[allow(clippy::needless_range_loop)]
 fn symmetric(name: &str, rule: &HvpRule, args: &[Val]) {
     let config = &rule.layout.config;
     let cs = coords(args, config);
