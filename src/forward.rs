@@ -24,7 +24,9 @@
 
 use std::time::Duration;
 
-use gradlift_adjoint::{Frule, FruleConfig, Jvp, jvp_vals, run_frule};
+use gradlift_adjoint::{
+    Activity, Frule, FruleConfig, Hvp, HvpRule, Jvp, RuleConfig, hvp_vals, jvp_vals, run_frule,
+};
 use gradlift_ir::Module;
 use gradlift_ir::engine::{Arg, Val};
 use gradlift_jit::{Compiled, Hosts, JitEngine, Workspace};
@@ -178,6 +180,298 @@ impl CompiledJvp {
     /// line up with the primal's.
     pub fn frule(&self) -> &Frule {
         &self.frule
+    }
+
+    /// How long deriving and compiling took.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+}
+
+/// A dense Jacobian or Hessian, with how its rows and columns map to the
+/// function's parameters and results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Matrix {
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// The entries, row by row (`data[r * cols + c]`).
+    pub data: Vec<f64>,
+    /// What each column is: `(parameter, None)` for a float scalar parameter,
+    /// `(parameter, Some(i))` for element `i` of a float slice.
+    pub col_coords: Vec<(usize, Option<usize>)>,
+    /// What each row is: for a Jacobian `(result, None)` for a float result and
+    /// `(parameter, Some(i))` for element `i` of a `mut` slice's final contents
+    /// (after the results); for a Hessian the same as the columns.
+    pub row_coords: Vec<(usize, Option<usize>)>,
+}
+
+impl Matrix {
+    /// The entry at row `r`, column `c`.
+    pub fn get(&self, r: usize, c: usize) -> f64 {
+        self.data[r * self.cols + c]
+    }
+}
+
+/// The coordinates of the `dual` parameters at `args`: each float scalar, each
+/// element of a float slice.
+fn input_coords(args: &[Val], dual: &[bool]) -> Vec<(usize, Option<usize>)> {
+    let mut out = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        if !dual[i] {
+            continue;
+        }
+        match a.slice_len() {
+            Some(n) => out.extend((0..n).map(|e| (i, Some(e)))),
+            None => out.push((i, None)),
+        }
+    }
+    out
+}
+
+/// Tangents (or directions) at width `n` for the columns `cols[start..start+n]`
+/// of the identity (lanes past the end are zero): one entry per parameter,
+/// `None` where `dual` is false.
+fn unit_lanes(
+    args: &[Val],
+    dual: &[bool],
+    coords: &[(usize, Option<usize>)],
+    start: usize,
+    n: usize,
+) -> Vec<Option<Val>> {
+    let mut out: Vec<Option<Val>> = args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            if !dual[i] {
+                return None;
+            }
+            let len = a.slice_len().map_or(n, |l| l * n);
+            let scalar = a.slice_len().is_none() && n == 1;
+            Some(match a.ty().elem().map(|e| e.ty()).unwrap_or(a.ty()) {
+                gradlift_ir::Type::F32 if scalar => Val::F32(0.0),
+                gradlift_ir::Type::F32 => Val::F32s(vec![0.0; len]),
+                _ if scalar => Val::F64(0.0),
+                _ => Val::F64s(vec![0.0; len]),
+            })
+        })
+        .collect();
+    for (j, &(i, e)) in coords.iter().skip(start).take(n).enumerate() {
+        let k = e.map_or(j, |e| e * n + j);
+        match out[i].as_mut() {
+            Some(Val::F64(x)) => *x = 1.0,
+            Some(Val::F32(x)) => *x = 1.0,
+            Some(Val::F64s(x)) => x[k] = 1.0,
+            Some(Val::F32s(x)) => x[k] = 1.0,
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Lane `j` of element `e` (or of a scalar's lanes) of a tangent or HVP output.
+fn lane(v: &Val, e: Option<usize>, j: usize, n: usize) -> f64 {
+    let k = e.map_or(j, |e| e * n + j);
+    match v {
+        Val::F64(x) => *x,
+        Val::F32(x) => f64::from(*x),
+        Val::F64s(x) => x[k],
+        Val::F32s(x) => f64::from(x[k]),
+        _ => 0.0,
+    }
+}
+
+impl CompiledJvp {
+    /// The dense Jacobian at `args` by forward mode: one sweep per `width`
+    /// columns (the inputs: every element of the `dual` parameters), each with the
+    /// identity's columns as tangents. Rows are the float results, then the
+    /// elements of the `dual` `mut` slices' final contents (with a `const`
+    /// return, only the slices' rows).
+    ///
+    /// ```
+    /// use gradlift::{CompiledJvp, Workspace, ir::{parse, interp::Val}};
+    ///
+    /// let module = parse("
+    ///     func @f(%x: f64, %y: f64) -> (f64, f64) {
+    ///     entry:
+    ///         %p = fmul %x, %y
+    ///         %s = fadd %x, %y
+    ///         ret %p, %s
+    ///     }
+    /// ")?;
+    /// let j = CompiledJvp::new(&module, "f")?.jacobian(&mut Workspace::new(), &[Val::F64(2.0), Val::F64(5.0)])?;
+    /// assert_eq!((j.rows, j.cols), (2, 2));
+    /// assert_eq!(j.data, [5.0, 2.0, 1.0, 1.0]); // [[y, x], [1, 1]]
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn jacobian(&self, ws: &mut Workspace, args: &[Val]) -> Result<Matrix, Error> {
+        let layout = &self.frule.layout;
+        let n = layout.config.width as usize;
+        let dual: Vec<bool> = layout
+            .config
+            .params
+            .iter()
+            .map(|&a| a == gradlift_adjoint::DualActivity::Dual)
+            .collect();
+        let cols = input_coords(args, &dual);
+        let sig = self.frule.module.sig(layout.primal);
+        let mut rows: Vec<(usize, Option<usize>)> =
+            layout.tangent_results.iter().map(|&r| (r, None)).collect();
+        for (i, a) in args.iter().enumerate() {
+            if dual[i] && sig.params[i].is_mut_slice() {
+                rows.extend((0..a.slice_len().unwrap_or(0)).map(|e| (i, Some(e))));
+            }
+        }
+        let mut data = vec![0.0; rows.len() * cols.len()];
+        let mut start = 0;
+        while start < cols.len() {
+            let t = unit_lanes(args, &dual, &cols, start, n);
+            let out = self.jvp(ws, args, &t)?;
+            for j in 0..n.min(cols.len() - start) {
+                for (r, &(p, e)) in rows.iter().enumerate() {
+                    let x = match e {
+                        None => {
+                            let k = layout.tangent_results.iter().position(|&q| q == p);
+                            k.map_or(0.0, |k| lane(&out.tangents[k], None, j, n))
+                        }
+                        Some(_) => out.slices[p].as_ref().map_or(0.0, |s| lane(s, e, j, n)),
+                    };
+                    data[r * cols.len() + start + j] = x;
+                }
+            }
+            start += n;
+        }
+        Ok(Matrix {
+            rows: rows.len(),
+            cols: cols.len(),
+            data,
+            col_coords: cols,
+            row_coords: rows,
+        })
+    }
+}
+
+/// The second-order rule of a function compiled to native code
+/// ([`build_hvp`](gradlift_adjoint::build_hvp): forward mode over reverse mode):
+/// Hessian-vector products, N directions per call, and dense Hessians.
+///
+/// ```
+/// use gradlift::{CompiledHvp, Workspace, ir::{parse, interp::Val}};
+///
+/// let module = parse("
+///     func @f(%x: f64, %y: f64) -> f64 {
+///     entry:
+///         %xx = fmul %x, %x
+///         %xxy = fmul %xx, %y
+///         ret %xxy
+///     }
+/// ")?;
+/// let h = CompiledHvp::new(&module, "f")?;
+/// let mut ws = Workspace::new();
+/// let args = [Val::F64(3.0), Val::F64(2.0)];
+/// // f = x² y: H = [[2y, 2x], [2x, 0]].
+/// let out = h.hvp(&mut ws, &args, &[Some(Val::F64(1.0)), Some(Val::F64(0.0))])?;
+/// assert_eq!(out.hvp, [Some(Val::F64(4.0)), Some(Val::F64(6.0))]);
+/// let m = h.hessian(&mut ws, &args)?;
+/// assert_eq!(m.data, [4.0, 6.0, 6.0, 0.0]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct CompiledHvp {
+    rule: HvpRule,
+    compiled: Compiled,
+    compile_time: Duration,
+}
+
+impl CompiledHvp {
+    /// The second-order rule of `@name` with the default activities
+    /// ([`RuleConfig::default_for`]), one direction per call, through the default
+    /// [`Pipeline`].
+    pub fn new(module: &Module, name: &str) -> Result<CompiledHvp, Error> {
+        Pipeline::new().compile_hvp(module, name, None, 1)
+    }
+
+    /// The second-order rule of `@name` under `config` (which parameters are
+    /// differentiated), `width` directions per call, with host functions.
+    pub fn with_config(
+        module: &Module,
+        name: &str,
+        config: &RuleConfig,
+        width: u32,
+        hosts: &Hosts,
+    ) -> Result<CompiledHvp, Error> {
+        Pipeline::new()
+            .with_hosts(hosts.clone())
+            .compile_hvp(module, name, Some(config), width)
+    }
+
+    pub(crate) fn new_compiled(rule: HvpRule, compiled: Compiled, compile_time: Duration) -> Self {
+        CompiledHvp {
+            rule,
+            compiled,
+            compile_time,
+        }
+    }
+
+    pub(crate) fn set_compile_time(&mut self, time: Duration) {
+        self.compile_time = time;
+    }
+
+    /// The value, the gradient and the Hessian's product with the directions `v`
+    /// at `args` (one entry per parameter: `Some` for the `active` and `dup` ones,
+    /// shaped as [`CompiledJvp::jvp`]'s tangents at this width, `None` for the
+    /// rest). See [`Hvp`].
+    pub fn hvp(&self, ws: &mut Workspace, args: &[Val], v: &[Option<Val>]) -> Result<Hvp, Error> {
+        let mut engine = self.compiled.engine(ws);
+        Ok(hvp_vals(&mut engine, &self.rule, args, v)?)
+    }
+
+    /// The dense Hessian at `args` over every coordinate of the `active` and
+    /// `dup` parameters (each scalar, each slice element, in order), one call per
+    /// `width` columns.
+    pub fn hessian(&self, ws: &mut Workspace, args: &[Val]) -> Result<Matrix, Error> {
+        let n = self.rule.width() as usize;
+        let dual: Vec<bool> = self
+            .rule
+            .layout
+            .config
+            .params
+            .iter()
+            .map(|&a| a != Activity::Const)
+            .collect();
+        let coords = input_coords(args, &dual);
+        let m = coords.len();
+        let mut data = vec![0.0; m * m];
+        let mut start = 0;
+        while start < m {
+            let v = unit_lanes(args, &dual, &coords, start, n);
+            let out = self.hvp(ws, args, &v)?;
+            for j in 0..n.min(m - start) {
+                for (r, &(p, e)) in coords.iter().enumerate() {
+                    let x = out.hvp[p].as_ref().map_or(0.0, |h| lane(h, e, j, n));
+                    data[r * m + start + j] = x;
+                }
+            }
+            start += n;
+        }
+        Ok(Matrix {
+            rows: m,
+            cols: m,
+            data,
+            col_coords: coords.clone(),
+            row_coords: coords,
+        })
+    }
+
+    /// The compiled rule as an engine calling with `ws`.
+    pub fn engine<'a>(&'a self, ws: &'a mut Workspace) -> JitEngine<'a> {
+        self.compiled.engine(ws)
+    }
+
+    /// The derived second-order rule.
+    pub fn rule(&self) -> &HvpRule {
+        &self.rule
     }
 
     /// How long deriving and compiling took.

@@ -85,9 +85,9 @@ pub use autodiff::{
     Active, Autodiff, CallState, Const, Duplicated, DuplicatedNoNeed, Return, SharedGradient,
     autodiff,
 };
-pub use forward::CompiledJvp;
+pub use forward::{CompiledHvp, CompiledJvp, Matrix};
 pub use gradlift_adjoint as adjoint;
-pub use gradlift_adjoint::Jvp;
+pub use gradlift_adjoint::{Hvp, Jvp};
 pub use gradlift_adjoint::{Gradient, Seeds};
 pub use gradlift_ir as ir;
 pub use gradlift_ir::engine::{Arg, Engine, Hosts, RunError, TapeStats, Val};

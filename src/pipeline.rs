@@ -18,6 +18,8 @@
 //! | [`Pipeline::compile_gradient`] | verify, optimise, derive, compile | a [`CompiledGradient`] |
 //! | [`Pipeline::derive_jvp`] | verify, optimise, derive (forward mode) | a [`Frule`] |
 //! | [`Pipeline::compile_jvp`] | verify, optimise, derive (forward mode), compile | a [`CompiledJvp`] |
+//! | [`Pipeline::derive_hvp`] | verify, optimise, derive (forward over reverse) | an [`HvpRule`] |
+//! | [`Pipeline::compile_hvp`] | verify, optimise, derive (forward over reverse), compile | a [`CompiledHvp`] |
 //!
 //! The optimiser runs by default ([`OptConfig::default`]); [`OptConfig::none`]
 //! (`--opt none` on the command line) skips it, so the rule is derived from the
@@ -49,13 +51,15 @@
 
 use std::time::Instant;
 
-use gradlift_adjoint::{Frule, FruleConfig, Rule, RuleConfig, build_frule, build_rrule};
+use gradlift_adjoint::{
+    Frule, FruleConfig, HvpRule, Rule, RuleConfig, build_frule, build_hvp, build_rrule,
+};
 use gradlift_ir::opt::{OptConfig, optimize};
 use gradlift_ir::{FuncId, Hosts, Module, verify};
 use gradlift_jit::{CompileOptions, compile_with_options};
 
 use crate::api::{CompiledFunction, CompiledGradient, Error};
-use crate::forward::CompiledJvp;
+use crate::forward::{CompiledHvp, CompiledJvp};
 
 /// How modules go through the pipeline: which optimiser passes run, the host
 /// functions for the `extern`s the code calls, and how the JIT compiles. The
@@ -245,6 +249,46 @@ impl Pipeline {
             compile_with_options(&frule.module, &[frule.func], &self.hosts, &self.compile)
                 .map_err(Error::Compile)?;
         Ok(CompiledJvp::new_compiled(frule, compiled, start.elapsed()))
+    }
+
+    /// Verify, optimise, then derive the second-order rule of `@name` (forward mode
+    /// over reverse mode) under `config` (`None`: the defaults of
+    /// [`RuleConfig::default_for`]), `width` directions per call.
+    pub fn derive_hvp(
+        &self,
+        module: &Module,
+        name: &str,
+        config: Option<&RuleConfig>,
+        width: u32,
+    ) -> Result<HvpRule, Error> {
+        let Prepared { module, func } = self.prepare(module, name)?;
+        let default;
+        let config = match config {
+            Some(c) => c,
+            None => {
+                default = RuleConfig::default_for(module.sig(func));
+                &default
+            }
+        };
+        build_hvp(&module, func, config, width).map_err(Error::Derive)
+    }
+
+    /// Verify, optimise, derive, then compile the second-order rule of `@name`.
+    pub fn compile_hvp(
+        &self,
+        module: &Module,
+        name: &str,
+        config: Option<&RuleConfig>,
+        width: u32,
+    ) -> Result<CompiledHvp, Error> {
+        let start = Instant::now();
+        let rule = self.derive_hvp(module, name, config, width)?;
+        let roots = [rule.forward, rule.pullback];
+        let compiled = compile_with_options(&rule.module, &roots, &self.hosts, &self.compile)
+            .map_err(Error::Compile)?;
+        let mut h = CompiledHvp::new_compiled(rule, compiled, start.elapsed());
+        h.set_compile_time(start.elapsed());
+        Ok(h)
     }
 
     /// Compiles a rule derived already (by [`Pipeline::derive`], or by hand with
