@@ -901,7 +901,7 @@ fn usage_errors_exit_with_2() {
 fn help_lists_every_command() {
     let run = cli(&["--help"]);
     assert_eq!(run.code, 0);
-    for command in ["check", "run", "grad", "dump"] {
+    for command in ["check", "run", "grad", "jvp", "dump"] {
         assert!(run.stdout.contains(command), "{command}: {run:?}");
     }
     let run = cli(&["grad", "--help"]);
