@@ -1127,3 +1127,138 @@ fn help_documents_jvp() {
         "{run:?}"
     );
 }
+
+/// A `nodiff` callee leaves tangent slices as they are (as reverse mode leaves
+/// shadows), also one it overwrites: docs/forward-mode.md says so.
+#[test]
+fn nodiff_leaves_tangent_slices_as_they_are() {
+    let file = temp_file(
+        "jvp-nodiff-slice.ir",
+        "func @zero(%x: mut [f64]) {\nentry:\n    store %x[0], 0.0\n    ret\n}\n\
+         func @use(%x: mut [f64], %a: f64) -> f64 {\nentry:\n    %v = load %x[0]\n    \
+         %w = fmul %v, %a\n    store %x[0], %w\n    call @zero(%x)\n    ret %w\n}\n\
+         nodiff @zero\n",
+    );
+    for engine in ["interp", "jit"] {
+        let out = json_out(&jvp(
+            &file,
+            "use",
+            "[[3], 2]",
+            "[[1], 0]",
+            &["--opt", "none", "--engine", engine],
+        ));
+        // x[0] ends 0 (@zero wrote it), but its tangent is still that of w = a x[0].
+        assert_eq!(out["args"], json!([[0.0], null]));
+        assert_eq!(out["tangents"], json!([[2.0], null]));
+        assert_eq!(out["tangent"], json!(2.0));
+    }
+}
+
+/// The repository's root.
+fn root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// A command line as the manual writes it: words separated by spaces, `'...'`
+/// quoting (no other shell syntax).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                in_word = true;
+            }
+            ' ' if !quoted => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    assert!(!quoted, "an unclosed quote: {line}");
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+/// The transcripts of `file`'s fenced blocks: each `$ gradlift ...` line with the
+/// lines after it, up to the next `$` line or the block's end.
+fn transcripts(file: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(root().join(file)).expect("the doc exists");
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut fence: Option<usize> = None;
+    let mut current: Option<(String, String)> = None;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") {
+            if fence.is_some() {
+                out.extend(current.take());
+                fence = None;
+            } else {
+                fence = Some(line.len() - trimmed.len());
+            }
+            continue;
+        }
+        let Some(indent) = fence else { continue };
+        let line = line.get(indent..).unwrap_or("");
+        if let Some(command) = line.strip_prefix("$ ") {
+            out.extend(current.take());
+            current = Some((command.to_string(), String::new()));
+        } else if let Some((_, expected)) = &mut current {
+            expected.push_str(line);
+            expected.push('\n');
+        }
+    }
+    out
+}
+
+/// Every `gradlift jvp` and `gradlift dump --stage jvp` transcript of the manuals
+/// (docs/forward-mode.md, docs/cli.md) is what the binary prints, byte for byte,
+/// run from the repository's root; those of `--time`, whose numbers vary, only
+/// parse.
+#[test]
+fn the_manuals_transcripts_are_what_the_binary_prints() {
+    let mut checked = 0;
+    for doc in ["docs/forward-mode.md", "docs/cli.md"] {
+        for (command, expected) in transcripts(doc) {
+            let words = shell_words(&command);
+            let forward = words.get(1).is_some_and(|w| w == "jvp")
+                || (words.get(1).is_some_and(|w| w == "dump")
+                    && words.windows(2).any(|w| w == ["--stage", "jvp"]));
+            if words[0] != "gradlift" || !forward || expected.contains("...") {
+                continue;
+            }
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_gradlift"))
+                .args(&words[1..])
+                .current_dir(root())
+                .output()
+                .expect("the gradlift binary runs");
+            let printed = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if words.iter().any(|w| w == "--time") {
+                let json: Value = serde_json::from_str(&printed).expect("JSON");
+                let want: Value = serde_json::from_str(&expected).expect("JSON");
+                for key in ["value", "tangent", "args", "tangents"] {
+                    assert_eq!(json[key], want[key], "{doc}: {command}");
+                }
+            } else {
+                assert_eq!(printed, expected, "{doc}: {command}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "only {checked} transcripts checked");
+}

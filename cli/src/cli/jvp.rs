@@ -195,8 +195,8 @@ fn read_tangents(
 ///
 /// The timed calls go through [`run_frule`] on copies of the arguments and tangents
 /// made once: before each call, the `mut` slices and the tangents (which a `mut`
-/// slice's tangent overwrites) are restored in place, outside the timing, so on the
-/// JIT the timed calls allocate nothing.
+/// slice's tangent overwrites) are restored in place, outside the timing; the
+/// results go into one vector, reused.
 fn evaluate<E: gradlift_ir::Engine>(
     engine: &mut E,
     frule: &Frule,
