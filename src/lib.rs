@@ -107,6 +107,11 @@ pub use pipeline::{Pipeline, Prepared};
 #[cfg(doctest)]
 pub struct TracingGuideDoctests;
 
+/// The forward-mode guide's Rust examples, compiled and run as doctests.
+#[doc = include_str!("../docs/forward-mode.md")]
+#[cfg(doctest)]
+pub struct ForwardModeGuideDoctests;
+
 /// The guide to `#[autodiff_reverse]`'s Rust examples, compiled and run as
 /// doctests.
 #[doc = include_str!("../docs/attribute.md")]

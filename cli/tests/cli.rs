@@ -81,9 +81,9 @@ fn check_several_files_prefixes_each_line() {
     let (a, b) = (example("sumsq.ir"), example("decls.ir"));
     let run = cli(&["check", &shown(&a), &shown(&b)]);
     assert_eq!(run.code, 0, "{run:?}");
-    // Externs are not counted: decls.ir has seven functions, one of them extern.
+    // Externs are not counted: decls.ir has eight functions, one of them extern.
     let expected = format!(
-        "{}: ok: 1 function\n{}: ok: 6 functions\n",
+        "{}: ok: 1 function\n{}: ok: 7 functions\n",
         shown(&a),
         shown(&b)
     );
@@ -547,6 +547,7 @@ fn example_calls() -> Vec<(&'static str, &'static str, String)> {
         ("decls.ir", "softplus_stable", "[-40]".into()),
         ("decls.ir", "square", "[-1.5]".into()),
         ("decls.ir", "square_vjp", "[3, 0.5]".into()),
+        ("decls.ir", "square_jvp", "[3, 0.5]".into()),
         ("decls.ir", "round_down", "[2.7]".into()),
         ("fast_inv_sqrt.ir", "fast_inv_sqrt", "[2]".into()),
         ("fast_inv_sqrt.ir", "fast_inv_sqrt", "[0.01]".into()),
@@ -833,7 +834,7 @@ fn run_on_the_jit_refuses_calls_to_externs_clearly() {
     user_error(
         &run,
         &format!(
-            "{f}:14:5: error: in @wave, call: @host_sin is an extern function (the command \
+            "{f}:15:5: error: in @wave, call: @host_sin is an extern function (the command \
              line has no host functions: call it from Rust)"
         ),
     );
@@ -900,7 +901,7 @@ fn usage_errors_exit_with_2() {
 fn help_lists_every_command() {
     let run = cli(&["--help"]);
     assert_eq!(run.code, 0);
-    for command in ["check", "run", "grad", "dump"] {
+    for command in ["check", "run", "grad", "jvp", "dump"] {
         assert!(run.stdout.contains(command), "{command}: {run:?}");
     }
     let run = cli(&["grad", "--help"]);

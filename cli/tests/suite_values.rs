@@ -450,5 +450,11 @@ fn decls() {
         vec![Val::F64(3.0), Val::F64(2.0)],
         12.0,
     );
+    check_f64(
+        "decls.ir",
+        "square_jvp",
+        vec![Val::F64(3.0), Val::F64(0.5)],
+        3.0,
+    );
     check_f64("decls.ir", "round_down", vec![Val::F64(-1.5)], -2.0);
 }

@@ -13,7 +13,8 @@
 //! `preserve_order`).
 //!
 //! `grad`'s `--seed` ([`seeds_from_json`]) and `--shadows` ([`shadows_from_json`])
-//! are read here too, with the same conventions and the same style of messages.
+//! and `jvp`'s `--tangents` ([`tangents_from_json`]) are read here too, with the
+//! same conventions and the same style of messages.
 
 use gradlift_adjoint::Activity;
 use gradlift_ir::interp::Val;
@@ -302,6 +303,77 @@ pub(crate) fn shadows_from_json(
         shadows.push(Some(shadow));
     }
     Ok(shadows)
+}
+
+/// `--tangents`: one entry per parameter of `@func`, null or a tangent: a number or
+/// an array of numbers, read as the parameter's float type (`f32` for `f32` and
+/// `[f32]`, `f64` for every other). Only the JSON is checked here; whether an entry
+/// fits its parameter (its activity, a scalar or N lanes, the length) and whether
+/// there is one per parameter is for the library's calling convention
+/// ([`jvp_vals`](gradlift_adjoint::jvp_vals())) to say.
+pub(crate) fn tangents_from_json(
+    func: &str,
+    params: &[Param<'_>],
+    json: &Value,
+) -> Result<Vec<Option<Val>>, String> {
+    let Some(items) = json.as_array() else {
+        let list = params
+            .iter()
+            .map(Param::describe)
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(format!(
+            "--tangents must be a JSON array with one element (a tangent or null) per \
+             parameter of @{func} ({list}), found {}",
+            describe(json)
+        ));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(k, item)| {
+            let param = params.get(k);
+            let which = match param {
+                Some(p) => format!("argument {} ({})", k + 1, p.describe()),
+                None => format!("argument {}", k + 1),
+            };
+            let f32 = param.is_some_and(|p| {
+                matches!(
+                    p.ty,
+                    Type::F32
+                        | Type::Slice {
+                            elem: Elem::F32,
+                            ..
+                        }
+                )
+            });
+            let at = |j: usize| move |e: String| format!(", element {j},{e}");
+            let tangent = match item {
+                Value::Null => return Ok(None),
+                Value::Array(xs) if f32 => xs
+                    .iter()
+                    .enumerate()
+                    .map(|(j, x)| float32(x).map_err(at(j)))
+                    .collect::<Result<_, _>>()
+                    .map(Val::F32s),
+                Value::Array(xs) => xs
+                    .iter()
+                    .enumerate()
+                    .map(|(j, x)| float(x).map_err(at(j)))
+                    .collect::<Result<_, _>>()
+                    .map(Val::F64s),
+                Value::Number(_) | Value::String(_) if f32 => float32(item).map(Val::F32),
+                Value::Number(_) | Value::String(_) => float(item).map(Val::F64),
+                _ => Err(format!(
+                    " must be a number, an array of numbers or null, found {}",
+                    describe(item)
+                )),
+            };
+            tangent
+                .map(Some)
+                .map_err(|e| format!("--tangents: the tangent of {which}{e}"))
+        })
+        .collect()
 }
 
 /// The results of a call as `run` and `grad` print `value`: null for none, the one

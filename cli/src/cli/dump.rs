@@ -1,5 +1,5 @@
-//! `gradlift dump FILE --func F --stage S [--activity LIST] [--opt none|default]`:
-//! print one stage of a function.
+//! `gradlift dump FILE --func F --stage S [--activity LIST] [--width N] [--opt
+//! none|default]`: print one stage of a function.
 //!
 //! Every stage but `primal` and `optimized` shows what the library's pipeline makes
 //! of the function (verified, optimised unless `--opt none`, derived), which is what
@@ -16,6 +16,9 @@
 //!   every function of the rule's module that the input module does not have and
 //!   whose name contains `.fwd` (`.rvs`), in the module's order, each after a blank
 //!   line. The derived names are legal in the text format, so the dump parses back.
+//! - `jvp`: the forward rule is derived as `jvp` derives it (`--activity` in forward
+//!   mode's words, `--width`), and `@F.jvp` is printed, followed in the same way by
+//!   the derived functions of its callees (names containing `.jvp`).
 //! - `clif` and `asm`: the JIT's Cranelift IR (as lowered) and the host's machine
 //!   code ([`gradlift_jit::listing`]) of `@F` and every function it calls, then, when
 //!   the rule derives, of its forward pass, its pullback and the rules they call;
@@ -31,14 +34,14 @@
 use std::path::Path;
 
 use gradlift::{Pipeline, Prepared};
-use gradlift_adjoint::{AdError, Rule, RuleConfig};
+use gradlift_adjoint::{AdError, FruleConfig, Rule, RuleConfig};
 use gradlift_ir::dot::{Cluster, signature_title, write_dot};
 use gradlift_ir::opt::{OptConfig, optimize};
 use gradlift_ir::write::write_function;
 use gradlift_ir::{FuncId, Imm, Module};
 use gradlift_jit::Listing;
 
-use super::activity::ActivityList;
+use super::activity::{ActivityList, DualActivityList};
 use super::report::{self, Diagnostic};
 use super::{DebugArgs, Outcome, Stage, check, grad, run};
 
@@ -51,8 +54,12 @@ pub(crate) struct Request<'a> {
     pub func: &'a str,
     /// The stage to print.
     pub stage: Stage,
-    /// `--activity`, for the derived stages.
+    /// `--activity`, for the reverse-mode stages.
     pub activity: Option<&'a ActivityList>,
+    /// `--activity`, for `--stage jvp`.
+    pub dual_activity: Option<&'a DualActivityList>,
+    /// `--width`, for `--stage jvp`.
+    pub width: u32,
     /// `--debug`, `--check-nan`, `--tape`.
     pub debug: DebugArgs,
     /// The optimiser's passes (`--opt`) for every stage but `primal` and
@@ -85,6 +92,11 @@ pub(crate) fn dump(req: &Request<'_>) -> Outcome {
     let printed = match req.stage {
         Stage::Primal => print(&module, &[id]).map_err(|e| vec![e]),
         Stage::Forward | Stage::Pullback => derived(&at, req.stage == Stage::Forward),
+        Stage::Jvp => {
+            let config =
+                DualActivityList::config(req.dual_activity, module.sig(id)).with_width(req.width);
+            derived_jvp(&at, &config)
+        }
         Stage::Clif | Stage::Asm => native(&at, req.stage == Stage::Clif),
         Stage::Dot => return dot(&at),
         Stage::Optimized => optimized(&module, id).map_err(|e| vec![e]),
@@ -139,6 +151,23 @@ fn derived(at: &Ctx<'_>, forward: bool) -> Result<String, Vec<Diagnostic>> {
     let callees = derived.funcs.iter().filter_map(|(g, decl)| {
         let new = module.func_by_name(&decl.name).is_none();
         (g != main && new && decl.name.contains(tag) && decl.function().is_some()).then_some(g)
+    });
+    let ids: Vec<FuncId> = std::iter::once(main).chain(callees).collect();
+    print(derived, &ids).map_err(|e| vec![e])
+}
+
+/// The forward rule `@id.jvp` under `config` and those of its callees.
+fn derived_jvp(at: &Ctx<'_>, config: &FruleConfig) -> Result<String, Vec<Diagnostic>> {
+    let frule = at
+        .pipeline
+        .derive_jvp(at.module, at.module.name(at.id), Some(config))
+        .map_err(|e| at.error(&e))?;
+    let main = frule.func;
+    let derived = &frule.module;
+    let module = at.module;
+    let callees = derived.funcs.iter().filter_map(|(g, decl)| {
+        let new = module.func_by_name(&decl.name).is_none();
+        (g != main && new && decl.name.contains(".jvp") && decl.function().is_some()).then_some(g)
     });
     let ids: Vec<FuncId> = std::iter::once(main).chain(callees).collect();
     print(derived, &ids).map_err(|e| vec![e])

@@ -7,13 +7,15 @@
 //! status is 0 when there are no diagnostics, 1 when there are (a user error: bad
 //! file, bad arguments, a runtime error of the program), and 2 for usage errors,
 //! which clap reports itself (unknown options, a missing `--func`, both or neither of
-//! `--args` and `--args-file`, a malformed `--activity`).
+//! `--args` and `--args-file` or of `--tangents` and `--tangents-file`, a malformed
+//! `--activity`, one of the wrong mode for `dump`'s stage, a `--width` out of 1..=64).
 
 mod activity;
 mod args;
 mod check;
 mod dump;
 mod grad;
+mod jvp;
 mod report;
 mod run;
 
@@ -24,7 +26,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use gradlift_ir::opt::OptConfig;
 
-use activity::ActivityList;
+use activity::{ActivityList, AnyActivityList, DualActivityList};
 use report::Diagnostic;
 
 /// The whole command line.
@@ -32,8 +34,9 @@ use report::Diagnostic;
 #[command(
     name = "gradlift",
     version,
-    about = "Reverse-mode automatic differentiation by program transformation: \
-             check, run and differentiate IR text files"
+    about = "Automatic differentiation by program transformation: check, run and \
+             differentiate IR text files (gradients in reverse mode, directional \
+             derivatives in forward mode)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -64,10 +67,17 @@ enum Command {
     /// for `dup`/`dupnoneed`, null for `const`. Both engines run the same derived
     /// code.
     Grad(GradArgs),
+    /// Value and directional derivatives of one function (forward mode); prints
+    /// `{"value": V, "tangent": T, "args": [A...], "tangents": [S...]}`.
+    ///
+    /// `tangent` is the tangent of the result (N lanes at width N), `tangents` per
+    /// parameter the final tangent slice of a `dual` slice, null otherwise. Both
+    /// engines run the same derived code.
+    Jvp(JvpArgs),
     /// Print one stage of a function: IR text (`primal`, `optimized`, `forward`,
-    /// `pullback`), the JIT's Cranelift IR or machine code of the primal and of its
-    /// forward pass and pullback (`clif`, `asm`), or Graphviz of the control-flow
-    /// graphs (`dot`).
+    /// `pullback`, `jvp`), the JIT's Cranelift IR or machine code of the primal and
+    /// of its forward pass and pullback (`clif`, `asm`), or Graphviz of the
+    /// control-flow graphs (`dot`).
     Dump(DumpArgs),
 }
 
@@ -102,6 +112,40 @@ impl ArgsSource {
             }
         }
     }
+}
+
+/// Where the tangents come from: exactly one of the two options.
+#[derive(Args, Debug)]
+#[group(required = true, multiple = false)]
+struct TangentsSource {
+    /// The tangents: a JSON array, one element per parameter: for a `dual` float
+    /// scalar a number (width 1) or an array of N numbers (width N), for a `dual`
+    /// slice an array of len*N numbers (lane j of element i at i*N+j), null for a
+    /// `const` parameter.
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
+    tangents: Option<String>,
+    /// A file holding the JSON array of tangents.
+    #[arg(long, value_name = "PATH")]
+    tangents_file: Option<PathBuf>,
+}
+
+impl TangentsSource {
+    /// The one source given.
+    fn get(&self) -> run::ArgsFrom<'_> {
+        match (&self.tangents, &self.tangents_file) {
+            (Some(json), _) => run::ArgsFrom::Text(json),
+            (None, Some(path)) => run::ArgsFrom::File(path),
+            (None, None) => usage("one of --tangents and --tangents-file is required"),
+        }
+    }
+}
+
+/// Exits with a usage error (status 2), reported as clap reports its own.
+fn usage(message: &str) -> ! {
+    use clap::CommandFactory;
+    Cli::command()
+        .error(clap::error::ErrorKind::ValueValidation, message)
+        .exit()
 }
 
 /// Which engine evaluates the function.
@@ -172,7 +216,7 @@ struct GradArgs {
     source: ArgsSource,
     /// One activity per parameter (`active`, `dup`, `dupnoneed`, `const`), comma
     /// separated, optionally followed by `->active` or `->const` for the return.
-    #[arg(long, value_name = "LIST", value_parser = ActivityList::parse)]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true, value_parser = ActivityList::parse)]
     activity: Option<ActivityList>,
     /// The cotangent of the result (a number, or an array with one per float
     /// result); default 1 each.
@@ -208,6 +252,46 @@ struct GradArgs {
     timeout: Option<f64>,
 }
 
+#[derive(Args, Debug)]
+struct JvpArgs {
+    /// The IR text file.
+    file: PathBuf,
+    /// The function to differentiate.
+    #[arg(long, value_name = "F")]
+    func: String,
+    #[command(flatten)]
+    source: ArgsSource,
+    #[command(flatten)]
+    tangents: TangentsSource,
+    /// One activity per parameter (`dual`, `const`), comma separated, optionally
+    /// followed by `->dual`, `->dualonly` or `->const` for the return; default:
+    /// `dual` for float scalars and float slices, a `dual` return.
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true, value_parser = DualActivityList::parse)]
+    activity: Option<DualActivityList>,
+    /// Tangents (directions) per sweep, from 1 to 64: each `dual` scalar takes N
+    /// numbers, each `dual` slice N lanes per element.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(gradlift_adjoint::MAX_WIDTH)))]
+    width: u32,
+    /// The engine.
+    #[arg(long, value_enum, default_value = "jit")]
+    engine: Engine,
+    /// Whether the optimiser runs before the derivation (`none`: derive the module
+    /// as written).
+    #[arg(long, value_enum, default_value = "default")]
+    opt: Opt,
+    /// Also evaluate N times after one warm-up and report the median times.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    time: Option<u32>,
+    /// The interpreter's bound: at most N statements per call of the derived
+    /// function, then an error (`--engine interp`; with the JIT, use `--timeout`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    fuel: Option<u64>,
+    /// Give up after SECONDS of wall-clock time (parsing, deriving and compiling
+    /// included) with an error, on either engine: for a function that may not end.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    timeout: Option<f64>,
+}
+
 /// Debug mode for the derived code (an extension of the spec).
 #[derive(Args, Copy, Clone, Debug, Default)]
 pub(crate) struct DebugArgs {
@@ -235,6 +319,9 @@ enum Stage {
     Forward,
     /// The derived pullback.
     Pullback,
+    /// The derived forward-mode function `@F.jvp` as `jvp` derives it
+    /// (`--activity`, `--width`), then those of its callees.
+    Jvp,
     /// Cranelift IR of the JIT: the primal and what it calls, then its forward
     /// pass, its pullback and the rules they call.
     Clif,
@@ -254,9 +341,13 @@ struct DumpArgs {
     /// The stage to print.
     #[arg(long, value_enum)]
     stage: Stage,
-    /// Activities for the derived stages, as for `grad`.
-    #[arg(long, value_name = "LIST", value_parser = ActivityList::parse)]
-    activity: Option<ActivityList>,
+    /// Activities for the derived stages, as for `grad` (`dual`/`const` as for
+    /// `jvp` with `--stage jvp`).
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true, value_parser = AnyActivityList::parse)]
+    activity: Option<AnyActivityList>,
+    /// Tangents per sweep for `--stage jvp`, as for `jvp`.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(gradlift_adjoint::MAX_WIDTH)))]
+    width: u32,
     /// Whether the optimiser runs before the derived and native stages (`none`: as
     /// written; the `optimized` stage always optimises).
     #[arg(long, value_enum, default_value = "default")]
@@ -361,6 +452,7 @@ fn main_on_thread() -> ExitCode {
     let (fuel, timeout, engine) = match &cli.command {
         Command::Run(a) => (a.fuel, a.timeout, Some(a.engine)),
         Command::Grad(a) => (a.fuel, a.timeout, Some(a.engine)),
+        Command::Jvp(a) => (a.fuel, a.timeout, Some(a.engine)),
         _ => (None, None, None),
     };
     if fuel.is_some() && engine == Some(Engine::Jit) {
@@ -412,14 +504,58 @@ fn run_command(command: Command) -> Outcome {
             opt: a.opt.config(),
             fuel: a.fuel,
         }),
-        Command::Dump(a) => dump::dump(&dump::Request {
+        Command::Jvp(a) => jvp::jvp(&jvp::Request {
             file: &a.file,
             func: &a.func,
-            stage: a.stage,
+            args: a.source.get(),
+            tangents: a.tangents.get(),
             activity: a.activity.as_ref(),
-            debug: a.debug,
+            width: a.width,
+            engine: a.engine,
+            time: a.time,
             opt: a.opt.config(),
+            fuel: a.fuel,
         }),
+        Command::Dump(a) => {
+            let (activity, dual_activity) = dump_activity(a.stage, a.activity.as_ref());
+            dump::dump(&dump::Request {
+                file: &a.file,
+                func: &a.func,
+                stage: a.stage,
+                activity: activity.as_ref(),
+                dual_activity: dual_activity.as_ref(),
+                width: a.width,
+                debug: a.debug,
+                opt: a.opt.config(),
+            })
+        }
+    }
+}
+
+/// `dump`'s `--activity` as the stage reads it: forward mode's for `--stage jvp`,
+/// reverse mode's for the others. A list of the other kind is a usage error.
+fn dump_activity(
+    stage: Stage,
+    list: Option<&AnyActivityList>,
+) -> (Option<ActivityList>, Option<DualActivityList>) {
+    let Some(list) = list else {
+        return (None, None);
+    };
+    if stage == Stage::Jvp {
+        match &list.forward {
+            Ok(l) => (None, Some(l.clone())),
+            Err(e) => usage(&format!(
+                "invalid value for '--activity <LIST>' with '--stage jvp': {e}"
+            )),
+        }
+    } else {
+        match &list.reverse {
+            Ok(l) => (Some(l.clone()), None),
+            Err(e) => usage(&format!(
+                "invalid value for '--activity <LIST>': {e} (`dual` and `dualonly` are for \
+                 '--stage jvp')"
+            )),
+        }
     }
 }
 
@@ -533,12 +669,89 @@ mod tests {
     }
 
     #[test]
+    fn jvp_accepts_every_option() {
+        let cli = Cli::try_parse_from([
+            "gradlift",
+            "jvp",
+            "f.ir",
+            "--func",
+            "f",
+            "--args",
+            "[1.0, 2.0]",
+            "--tangents-file",
+            "t.json",
+            "--activity",
+            "dual,const->dualonly",
+            "--width",
+            "64",
+            "--engine",
+            "interp",
+            "--opt",
+            "none",
+            "--time",
+            "3",
+            "--fuel",
+            "100",
+            "--timeout",
+            "2.5",
+        ])
+        .expect("parses");
+        let Command::Jvp(a) = cli.command else {
+            panic!("not jvp: {cli:?}")
+        };
+        assert_eq!(a.width, 64);
+        assert_eq!(
+            a.activity.map(|l| l.to_string()).as_deref(),
+            Some("dual,const->dualonly")
+        );
+        let cli = Cli::try_parse_from([
+            "gradlift",
+            "jvp",
+            "f.ir",
+            "--func",
+            "f",
+            "--args",
+            "[1.0]",
+            "--tangents",
+            "[-1]",
+        ])
+        .expect("parses");
+        let Command::Jvp(a) = cli.command else {
+            panic!("not jvp: {cli:?}")
+        };
+        assert_eq!(
+            (a.width, a.engine, a.tangents.tangents.as_deref()),
+            (1, Engine::Jit, Some("[-1]"))
+        );
+    }
+
+    #[test]
+    fn jvp_usage_errors() {
+        let base = ["gradlift", "jvp", "f.ir", "--func", "f", "--args", "[1]"];
+        let with = |extra: &[&'static str]| {
+            let mut argv = base.to_vec();
+            argv.extend_from_slice(extra);
+            argv
+        };
+        // Neither or both tangent sources.
+        usage_error(&with(&[]));
+        usage_error(&with(&["--tangents", "[1]", "--tangents-file", "t.json"]));
+        // Widths outside 1..=64.
+        usage_error(&with(&["--tangents", "[1]", "--width", "0"]));
+        usage_error(&with(&["--tangents", "[1]", "--width", "65"]));
+        // A reverse-mode word.
+        usage_error(&with(&["--tangents", "[1]", "--activity", "active"]));
+        usage_error(&with(&["--tangents", "[1]", "--activity", "dual->active"]));
+    }
+
+    #[test]
     fn dump_accepts_every_stage() {
         for stage in [
             "primal",
             "optimized",
             "forward",
             "pullback",
+            "jvp",
             "clif",
             "asm",
             "dot",

@@ -183,11 +183,12 @@ pub(crate) fn compile_error(file: &Path, e: &CompileError) -> Vec<Diagnostic> {
 
 /// Why the derivation refused `@func` of `module` (read from `file`).
 ///
-/// [`AdError`] carries no position; a parameter whose activity does not fit gets its
-/// own from the function's source map, every other error is about the whole file.
+/// [`AdError`] carries no position; a parameter whose activity does not fit (in
+/// reverse or forward mode) gets its own from the function's source map, every
+/// other error is about the whole file.
 pub(crate) fn ad_error(file: &Path, module: &Module, func: FuncId, e: &AdError) -> Diagnostic {
     let pos = match e {
-        AdError::BadActivity { param, .. } => module
+        AdError::BadActivity { param, .. } | AdError::BadDualActivity { param, .. } => module
             .function(func)
             .and_then(|f| f.params.get(*param))
             .and_then(|&v| module.function(func)?.srcmap.values.get(v).copied())
