@@ -87,8 +87,8 @@ pub use autodiff::{
 };
 pub use forward::{CompiledHvp, CompiledJvp, Matrix};
 pub use gradlift_adjoint as adjoint;
-pub use gradlift_adjoint::{Hvp, Jvp};
 pub use gradlift_adjoint::{Gradient, Seeds};
+pub use gradlift_adjoint::{Hvp, Jvp};
 pub use gradlift_ir as ir;
 pub use gradlift_ir::engine::{Arg, Engine, Hosts, RunError, TapeStats, Val};
 pub use gradlift_jit as jit;

@@ -81,7 +81,10 @@ fn compiled_hvps_equal_the_interpreters_on_both_corpora() {
                 .map(|(n, p)| (n.to_string(), p.clone()))
                 .collect();
             for (id, _) in m.defined() {
-                points_of.push((m.name(id).to_string(), support::generic_points(m.sig(id), 4)));
+                points_of.push((
+                    m.name(id).to_string(),
+                    support::generic_points(m.sig(id), 4),
+                ));
             }
             for (name, points) in &points_of {
                 let f = m.func_by_name(name).unwrap();
@@ -115,7 +118,10 @@ fn compiled_hvps_equal_the_interpreters_on_both_corpora() {
                                             (x, y) => x == y,
                                         })
                                 };
-                                assert!(same(&w.gradient, &g.gradient), "@{name} at {at}: gradients");
+                                assert!(
+                                    same(&w.gradient, &g.gradient),
+                                    "@{name} at {at}: gradients"
+                                );
                                 assert!(
                                     same(&w.hvp, &g.hvp),
                                     "@{name} width {width} at {at}: {:?} vs {:?}",
@@ -164,7 +170,9 @@ fn suite_cases() -> Vec<(&'static str, Module, Vec<Val>, RuleConfig)> {
     );
     add(
         "rosenbrock",
-        trace("rosenbrock", suite::rosenbrock::<Var>).unwrap().module,
+        trace("rosenbrock", suite::rosenbrock::<Var>)
+            .unwrap()
+            .module,
         vec![Val::F64s(suite::rosenbrock_input(n))],
         &[],
     );
@@ -200,8 +208,12 @@ fn hvps_of_the_suite_programs_agree_with_differences_of_gradients_and_hessians_a
         let mut ws = Workspace::new();
         let v = directions(&mut rng, &args, &config, 1);
         let out = h.hvp(&mut ws, &args, &v).unwrap();
-        let Some(Val::F64s(dir)) = &v[0] else { panic!() };
-        let Some(Val::F64s(hv)) = &out.hvp[0] else { panic!() };
+        let Some(Val::F64s(dir)) = &v[0] else {
+            panic!()
+        };
+        let Some(Val::F64s(hv)) = &out.hvp[0] else {
+            panic!()
+        };
         let step = 1e-5;
         let at = |t: f64| {
             let mut a = args.clone();
@@ -210,7 +222,11 @@ fn hvps_of_the_suite_programs_agree_with_differences_of_gradients_and_hessians_a
                     *xi += t * di;
                 }
             }
-            let Some(Val::F64s(gx)) = g.value_and_gradient(&mut Workspace::new(), &a).unwrap().gradient[0].clone()
+            let Some(Val::F64s(gx)) = g
+                .value_and_gradient(&mut Workspace::new(), &a)
+                .unwrap()
+                .gradient[0]
+                .clone()
             else {
                 panic!()
             };
@@ -241,7 +257,10 @@ fn hvps_of_the_suite_programs_agree_with_differences_of_gradients_and_hessians_a
             .map(|r| (0..hess.cols).map(|c| hess.get(r, c) * dir[c]).sum())
             .collect();
         for k in 0..hv.len() {
-            assert!((hv2[k] - hv[k]).abs() <= 1e-10 * scale, "{name}: H v from the Hessian");
+            assert!(
+                (hv2[k] - hv[k]).abs() <= 1e-10 * scale,
+                "{name}: H v from the Hessian"
+            );
         }
     }
 }
@@ -306,9 +325,14 @@ fn forward_jacobians_equal_reverse_rows() {
                 (k, None) => seeds[k] = 1.0,
                 (_, Some(e)) => shadow_y[e] = 1.0,
             }
-            let s = gradlift::Seeds::results(seeds)
-                .with_shadows([None, Some(Val::F64s(shadow_y)), None]);
-            let g = grad.value_and_pullback(&mut Workspace::new(), &args, &s).unwrap();
+            let s = gradlift::Seeds::results(seeds).with_shadows([
+                None,
+                Some(Val::F64s(shadow_y)),
+                None,
+            ]);
+            let g = grad
+                .value_and_pullback(&mut Workspace::new(), &args, &s)
+                .unwrap();
             let mut row = Vec::new();
             if let Some(Val::F64s(gx)) = &g.gradient[0] {
                 row.extend(gx);

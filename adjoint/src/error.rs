@@ -102,6 +102,27 @@ pub enum AdError {
         /// The store (or call) that writes into it, and where it stands.
         at: String,
     },
+    /// Forward mode: a call whose derivative is needed, to a function without a
+    /// forward one: an `extern` (or a declared function) with no `jvp` or `nodiff`
+    /// declaration.
+    NoForwardDerivative {
+        /// The function being derived.
+        func: String,
+        /// The callee.
+        callee: String,
+        /// The call, as printed, and where it stands.
+        at: String,
+    },
+    /// Forward mode: values that vary with the `dual` inputs are stored into a
+    /// `const` slice that is read back: the tangent through it would be lost.
+    ConstWriteForward {
+        /// The function being derived.
+        func: String,
+        /// The slice parameter's name (without `%`).
+        slice: String,
+        /// The store (or call) that writes into it, and where it stands.
+        at: String,
+    },
     /// A bug in gradlift: the derived code is broken.
     Internal {
         /// The function being derived.
@@ -211,6 +232,14 @@ impl fmt::Display for AdError {
             AdError::NoDerivative { func, callee, at } => write!(
                 f,
                 "@{func}: {at} needs the derivative of @{callee}, which has none: declare `vjp @{callee} = @RULE` with a rule function (which may itself be an extern the host supplies), or `nodiff @{callee}` if its results are constants"
+            ),
+            AdError::NoForwardDerivative { func, callee, at } => write!(
+                f,
+                "@{func}: {at} needs the forward derivative of @{callee}, which has none: declare `jvp @{callee} = @RULE` with a rule function (which may itself be an extern the host supplies), or `nodiff @{callee}` if its results are constants"
+            ),
+            AdError::ConstWriteForward { func, slice, at } => write!(
+                f,
+                "@{func}: {at} stores values that vary with the `dual` inputs into %{slice}, which is `const`, and %{slice} is read back: its tangent would be lost; make %{slice} `dual`"
             ),
             AdError::ConstWrite { func, slice, at } => write!(
                 f,

@@ -541,7 +541,12 @@ impl Deriver<'_> {
         }
         let rc = job.config.rule_config(&decl.sig);
         let act = ActivityInfo::analyse_derived(module, primal, &reachable, &rc, &self.tape_funcs);
-        check_const_writes(module, &fname, primal, &reachable, &act)?;
+        check_const_writes(module, &fname, primal, &reachable, &act).map_err(|e| match e {
+            AdError::ConstWrite { func, slice, at } => {
+                AdError::ConstWriteForward { func, slice, at }
+            }
+            e => e,
+        })?;
         let calls = self.plan_calls(&fname, primal, &reachable, &act, job.config.width)?;
         let body = {
             let mut pass = Pass {
@@ -567,9 +572,27 @@ impl Deriver<'_> {
             if let Some(what) = pass.missing {
                 return Err(internal(InternalError::NeverMade { item: what }));
             }
-            pass.b
+            let (bmap, vmap) = (pass.bmap, pass.vmap);
+            let mut body = pass
+                .b
                 .finish()
-                .map_err(|e| internal(InternalError::Build(e)))?
+                .map_err(|e| internal(InternalError::Build(e)))?;
+            // Positions are the primal's, so that a run-time error of the derived
+            // function points at the statement the user wrote.
+            let src = &primal.srcmap;
+            body.srcmap.func = src.func;
+            for &b in primal.layout.iter().filter(|&&b| reachable.contains(b)) {
+                let Some(nb) = bmap[b] else { continue };
+                body.srcmap.blocks[nb] = src.blocks.get(b).copied().unwrap_or(Pos::NONE);
+                body.srcmap.terms[nb] = src.terms.get(b).copied().unwrap_or(Pos::NONE);
+                for phi in &primal.blocks[b].phis {
+                    if let Some(nv) = vmap[phi.value] {
+                        body.srcmap.values[nv] =
+                            src.values.get(phi.value).copied().unwrap_or(Pos::NONE);
+                    }
+                }
+            }
+            body
         };
         self.out
             .define(job.id, body)
@@ -692,7 +715,7 @@ impl Deriver<'_> {
                             }
                         }
                         FwdCallee::Extern => {
-                            return Err(AdError::NoDerivative {
+                            return Err(AdError::NoForwardDerivative {
                                 func: fname.to_string(),
                                 callee: module.name(g).to_string(),
                                 at: describe_inst(module, primal, inst),

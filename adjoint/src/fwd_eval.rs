@@ -101,8 +101,8 @@ pub(crate) fn call_frule<E: Engine>(
     let bad = |m: String| Err(EvalError::BadArguments(m));
     if tangents.len() != dual.len() {
         return bad(format!(
-            "the forward rule of @{fname} takes {} tangents (one per `dual` parameter), given {}",
-            dual.len(),
+            "the forward rule of @{fname} takes {} (one per `dual` parameter), given {}",
+            count(dual.len(), "tangent"),
             tangents.len()
         ));
     }
@@ -123,21 +123,28 @@ pub(crate) fn call_frule<E: Engine>(
         let fits = t.fits(want) && t.slice_len().unwrap_or(0) == len;
         if !fits {
             let shape = if want.is_slice() {
-                format!("a {want} of length {len}")
+                format!("{} of length {len}", article(want))
             } else {
-                format!("an {want}")
+                article(want)
+            };
+            // A tangent handed over writable for a read-only parameter is described
+            // as the caller wrote it.
+            let given = if want.is_mut_slice() {
+                t.ty()
+            } else {
+                t.shared().ty()
             };
             return bad(format!(
-                "the tangent of parameter {} of @{fname} must be {shape}{}, given a {}{}",
+                "the tangent of parameter {} of @{fname} must be {shape}{}, given {}{}",
                 i + 1,
-                if ty.is_slice() {
+                if ty.is_slice() && width > 1 {
                     format!(" ({width} lanes per element)")
                 } else if width > 1 {
                     format!(" (its {width} lanes)")
                 } else {
                     String::new()
                 },
-                t.ty(),
+                article(given),
                 t.slice_len()
                     .map(|n| format!(" of length {n}"))
                     .unwrap_or_default()
@@ -188,9 +195,9 @@ pub fn jvp_vals<E: Engine>(
     let fname = module.name(layout.primal);
     if tangents.len() != sig.params.len() {
         return Err(EvalError::BadArguments(format!(
-            "@{fname} takes {} parameters, given {} tangents (one per parameter, `None` for the `const` ones)",
-            sig.params.len(),
-            tangents.len()
+            "@{fname} takes {}, given {} (one per parameter, `None` for the `const` ones)",
+            count(sig.params.len(), "parameter"),
+            count(tangents.len(), "tangent")
         )));
     }
     for (i, t) in tangents.iter().enumerate() {
@@ -263,4 +270,20 @@ pub fn jvp_vals<E: Engine>(
         args,
         slices,
     })
+}
+
+/// `1 tangent`, `2 tangents`.
+fn count(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// The type with its article: `an f64`, `a bool`, `a [f64]`, `a mut [f64]`.
+fn article(ty: Type) -> String {
+    let name = ty.to_string();
+    let an = name.starts_with(['f', 'i']);
+    format!("{} {name}", if an { "an" } else { "a" })
 }

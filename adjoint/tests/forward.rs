@@ -499,7 +499,8 @@ fn a_callee_with_a_vjp_but_no_jvp_is_refused_naming_the_declaration_it_needs() {
     );
     let g = m.func_by_name("g").unwrap();
     let e = build_frule(&m, g, &FruleConfig::default_for(m.sig(g))).unwrap_err();
-    assert!(matches!(e, AdError::NoDerivative { .. }), "{e}");
+    assert!(matches!(e, AdError::NoForwardDerivative { .. }), "{e}");
+    assert!(e.to_string().contains("declare `jvp @host = @RULE`"), "{e}");
     // With a jvp rule beside the vjp, forward mode calls it.
     let m = module(&format!(
         "{text}

@@ -831,7 +831,7 @@ fn tangents_of_the_wrong_count_or_shape_are_refused_by_the_calling_convention() 
         let e = ["--engine", engine];
         user_error(
             &jvp(&file, "f", "[2, 1]", "[1]", &e),
-            "error: @f takes 2 parameters, given 1 tangents (one per parameter, `None` for \
+            "error: @f takes 2 parameters, given 1 tangent (one per parameter, `None` for \
              the `const` ones)",
         );
         user_error(
@@ -856,8 +856,7 @@ fn tangents_of_the_wrong_count_or_shape_are_refused_by_the_calling_convention() 
         // A scalar at width 1 takes a number, at width N an array of N.
         user_error(
             &jvp(&file, "f", "[2, 1]", "[1, [2, 3]]", &e),
-            "error: the tangent of parameter 2 of @f must be an f64, given a mut [f64] of \
-             length 2",
+            "error: the tangent of parameter 2 of @f must be an f64, given a [f64] of length 2",
         );
         user_error(
             &jvp(
@@ -868,7 +867,7 @@ fn tangents_of_the_wrong_count_or_shape_are_refused_by_the_calling_convention() 
                 &["--width", "2", e[0], e[1]],
             ),
             "error: the tangent of parameter 1 of @f must be a [f64] of length 2 (its 2 \
-             lanes), given a f64",
+             lanes), given an f64",
         );
         user_error(
             &jvp(
@@ -879,7 +878,7 @@ fn tangents_of_the_wrong_count_or_shape_are_refused_by_the_calling_convention() 
                 &["--width", "2", e[0], e[1]],
             ),
             "error: the tangent of parameter 1 of @f must be a [f64] of length 2 (its 2 \
-             lanes), given a mut [f64] of length 3",
+             lanes), given a [f64] of length 3",
         );
         // A slice takes len * N numbers.
         user_error(
@@ -890,8 +889,8 @@ fn tangents_of_the_wrong_count_or_shape_are_refused_by_the_calling_convention() 
                 "[[1, 2], [0], null]",
                 &e,
             ),
-            "error: the tangent of parameter 2 of @g must be a mut [f64] of length 2 (1 lanes \
-             per element), given a mut [f64] of length 1",
+            "error: the tangent of parameter 2 of @g must be a mut [f64] of length 2, given a \
+             mut [f64] of length 1",
         );
         user_error(
             &jvp(
@@ -902,7 +901,7 @@ fn tangents_of_the_wrong_count_or_shape_are_refused_by_the_calling_convention() 
                 &["--width", "2", e[0], e[1]],
             ),
             "error: the tangent of parameter 1 of @g must be a [f64] of length 4 (2 lanes per \
-             element), given a mut [f64] of length 2",
+             element), given a [f64] of length 2",
         );
     }
 }
@@ -991,8 +990,8 @@ fn what_forward_mode_cannot_differentiate_is_refused() {
     assert_eq!(run.code, 1, "{run:?}");
     assert!(
         run.stderr.starts_with(&format!(
-            "{}: error: @wave: `%s = call @host_sin(%x)` at 15:5 needs the derivative of \
-             @host_sin, which has none",
+            "{}: error: @wave: `%s = call @host_sin(%x)` at 15:5 needs the forward \
+             derivative of @host_sin, which has none: declare `jvp @host_sin = @RULE`",
             shown(&decls)
         )),
         "{run:?}"
