@@ -209,57 +209,102 @@ fn every_example_function() {
     assert!(tally.jvps >= 20, "{tally:?}");
 }
 
-/// The suite programs, on the JIT: `<J v, w>` from the compiled forward rule
-/// against `<v, Jᵀ w>` from the compiled gradient (`w` = 1 on the result).
+/// The seven suite programs (small sizes), on the JIT: `<J v, w>` from the
+/// compiled forward rule against `<v, Jᵀ w>` from the compiled gradient (`w` = 1
+/// on the result), with the suite's activities (`w` of normalize, `x` of mlp and
+/// the step count of ode constant).
 #[test]
-fn the_dot_product_test_holds_on_the_suite_programs_on_the_jit() {
+fn the_dot_product_test_holds_on_the_seven_suite_programs_on_the_jit() {
     use gradlift::CompiledGradient;
+    use gradlift::adjoint::{Activity, RuleConfig};
     use gradlift::suite;
     use gradlift_trace::{Var, trace};
     let n = 50;
-    let cases: Vec<(&str, Module, Vec<Val>)> = vec![
+    let (nx, nw) = suite::normalize_input(n);
+    let mi = suite::mlp_input(3);
+    let cases: Vec<(&str, Module, Vec<Val>, Vec<usize>)> = vec![
         (
             "sumsq",
             trace("sumsq", suite::sumsq::<Var>).unwrap().module,
             vec![Val::F64s(suite::sumsq_input(n))],
+            vec![],
         ),
         (
             "rosenbrock",
-            trace("rosenbrock", suite::rosenbrock::<Var>)
-                .unwrap()
-                .module,
+            trace("rosenbrock", suite::rosenbrock::<Var>).unwrap().module,
             vec![Val::F64s(suite::rosenbrock_input(n))],
+            vec![],
         ),
         (
             "logsumexp",
             trace("logsumexp", suite::logsumexp::<Var>).unwrap().module,
             vec![Val::F64s(suite::logsumexp_input(n))],
+            vec![],
+        ),
+        (
+            "normalize",
+            trace("normalize", suite::normalize::<Var>).unwrap().module,
+            vec![Val::F64s(nx), Val::F64s(nw)],
+            vec![1],
+        ),
+        (
+            "mlp",
+            trace("mlp", suite::mlp::<Var>).unwrap().module,
+            vec![
+                Val::F64s(mi.x),
+                Val::F64s(mi.w1),
+                Val::F64s(mi.b1),
+                Val::F64s(mi.w2),
+                Val::F64s(mi.b2),
+            ],
+            vec![0],
+        ),
+        (
+            "ode",
+            trace("ode", suite::ode::<Var>).unwrap().module,
+            vec![Val::F64s(suite::ode_input()), Val::I64(200)],
+            vec![1],
         ),
         (
             "branchy",
             trace("branchy", suite::branchy::<Var>).unwrap().module,
             vec![Val::F64s(suite::branchy_input(n))],
+            vec![],
         ),
     ];
     let mut rng = Rng(3);
-    for (name, m, args) in cases {
+    for (name, m, args, consts) in cases {
+        let f = m.func_by_name(name).unwrap();
+        let mut fconfig = FruleConfig::default_for(m.sig(f));
+        let mut rconfig = RuleConfig::default_for(m.sig(f));
+        for &k in &consts {
+            fconfig.params[k] = DualActivity::Const;
+            rconfig.params[k] = Activity::Const;
+        }
         let jvp = Pipeline::new()
-            .compile_jvp(&m, name, None)
+            .compile_jvp(&m, name, Some(&fconfig))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let grad = CompiledGradient::new(&m, name).unwrap();
+        let grad = Pipeline::new()
+            .compile_gradient(&m, name, Some(&rconfig))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let _: &CompiledGradient = &grad;
         let mut ws = Workspace::new();
-        let config = jvp.frule().layout.config.clone();
-        let v = tangents(&mut rng, &args, &config);
+        let v = tangents(&mut rng, &args, &fconfig);
         let out = jvp.jvp(&mut ws, &args, &v).unwrap();
         let Val::F64(jv) = out.tangents[0] else {
             panic!("{name}: {:?}", out.tangents)
         };
         let g = grad.value_and_gradient(&mut ws, &args).unwrap();
-        let (Some(Val::F64s(v)), Some(Val::F64s(gx))) = (&v[0], &g.gradient[0]) else {
-            panic!("{name}")
-        };
-        let vg: f64 = v.iter().zip(gx).map(|(a, b)| a * b).sum();
-        let scale: f64 = v.iter().zip(gx).map(|(a, b)| (a * b).abs()).sum();
+        let (mut vg, mut scale) = (0.0, 0.0);
+        for (vi, gi) in v.iter().zip(&g.gradient) {
+            if let (Some(Val::F64s(a)), Some(Val::F64s(b))) = (vi, gi) {
+                for (x, y) in a.iter().zip(b) {
+                    vg += x * y;
+                    scale += (x * y).abs();
+                }
+            }
+        }
+        assert!(scale > 0.0, "{name}: nothing compared");
         assert!(
             (jv - vg).abs() <= 1e-12 * scale,
             "{name}: <J v, 1> = {jv}, <v, Jᵀ 1> = {vg}"
