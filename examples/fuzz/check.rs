@@ -6,15 +6,17 @@
 use std::collections::BTreeMap;
 
 use gradlift::adjoint::{
-    Activity, AdError, Gradient, RetActivity, Rule, RuleConfig, Seeds, TapePolicy,
-    value_and_gradient,
+    Activity, AdError, DualActivity, DualRet, EvalError, Frule, FruleConfig, Gradient, Jvp,
+    RetActivity, Rule, RuleConfig, Seeds, TapePolicy, jvp_vals, value_and_gradient,
 };
 use gradlift::ir::interp::{Interpreter, Limits};
 use gradlift::ir::{
     Decl, Elem, ErrorKind, FuncId, Module, OptConfig, RunError, Signature, Type, parse, verify,
 };
 use gradlift::jit::{CompileError, Compiled, compile_with};
-use gradlift::{Arg, CompiledFunction, CompiledGradient, Error, Hosts, Pipeline, Val, Workspace};
+use gradlift::{
+    Arg, CompiledFunction, CompiledGradient, CompiledJvp, Error, Hosts, Pipeline, Val, Workspace,
+};
 
 use crate::rng::Rng;
 
@@ -1048,6 +1050,56 @@ pub fn check_module(
         }
         _ => None,
     };
+    // Forward mode for the same request (`active` and `dup` as `dual`), on the same
+    // module: checked against the JIT and, by the dot-product test, against the
+    // gradient.
+    let fwd: Option<(Frule, CompiledJvp)> = match &rule {
+        Some(_) => {
+            let fc = forward_config(&config);
+            match gpipe.derive_jvp(m, &name, Some(&fc)) {
+                Ok(fr) => {
+                    stats.inc("forward rules derived");
+                    if let Err(e) = verify(&fr.module) {
+                        fail(
+                            out,
+                            "derived forward module does not verify",
+                            format!("{e}\n--- derived:\n{}", fr.module),
+                            None,
+                        );
+                        None
+                    } else if let Some(d) = roundtrip(&fr.module) {
+                        fail(out, "derived forward module does not round-trip", d, None);
+                        None
+                    } else {
+                        match gpipe.compile_frule(fr.clone()) {
+                            Ok(c) => Some((fr, c)),
+                            Err(e) => {
+                                fail(out, "JIT refused a forward rule", e.to_string(), None);
+                                None
+                            }
+                        }
+                    }
+                }
+                Err(Error::Derive(e @ AdError::Internal { .. })) => {
+                    fail(out, "forward derivation bug (AdError::Internal)", e.to_string(), None);
+                    None
+                }
+                Err(Error::Derive(e)) => {
+                    *stats
+                        .refusals
+                        .entry(format!("forward: {}", refusal(&e)))
+                        .or_default() += 1;
+                    None
+                }
+                Err(e) => {
+                    fail(out, "forward derivation failed", e.to_string(), None);
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    let mut ws_jvp = Workspace::new().with_max_depth(DEPTH);
     let f32 = uses_f32(m);
     // Finite differences call the primal the rule was derived from, compiled.
     let fd_primal = if case.fd && rule.is_some() && !grad_opt {
@@ -1188,6 +1240,19 @@ pub fn check_module(
         if matches!(grad_kind(&gi), Some(ErrorKind::OutOfFuel(_))) {
             stats.inc("gradients skipped: out of fuel");
             continue;
+        }
+        if let Some((fr, fc)) = &fwd {
+            let c = ForwardCase {
+                frule: fr,
+                compiled: fc,
+                hosts: case.hosts,
+                fuel: case.fuel * 20,
+                dot: case.fd && !f32,
+            };
+            if let Some((cat, d)) = forward_checks(&c, &mut ws_jvp, &args, &seeds, &gi, rng, stats)
+            {
+                fail(out, cat, format!("{d}\nseeds: {seeds:?}\nconfig: {config:?}"), with);
+            }
         }
         let gj: GradResult = g.value_and_pullback(&mut ws_grad, &args, &seeds);
         stats.inc("gradients compared (interpreter vs JIT)");
@@ -1428,4 +1493,190 @@ pub fn check_module(
             );
         }
     }
+}
+
+/// The forward-mode request matching a reverse-mode one: `active` and `dup`
+/// parameters `dual`; an `active` return `dual` (`dualonly` without the primal).
+fn forward_config(config: &RuleConfig) -> FruleConfig {
+    FruleConfig {
+        params: config
+            .params
+            .iter()
+            .map(|a| match a {
+                Activity::Const => DualActivity::Const,
+                _ => DualActivity::Dual,
+            })
+            .collect(),
+        ret: match (config.ret, config.needs_primal) {
+            (RetActivity::Const, _) => DualRet::Const,
+            (RetActivity::Active, true) => DualRet::Dual,
+            (RetActivity::Active, false) => DualRet::DualOnly,
+        },
+        width: 1,
+    }
+}
+
+/// What [`forward_checks`] needs.
+struct ForwardCase<'a> {
+    frule: &'a Frule,
+    compiled: &'a CompiledJvp,
+    hosts: &'a Hosts,
+    fuel: u64,
+    /// Whether to run the dot-product test (finite, f64 programs without huge
+    /// constants: where rounding cannot swamp the comparison).
+    dot: bool,
+}
+
+fn same_opt_val(a: &Option<Val>, b: &Option<Val>) -> bool {
+    match (a, b) {
+        (Some(x), Some(y)) => same_val(x, y, false),
+        (x, y) => x.is_none() && y.is_none(),
+    }
+}
+
+/// The forward rule at `args` along random tangents: the interpreter against the
+/// JIT (values, tangents, tangent slices, arguments, or the same error), and the
+/// dot-product test `<J v, w> = <v, Jᵀ w>` against the gradient `gi` of the
+/// matching reverse rule with `seeds` as `w`. Returns a finding.
+fn forward_checks(
+    c: &ForwardCase<'_>,
+    ws: &mut Workspace,
+    args: &[Val],
+    seeds: &Seeds,
+    gi: &Result<Gradient, Error>,
+    rng: &mut Rng,
+    stats: &mut Stats,
+) -> Option<(&'static str, String)> {
+    let layout = &c.frule.layout;
+    let v: Vec<Option<Val>> = args
+        .iter()
+        .zip(&layout.config.params)
+        .map(|(a, &d)| {
+            if d != DualActivity::Dual {
+                return None;
+            }
+            Some(match a {
+                Val::F64(_) => Val::F64(rng.uniform(-1.0, 1.0)),
+                Val::F32(_) => Val::F32(rng.uniform(-1.0, 1.0) as f32),
+                Val::F64s(x) => Val::F64s(x.iter().map(|_| rng.uniform(-1.0, 1.0)).collect()),
+                Val::F32s(x) => {
+                    Val::F32s(x.iter().map(|_| rng.uniform(-1.0, 1.0) as f32).collect())
+                }
+                other => other.clone(),
+            })
+        })
+        .collect();
+    let mut it = Interpreter::new(&c.frule.module)
+        .with_limits(Limits {
+            max_depth: DEPTH,
+            fuel: Some(c.fuel),
+        })
+        .with_hosts(c.hosts);
+    let ji = jvp_vals(&mut it, c.frule, args, &v);
+    if let Err(EvalError::Run { error, .. }) = &ji
+        && matches!(error.kind, ErrorKind::OutOfFuel(_))
+    {
+        stats.inc("jvps skipped: out of fuel");
+        return None;
+    }
+    let jj = c.compiled.jvp(ws, args, &v);
+    stats.inc("jvps compared (interpreter vs JIT)");
+    let show = |r: &Result<Jvp, Error>| match r {
+        Ok(j) => format!("{j:?}"),
+        Err(e) => format!("error: {e}"),
+    };
+    let ji: Result<Jvp, Error> = ji.map_err(Error::from);
+    match (&ji, &jj) {
+        (Ok(a), Ok(b)) => {
+            let values = match (&a.value, &b.value) {
+                (Some(x), Some(y)) => same_vals(x, y, false),
+                (x, y) => x.is_none() && y.is_none(),
+            };
+            let same = values
+                && same_vals(&a.tangents, &b.tangents, false)
+                && same_vals(&a.args, &b.args, false)
+                && a.slices.len() == b.slices.len()
+                && a.slices.iter().zip(&b.slices).all(|(x, y)| same_opt_val(x, y));
+            if !same {
+                return Some((
+                    "forward rule: interpreter and JIT differ",
+                    format!("interpreter: {}\nJIT: {}\ntangents: {v:?}", show(&ji), show(&jj)),
+                ));
+            }
+        }
+        (Err(Error::Run(a)), Err(Error::Run(b)))
+            if a.kind == b.kind && a.func == b.func && a.op == b.op => {}
+        _ => {
+            let jit_only = matches!(&jj, Err(Error::Run(e)) if matches!(e.kind, ErrorKind::StackExhausted(_)));
+            if jit_only {
+                stats.inc("jvps skipped: a limit of the JIT only (stack)");
+                return None;
+            }
+            return Some((
+                "forward rule: interpreter and JIT differ",
+                format!("interpreter: {}\nJIT: {}\ntangents: {v:?}", show(&ji), show(&jj)),
+            ));
+        }
+    }
+    // The dot-product test.
+    let (Ok(j), Ok(g), true) = (&ji, gi, c.dot) else {
+        return None;
+    };
+    let num = |v: &Val| match v {
+        Val::F64(x) => Some(*x),
+        Val::F32(x) => Some(f64::from(*x)),
+        _ => None,
+    };
+    let elems = |v: &Val| match v {
+        Val::F64s(x) => x.clone(),
+        Val::F32s(x) => x.iter().map(|&y| f64::from(y)).collect(),
+        _ => Vec::new(),
+    };
+    let (mut lhs, mut rhs, mut scale) = (0.0f64, 0.0f64, 0.0f64);
+    for (k, t) in j.tangents.iter().enumerate() {
+        let w = seeds.results.as_ref().map_or(1.0, |s| s.get(k).copied().unwrap_or(1.0));
+        let t = num(t)?;
+        lhs += w * t;
+        scale += (w * t).abs();
+    }
+    for (i, s) in j.slices.iter().enumerate() {
+        let Some(s) = s else { continue };
+        let w = seeds.shadows.get(i).and_then(|w| w.as_ref()).map(elems);
+        for (k, t) in elems(s).iter().enumerate() {
+            let w = w.as_ref().map_or(0.0, |w| w[k]);
+            lhs += w * t;
+            scale += (w * t).abs();
+        }
+    }
+    for (i, vi) in v.iter().enumerate() {
+        let Some(vi) = vi else { continue };
+        let gi = g.gradient.get(i)?.as_ref()?;
+        match (num(vi), num(gi)) {
+            (Some(a), Some(b)) => {
+                rhs += a * b;
+                scale += (a * b).abs();
+            }
+            _ => {
+                for (a, b) in elems(vi).iter().zip(&elems(gi)) {
+                    rhs += a * b;
+                    scale += (a * b).abs();
+                }
+            }
+        }
+    }
+    if !lhs.is_finite() || !rhs.is_finite() || !scale.is_finite() || scale > 1e12 {
+        stats.inc("dot-product checks skipped: not finite or huge");
+        return None;
+    }
+    stats.inc("dot-product checks (forward vs reverse)");
+    if (lhs - rhs).abs() > 1e-8 * scale + 1e-300 {
+        return Some((
+            "forward and reverse mode disagree (dot-product test)",
+            format!(
+                "<J v, w> = {lhs:e}, <v, Jᵀ w> = {rhs:e} (scale {scale:e})\ntangents: {v:?}\njvp: {j:?}\ngradient: {:?}",
+                g.gradient
+            ),
+        ));
+    }
+    None
 }
