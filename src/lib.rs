@@ -18,7 +18,8 @@
 //!
 //! [`autodiff()`] goes from a generic Rust function or closure, traced once
 //! ([`trace`]), to gradients with Enzyme's activities ([`Active`], [`Const`],
-//! [`Duplicated`]), compiled per activity pattern on first use.
+//! [`Duplicated`]), and to directional derivatives in forward mode
+//! ([`Autodiff::jvp`] with [`Dual`]), compiled per activity pattern on first use.
 //!
 //! The `gradlift` binary (`check`, `run`, `grad`, `dump`; the `gradlift-cli` package
 //! of this workspace) is the command-line face; it runs the same pipeline.
@@ -82,8 +83,8 @@ pub mod suite;
 
 pub use api::{CompiledFunction, CompiledGradient, Error, GradientCache, GradientRef};
 pub use autodiff::{
-    Active, Autodiff, CallState, Const, Duplicated, DuplicatedNoNeed, Return, SharedGradient,
-    autodiff,
+    Active, Autodiff, CallState, Const, Dual, DualReturn, Duplicated, DuplicatedNoNeed, Return,
+    SharedGradient, SharedJvp, autodiff,
 };
 pub use forward::CompiledJvp;
 pub use gradlift_adjoint as adjoint;
