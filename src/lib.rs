@@ -94,12 +94,13 @@ pub use gradlift_ir as ir;
 pub use gradlift_ir::engine::{Arg, Engine, Hosts, RunError, TapeStats, Val};
 pub use gradlift_jit as jit;
 pub use gradlift_jit::Workspace;
-/// `#[autodiff_reverse]`: the gradient of an ordinary Rust function, with the
-/// signature rules of `std::autodiff` (see [the attribute's docs](macro@autodiff_reverse)).
-/// `#[differentiable]` marks the functions it may call. In the default feature
+/// `#[autodiff_reverse]`: the gradient of an ordinary Rust function, and
+/// `#[autodiff_forward]`: its directional derivative, with the signature rules of
+/// `std::autodiff` (see [the attributes' docs](macro@autodiff_reverse)).
+/// `#[differentiable]` marks the functions they may call. In the default feature
 /// `macros`.
 #[cfg(feature = "macros")]
-pub use gradlift_macros::{autodiff_reverse, differentiable};
+pub use gradlift_macros::{autodiff_forward, autodiff_reverse, differentiable};
 pub use gradlift_trace as trace;
 pub use pipeline::{Pipeline, Prepared};
 
