@@ -47,15 +47,53 @@
 //! seeded with 1), any [`Return`] with [`Autodiff::gradient_with`], and active with
 //! given seeds with [`Autodiff::pullback`].
 //!
+//! # Forward mode
+//!
+//! [`Autodiff::jvp`] gives the value and its directional derivative (a
+//! Jacobian-vector product) along tangents given with the arguments, in one sweep,
+//! with the activities of `std::autodiff::autodiff_forward`:
+//!
+//! | argument | parameter | tangent |
+//! |---|---|---|
+//! | [`Dual(x, dx)`](Dual) | `Var<f64>`, `Var<f32>` | `dx`, a number |
+//! | [`Dual(&x, &dx)`](Dual) | `Slice<E>` (`E` = `f64`, `f32`) | `dx`, read only, of `x`'s length |
+//! | [`Dual(&mut x, &mut dx)`](Dual) | `SliceMut<E>` | `dx` on entry; on return that of what the function leaves in `x`, **overwritten** |
+//! | [`Const(x)`](Const) | any, as for gradients | none |
+//!
+//! The return is `Dual` for [`Autodiff::jvp`] (the value and the tangent of each
+//! float result, [`Native::Tangent`]), `DualOnly` for [`Autodiff::jvp_only`] (the
+//! tangent alone) and `Const` for [`Autodiff::jvp_const`] (the value alone; tangents
+//! reach the writable `Dual` slices only). [`Autodiff::share_jvp`] gives a pattern
+//! as a [`SharedJvp`], as [`Autodiff::share`] does for gradients. One tangent per
+//! call (width 1); several directions in one sweep are
+//! [`CompiledJvp`](crate::CompiledJvp)'s, with a width, at the lower level.
+//!
+//! ```
+//! use gradlift::trace::prelude::*;
+//! use gradlift::{Active, Dual, autodiff};
+//!
+//! let mut f = autodiff("f", |x: Var, y: Var| x * x * y)?;
+//! // Along (1, 2) at (3, 4): 2xy + 2 x^2 = 24 + 18.
+//! assert_eq!(f.jvp((Dual(3.0, 1.0), Dual(4.0, 2.0)))?, (36.0, 42.0));
+//! // The same number from the gradient: (2xy, x^2) . (1, 2).
+//! let (_, (dx, dy)) = f.gradient((Active(3.0), Active(4.0)))?;
+//! assert_eq!(dx * 1.0 + dy * 2.0, 42.0);
+//! # Ok::<(), gradlift::Error>(())
+//! ```
+//!
 //! # Costs
 //!
 //! Tracing happens once, in [`autodiff`]. Each pattern (the activities of the
 //! parameters and of the return) is derived and compiled on its first call and kept
-//! with its own workspace and buffers. Later calls lend the caller's slices and
-//! shadows to the compiled code as they are, copying nothing (but for the primal of
-//! a writable `DuplicatedNoNeed` slice, which goes to a scratch copy so that the
-//! caller's contents stay), and allocate nothing when the slices keep their
-//! lengths.
+//! with its own workspace and buffers; so is each forward-mode pattern (the
+//! activities and the return), through the same [`Pipeline`](crate::Pipeline)
+//! ([`Pipeline::compile_jvp`](crate::Pipeline::compile_jvp)). Later calls lend the
+//! caller's slices, shadows and tangents to the compiled code as they are, copying
+//! nothing (but for the primal of a writable `DuplicatedNoNeed` slice, which goes to
+//! a scratch copy so that the caller's contents stay), and allocate nothing when the
+//! slices keep their lengths (a forward rule whose function allocates a buffer may
+//! allocate once more on its second call, when the workspace gathers the first
+//! call's memory into one block).
 
 use core::fmt;
 use core::marker::PhantomData;
@@ -70,6 +108,9 @@ use gradlift_trace::{Args, Callable, Ret, Slice, SliceMut, Traced, Var};
 use smallvec::SmallVec;
 
 use crate::api::{CompiledFunction, CompiledGradient, Error};
+
+mod jvp;
+pub use jvp::{Dual, DualReturn, FwdActivities, FwdActivity, SharedJvp};
 
 /// An active float scalar: its derivative is returned, in the argument's place of
 /// the gradient. For parameters [`Var<f64>`] (`Active(2.0)`) and [`Var<f32>`]
@@ -470,34 +511,65 @@ tuples!(0 P0 X0, 1 P1 X1, 2 P2 X2, 3 P3 X3, 4 P4 X4, 5 P5 X5, 6 P6 X6, 7 P7 X7);
 pub trait Native: Ret {
     /// The plain Rust value.
     type Value;
+    /// Its tangent in forward mode ([`Autodiff::jvp`]): the float's type for a
+    /// float result, `()` for an integer or boolean one (which has none), a tuple
+    /// for a tuple.
+    type Tangent;
     /// The value from the results, in order.
     #[doc(hidden)]
     fn native(results: &mut core::slice::Iter<'_, Val>) -> Self::Value;
+    /// The tangent from the tangent results (one per float result), in order.
+    #[doc(hidden)]
+    fn tangent(tangents: &mut core::slice::Iter<'_, Val>) -> Self::Tangent;
 }
+
+macro_rules! native_float {
+    ($($t:ty),*) => {$(
+        impl Native for Var<$t> {
+            type Value = $t;
+            type Tangent = $t;
+            fn native(results: &mut core::slice::Iter<'_, Val>) -> $t {
+                results.next().and_then(<$t>::of).unwrap_or(<$t>::NAN)
+            }
+            fn tangent(tangents: &mut core::slice::Iter<'_, Val>) -> $t {
+                tangents.next().and_then(<$t>::of).unwrap_or(<$t>::NAN)
+            }
+        }
+    )*};
+}
+native_float!(f64, f32);
 
 macro_rules! native_scalar {
     ($($t:ty => $fallback:expr),*) => {$(
         impl Native for Var<$t> {
             type Value = $t;
+            type Tangent = ();
             fn native(results: &mut core::slice::Iter<'_, Val>) -> $t {
                 results.next().and_then(<$t>::of).unwrap_or($fallback)
             }
+            fn tangent(_: &mut core::slice::Iter<'_, Val>) {}
         }
     )*};
 }
-native_scalar!(f64 => f64::NAN, f32 => f32::NAN, i64 => 0, bool => false);
+native_scalar!(i64 => 0, bool => false);
 
 impl Native for () {
     type Value = ();
+    type Tangent = ();
     fn native(_: &mut core::slice::Iter<'_, Val>) {}
+    fn tangent(_: &mut core::slice::Iter<'_, Val>) {}
 }
 
 macro_rules! native_tuple {
     ($($t:ident),*) => {
         impl<$($t: Native),*> Native for ($($t,)*) {
             type Value = ($($t::Value,)*);
+            type Tangent = ($($t::Tangent,)*);
             fn native(results: &mut core::slice::Iter<'_, Val>) -> Self::Value {
                 ($($t::native(results),)*)
+            }
+            fn tangent(tangents: &mut core::slice::Iter<'_, Val>) -> Self::Tangent {
+                ($($t::tangent(tangents),)*)
             }
         }
     };
@@ -520,6 +592,8 @@ pub struct Autodiff<A, R> {
     hosts: Hosts,
     n_params: usize,
     patterns: Vec<Pattern>,
+    /// The forward-mode patterns ([`Autodiff::jvp`]).
+    jvps: Vec<jvp::JvpPattern>,
     primal: Option<Primal>,
     compile_time: Duration,
     _sig: PhantomData<fn(A) -> R>,
@@ -532,16 +606,17 @@ struct Pattern {
     state: CallState,
 }
 
-/// The per-thread state of calls of a [`SharedGradient`]: a [`Workspace`] and the
-/// buffers a gradient fills. Once it has grown to the sizes of the arguments, a
-/// call allocates nothing. One per thread (a `thread_local!`, say); it fits any
-/// [`SharedGradient`].
+/// The per-thread state of calls of a [`SharedGradient`] or a [`SharedJvp`]: a
+/// [`Workspace`] and the buffers a gradient or a forward rule fills. Once it has
+/// grown to the sizes of the arguments, a call allocates nothing. One per thread (a
+/// `thread_local!`, say); it fits any [`SharedGradient`] and any [`SharedJvp`].
 #[derive(Debug, Default)]
 pub struct CallState {
     ws: Workspace,
     /// One scratch buffer per parameter (see [`ArgActivity::args`]).
     scratch: Vec<Val>,
-    /// The primal results of the last call.
+    /// The primal results of the last call (for a forward rule, the results and
+    /// the tangents).
     value: Vec<Val>,
     /// The cotangents of the active parameters of the last call.
     cts: Vec<Val>,
@@ -702,6 +777,7 @@ impl<A, R> fmt::Debug for Autodiff<A, R> {
         f.debug_struct("Autodiff")
             .field("name", &self.name)
             .field("patterns", &self.patterns())
+            .field("jvp_patterns", &self.jvp_patterns())
             .field("primal_compiled", &self.primal.is_some())
             .field("hosts", &self.hosts)
             .finish_non_exhaustive()
@@ -796,6 +872,7 @@ impl<A: Args, R: Native> Autodiff<A, R> {
             hosts,
             n_params: want_params.len(),
             patterns: Vec::new(),
+            jvps: Vec::new(),
             primal: None,
             compile_time: Duration::ZERO,
             _sig: PhantomData,
@@ -937,6 +1014,7 @@ impl<A, R> Autodiff<A, R> {
     ) -> Self {
         self.hosts.insert(name, f);
         self.patterns.clear();
+        self.jvps.clear();
         self.primal = None;
         self
     }
@@ -948,8 +1026,8 @@ impl<A, R> Autodiff<A, R> {
         self.patterns.iter().map(|p| p.config.pattern()).collect()
     }
 
-    /// How long deriving and compiling took, over every pattern and the primal
-    /// compiled so far.
+    /// How long deriving and compiling took, over every pattern (gradients and
+    /// forward rules) and the primal compiled so far.
     pub fn compile_time(&self) -> Duration {
         self.compile_time
     }
@@ -971,12 +1049,14 @@ fn show_types(params: &[Option<Type>], results: &[Option<Type>]) -> String {
 /// The directory set by [`set_dump_dir`], if any.
 static DUMP_DIR: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
 
-/// Makes every `#[autodiff_reverse]` derivative write its IR into `dir` when it is
-/// first called (traced, derived and compiled): `NAME.traced.ir` (the function as
-/// the attribute traced it), `NAME.optimized.ir` (after gradlift's optimiser),
-/// `NAME.fwd.ir` (the derived forward pass and the functions it calls) and
-/// `NAME.rvs.ir` (the pullback), as text that [`ir::parse`](crate::ir::parse)
-/// reads back. The directory is created if need be; `None` stops the dumps.
+/// Makes every `#[autodiff_reverse]` and `#[autodiff_forward]` derivative write its
+/// IR into `dir` when it is first called (traced, derived and compiled):
+/// `NAME.traced.ir` (the function as the attribute traced it), `NAME.optimized.ir`
+/// (after gradlift's optimiser), then for a reverse-mode derivative `NAME.fwd.ir`
+/// (the derived forward pass and the functions it calls) and `NAME.rvs.ir` (the
+/// pullback), for a forward-mode one `NAME.jvp.ir` (the forward rule `@f.jvp` and
+/// the functions it calls), as text that [`ir::parse`](crate::ir::parse) reads
+/// back. The directory is created if need be; `None` stops the dumps.
 ///
 /// It takes precedence over the environment variable `GRADLIFT_DUMP`, which does
 /// the same without a change to the program. A file that cannot be written is
@@ -1020,8 +1100,8 @@ fn dump_dir() -> Option<std::path::PathBuf> {
     })
 }
 
-/// What `#[autodiff_reverse]` (the `gradlift-macros` crate) expands to: not an API
-/// of its own, and it may change with the macro.
+/// What `#[autodiff_reverse]` and `#[autodiff_forward]` (the `gradlift-macros`
+/// crate) expand to: not an API of its own, and it may change with the macros.
 #[doc(hidden)]
 pub mod macro_support {
     use std::cell::RefCell;
@@ -1035,7 +1115,10 @@ pub mod macro_support {
     use gradlift_ir::{FuncId, Module};
     use gradlift_trace::{Args, Callable};
 
-    use super::{Activities, CallState, Native, Return, SharedGradient, autodiff};
+    use super::{
+        Activities, Autodiff, CallState, DualReturn, FwdActivities, Native, Return, SharedGradient,
+        SharedJvp, autodiff,
+    };
     use crate::api::Error;
     use crate::pipeline::Pipeline;
 
@@ -1054,28 +1137,70 @@ pub mod macro_support {
     {
         let mut ad = autodiff(func, f)?;
         let shared = ad.share::<X>(ret)?;
-        if let Some(dir) = super::dump_dir() {
-            let optimized = Pipeline::new()
-                .with_hosts(ad.hosts().clone())
-                .prepare(ad.module(), func)?;
-            let rule = shared.rule();
-            let files = [
-                ("traced", ad.module().to_string()),
-                ("optimized", optimized.module.to_string()),
+        let rule = shared.rule();
+        dump(&ad, func, deriv, || {
+            [
                 ("fwd", with_callees(&rule.module, rule.forward)),
                 ("rvs", with_callees(&rule.module, rule.pullback)),
-            ];
-            let io = |path: &Path, e: std::io::Error| Error::Dump {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            };
-            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-            for (stage, text) in files {
-                let path = dir.join(format!("{deriv}.{stage}.ir"));
-                std::fs::write(&path, text).map_err(|e| io(&path, e))?;
-            }
-        }
+            ]
+        })?;
         Ok(shared)
+    }
+
+    /// Forward mode's [`share`]: traces `f` as `@func`, then derives and compiles
+    /// the forward rule of the pattern of `X` with the return `ret` through
+    /// [`autodiff`]. With a dump directory, writes `deriv.traced.ir`,
+    /// `deriv.optimized.ir` and `deriv.jvp.ir` (the forward rule `@func.jvp` and
+    /// the functions it calls).
+    pub fn share_jvp<A: Args, F: Callable<A>, X: FwdActivities<A>>(
+        func: &'static str,
+        deriv: &str,
+        f: F,
+        ret: DualReturn,
+    ) -> Result<SharedJvp<A, F::Output>, Error>
+    where
+        F::Output: Native,
+    {
+        let mut ad = autodiff(func, f)?;
+        let shared = ad.share_jvp::<X>(ret)?;
+        let frule = shared.compiled().frule();
+        dump(&ad, func, deriv, || {
+            [("jvp", with_callees(&frule.module, frule.func))]
+        })?;
+        Ok(shared)
+    }
+
+    /// With a dump directory (see [`set_dump_dir`](super::set_dump_dir)), writes
+    /// `deriv.traced.ir`, `deriv.optimized.ir`, then `deriv.STAGE.ir` for each of
+    /// the `derived` texts.
+    fn dump<A, R, const N: usize>(
+        ad: &Autodiff<A, R>,
+        func: &str,
+        deriv: &str,
+        derived: impl FnOnce() -> [(&'static str, String); N],
+    ) -> Result<(), Error> {
+        let Some(dir) = super::dump_dir() else {
+            return Ok(());
+        };
+        let optimized = Pipeline::new()
+            .with_hosts(ad.hosts().clone())
+            .prepare(ad.module(), func)?;
+        let files = [
+            ("traced", ad.module().to_string()),
+            ("optimized", optimized.module.to_string()),
+        ]
+        .into_iter()
+        .chain(derived());
+        let io = |path: &Path, e: std::io::Error| Error::Dump {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        for (stage, text) in files {
+            let path = dir.join(format!("{deriv}.{stage}.ir"));
+            std::fs::write(&path, text).map_err(|e| io(&path, e))?;
+        }
+        Ok(())
     }
 
     /// The text of `func` and of every function it calls, directly or not (so that

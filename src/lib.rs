@@ -18,7 +18,8 @@
 //!
 //! [`autodiff()`] goes from a generic Rust function or closure, traced once
 //! ([`trace`]), to gradients with Enzyme's activities ([`Active`], [`Const`],
-//! [`Duplicated`]), compiled per activity pattern on first use.
+//! [`Duplicated`]), and to directional derivatives in forward mode
+//! ([`Autodiff::jvp`] with [`Dual`]), compiled per activity pattern on first use.
 //!
 //! The `gradlift` binary (`check`, `run`, `grad`, `dump`; the `gradlift-cli` package
 //! of this workspace) is the command-line face; it runs the same pipeline.
@@ -82,8 +83,8 @@ pub mod suite;
 
 pub use api::{CompiledFunction, CompiledGradient, Error, GradientCache, GradientRef};
 pub use autodiff::{
-    Active, Autodiff, CallState, Const, Duplicated, DuplicatedNoNeed, Return, SharedGradient,
-    autodiff,
+    Active, Autodiff, CallState, Const, Dual, DualReturn, Duplicated, DuplicatedNoNeed, Return,
+    SharedGradient, SharedJvp, autodiff,
 };
 pub use forward::{CompiledHvp, CompiledJvp, Matrix};
 pub use gradlift_adjoint as adjoint;
@@ -93,12 +94,13 @@ pub use gradlift_ir as ir;
 pub use gradlift_ir::engine::{Arg, Engine, Hosts, RunError, TapeStats, Val};
 pub use gradlift_jit as jit;
 pub use gradlift_jit::Workspace;
-/// `#[autodiff_reverse]`: the gradient of an ordinary Rust function, with the
-/// signature rules of `std::autodiff` (see [the attribute's docs](macro@autodiff_reverse)).
-/// `#[differentiable]` marks the functions it may call. In the default feature
+/// `#[autodiff_reverse]`: the gradient of an ordinary Rust function, and
+/// `#[autodiff_forward]`: its directional derivative, with the signature rules of
+/// `std::autodiff` (see [the attributes' docs](macro@autodiff_reverse)).
+/// `#[differentiable]` marks the functions they may call. In the default feature
 /// `macros`.
 #[cfg(feature = "macros")]
-pub use gradlift_macros::{autodiff_reverse, differentiable};
+pub use gradlift_macros::{autodiff_forward, autodiff_reverse, differentiable};
 pub use gradlift_trace as trace;
 pub use pipeline::{Pipeline, Prepared};
 

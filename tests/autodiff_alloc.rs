@@ -1,10 +1,11 @@
 //! `Autodiff` calls in steady state allocate nothing: after a pattern's first call
 //! (which traces nothing, but derives, compiles and sizes its buffers), a gradient
 //! copies the arguments into the pattern's retained buffers and the shadows and
-//! writable slices back out, and a counting global allocator sees no allocation.
+//! writable slices back out, and a counting global allocator sees no allocation;
+//! forward rules (`jvp`) likewise.
 
 use gradlift::trace::prelude::*;
-use gradlift::{Active, Const, Duplicated, DuplicatedNoNeed, Return, autodiff};
+use gradlift::{Active, Const, Dual, Duplicated, DuplicatedNoNeed, Return, autodiff};
 
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
@@ -180,4 +181,95 @@ fn writable_slices_allocate_nothing_either() {
         }),
         0
     );
+}
+
+#[test]
+fn steady_state_forward_rules_allocate_nothing() {
+    let n = 10_000;
+    let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
+    let w: Vec<f64> = (0..n).map(|i| 1.0 + 0.001 * i as f64).collect();
+    let dw: Vec<f64> = (0..n).map(|i| (i % 3) as f64 - 1.0).collect();
+    let mut f = autodiff("loss", loss::<Var>).unwrap();
+
+    // The first call derives and compiles the forward rule, and sizes the buffers.
+    // The local buffer and its tangent are allocated by one call (a gradient's
+    // forward pass and pullback are two), so the first call spreads the workspace's
+    // arena over two chunks and the second merges them into one (one allocation);
+    // from the third call on, nothing.
+    let first = allocations(|| {
+        f.jvp((
+            Const(&x[..]),
+            Dual(&w[..], &dw[..]),
+            Dual(0.5, 1.0),
+            Const(2.0),
+        ))
+        .unwrap();
+    });
+    assert!(first > 0);
+    let second = allocations(|| {
+        f.jvp((
+            Const(&x[..]),
+            Dual(&w[..], &dw[..]),
+            Dual(0.5, 1.0),
+            Const(2.0),
+        ))
+        .unwrap();
+    });
+    assert_eq!(second, 1, "the arena's chunks merged");
+    let mut sum = 0.0;
+    for round in 0..4 {
+        let t = 0.1 * round as f64;
+        let count = allocations(|| {
+            let (v, dv) = f
+                .jvp((
+                    Const(&x[..]),
+                    Dual(&w[..], &dw[..]),
+                    Dual(t, 1.0),
+                    Const(2.0),
+                ))
+                .unwrap();
+            sum += v + dv;
+        });
+        assert_eq!(count, 0, "round {round}");
+    }
+    assert!(sum.is_finite());
+    // The tangent alone, and a gradient in between: each pattern its own buffers.
+    let only = |f: &mut gradlift::Autodiff<_, _>| {
+        f.jvp_only((Const(&x[..]), Const(&w[..]), Dual(0.5, 1.0), Dual(2.0, 0.0)))
+            .unwrap()
+    };
+    // Two calls, as above.
+    only(&mut f);
+    only(&mut f);
+    let mut dw_rev = vec![0.0; n];
+    f.gradient((
+        Const(&x[..]),
+        Duplicated(&w[..], &mut dw_rev[..]),
+        Active(0.5),
+        Const(2.0),
+    ))
+    .unwrap();
+    assert_eq!(
+        allocations(|| {
+            only(&mut f);
+        }),
+        0
+    );
+
+    // A writable slice and its tangent, written in place.
+    let x0: Vec<f64> = (0..1000).map(|i| i as f64 * 0.01).collect();
+    let (mut xs, mut dxs) = (x0.clone(), vec![1.0; 1000]);
+    let mut sq = autodiff("square_in_place", square_in_place::<Var>).unwrap();
+    sq.jvp((Dual(&mut xs[..], &mut dxs[..]),)).unwrap();
+    for _ in 0..3 {
+        xs.copy_from_slice(&x0);
+        dxs.fill(1.0);
+        assert_eq!(
+            allocations(|| {
+                sq.jvp((Dual(&mut xs[..], &mut dxs[..]),)).unwrap();
+            }),
+            0
+        );
+        assert_eq!((xs[3], dxs[3]), (x0[3] * x0[3], 2.0 * x0[3]));
+    }
 }

@@ -74,18 +74,13 @@ pub struct Translator {
     fl: &'static str,
     /// The parameters, in order.
     params: Vec<Ident>,
+    /// The attribute whose body this is, as the messages name it
+    /// (`autodiff_reverse`, `autodiff_forward`, `differentiable`).
+    attr: &'static str,
 }
 
 fn err<T>(tokens: impl quote::ToTokens, msg: impl std::fmt::Display) -> Result<T> {
     Err(syn::Error::new_spanned(tokens, msg))
-}
-
-/// The unsupported-construct message, with what to write instead.
-fn unsupported<T>(tokens: impl quote::ToTokens, what: &str, instead: &str) -> Result<T> {
-    err(
-        tokens,
-        format!("{what} is not supported yet by #[autodiff_reverse]; {instead}"),
-    )
 }
 
 const INT: &str = "::gradlift::trace::Var<i64>";
@@ -104,8 +99,9 @@ const UNARY: &[&str] = &[
 const METHODS: &str = "sin cos tan asin acos atan atan2 sinh cosh tanh exp exp2 ln log10 log2 sqrt hypot powi powf mul_add abs max min floor ceil";
 
 impl Translator {
-    /// A translator with the function's parameters in scope.
-    pub fn new(params: &[(Ident, Kind, bool)], fl: &'static str) -> Translator {
+    /// A translator with the function's parameters in scope, for the attribute
+    /// `attr` (which the error messages name).
+    pub fn new(params: &[(Ident, Kind, bool)], fl: &'static str, attr: &'static str) -> Translator {
         let mut top = HashMap::new();
         for (name, kind, mutable) in params {
             top.insert(
@@ -120,7 +116,31 @@ impl Translator {
             scopes: vec![top],
             fl,
             params: params.iter().map(|p| p.0.clone()).collect(),
+            attr,
         }
+    }
+
+    /// The unsupported-construct message, with what to write instead.
+    fn unsupported<T>(&self, tokens: impl quote::ToTokens, what: &str, instead: &str) -> Result<T> {
+        err(
+            tokens,
+            format!("{what} is not supported yet by #[{}]; {instead}", self.attr),
+        )
+    }
+
+    fn check_local_type(&self, t: &Type) -> Result<()> {
+        let fl = self.fl;
+        if let Type::Path(p) = t
+            && let Some(id) = p.path.get_ident()
+            && (matches!(id.to_string().as_str(), "i64" | "usize" | "i32" | "bool") || *id == fl)
+        {
+            return Ok(());
+        }
+        self.unsupported(
+            t,
+            "a local of this type",
+            &format!("use {fl}, i64, i32, usize or bool"),
+        )
     }
 
     /// The traced float type, `Var<f64>` or `Var<f32>`.
@@ -243,28 +263,34 @@ impl Translator {
                     }
                     Pat::Type(t) => match &*t.pat {
                         Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
-                            check_local_type(&t.ty, self.fl)?;
+                            self.check_local_type(&t.ty)?;
                             (p.ident.clone(), p.mutability.is_some())
                         }
                         _ => {
-                            return unsupported(
+                            return self.unsupported(
                                 &l.pat,
                                 "this pattern",
                                 "bind one variable per `let`",
                             );
                         }
                     },
-                    _ => return unsupported(&l.pat, "this pattern", "bind one variable per `let`"),
+                    _ => {
+                        return self.unsupported(
+                            &l.pat,
+                            "this pattern",
+                            "bind one variable per `let`",
+                        );
+                    }
                 };
                 let Some(init) = &l.init else {
-                    return unsupported(
+                    return self.unsupported(
                         l,
                         "`let` without a value",
                         "give the variable its first value where it is declared",
                     );
                 };
                 if let Some((_, d)) = &init.diverge {
-                    return unsupported(d, "`let ... else`", "use `if`");
+                    return self.unsupported(d, "`let ... else`", "use `if`");
                 }
                 if let Expr::Macro(m) = &*init.expr
                     && m.mac.path.is_ident("vec")
@@ -281,14 +307,18 @@ impl Translator {
                     None => self.expr(&init.expr)?,
                 };
                 if !(kind.scalar() || matches!(kind, Kind::Slice)) {
-                    return unsupported(
+                    return self.unsupported(
                         &init.expr,
                         &format!("a local of type {}", kind.name()),
                         "use the parameter itself",
                     );
                 }
                 if mutable && !kind.scalar() {
-                    return unsupported(l, "a mutable slice variable", "use the parameter itself");
+                    return self.unsupported(
+                        l,
+                        "a mutable slice variable",
+                        "use the parameter itself",
+                    );
                 }
                 self.declare(&name, kind, mutable);
                 let m = mutable.then(|| quote!(mut));
@@ -301,8 +331,10 @@ impl Translator {
                 }
                 Ok(quote!(#value;))
             }
-            Stmt::Item(i) => unsupported(i, "an item inside the function", "define it outside"),
-            Stmt::Macro(m) => unsupported(
+            Stmt::Item(i) => {
+                self.unsupported(i, "an item inside the function", "define it outside")
+            }
+            Stmt::Macro(m) => self.unsupported(
                 m,
                 "a macro call",
                 "write the computation with the supported expressions",
@@ -331,7 +363,7 @@ impl Translator {
             let (v, vk) = self.expr(&v)?;
             let (n, nk) = self.expr(&n)?;
             if vk != Kind::F || nk != Kind::I {
-                return unsupported(
+                return self.unsupported(
                     mac,
                     "this `vec!`",
                     "write `vec![v; n]` with an f64 `v` and an integer `n`",
@@ -382,7 +414,7 @@ impl Translator {
         match l {
             Lit::Float(x) => {
                 if !(x.suffix().is_empty() || x.suffix() == fl) {
-                    return unsupported(
+                    return self.unsupported(
                         x,
                         "this float type",
                         &format!("use {fl}, as the function does"),
@@ -400,10 +432,10 @@ impl Translator {
                     let v = Literal::i64_suffixed(x.base10_parse::<i64>()?);
                     Ok((quote!(<#i>::from(#v)), Kind::I))
                 }
-                _ => unsupported(x, "this integer type", "use usize or i64"),
+                _ => self.unsupported(x, "this integer type", "use usize or i64"),
             },
             Lit::Bool(b) => Ok((quote!(::gradlift::trace::Var::<bool>::from(#b)), Kind::B)),
-            _ => unsupported(l, "this literal", "use float, integer or bool literals"),
+            _ => self.unsupported(l, "this literal", "use float, integer or bool literals"),
         }
     }
 
@@ -448,46 +480,46 @@ impl Translator {
             // Early exits in statements are rewritten before (see `exits`); these are
             // the ones left.
             Expr::Loop(l) => match &l.label {
-                Some(label) => unsupported(
+                Some(label) => self.unsupported(
                     label,
                     "a loop label",
                     "remove it, and leave nested loops with flags",
                 ),
-                None => unsupported(
+                None => self.unsupported(
                     l,
                     "`loop` inside an expression",
                     "write the loop as a statement, leave it with `break;`, and keep its value in a variable",
                 ),
             },
-            Expr::Break(b) => unsupported(
+            Expr::Break(b) => self.unsupported(
                 b,
                 "`break` with a label or a value, or inside an expression,",
                 "write `break;` as a statement of the loop's body, and compute a value in a variable",
             ),
-            Expr::Continue(c) => unsupported(
+            Expr::Continue(c) => self.unsupported(
                 c,
                 "`continue` with a label, or inside an expression,",
                 "write `continue;` as a statement of the loop's body",
             ),
-            Expr::Return(r) => unsupported(
+            Expr::Return(r) => self.unsupported(
                 r,
                 "`return` inside an expression",
                 "write `return v;` as a statement, or compute the result in a variable",
             ),
             Expr::Call(c) => self.call(c),
-            Expr::Match(m) => unsupported(m, "`match`", "use `if` / `else if`"),
-            Expr::Closure(c) => unsupported(c, "a closure", "inline its body"),
-            Expr::Macro(m) => unsupported(
+            Expr::Match(m) => self.unsupported(m, "`match`", "use `if` / `else if`"),
+            Expr::Closure(c) => self.unsupported(c, "a closure", "inline its body"),
+            Expr::Macro(m) => self.unsupported(
                 m,
                 "a macro call",
                 "write the computation with the supported expressions",
             ),
-            Expr::Tuple(t) => unsupported(t, "a tuple", "use separate variables"),
-            Expr::Reference(r) => unsupported(r, "taking a reference", "use the parameter itself"),
+            Expr::Tuple(t) => self.unsupported(t, "a tuple", "use separate variables"),
+            Expr::Reference(r) => self.unsupported(r, "taking a reference", "use the parameter itself"),
             Expr::Range(r) => {
-                unsupported(r, "a range outside a `for` loop", "write `for i in a..b`")
+                self.unsupported(r, "a range outside a `for` loop", "write `for i in a..b`")
             }
-            _ => unsupported(
+            _ => self.unsupported(
                 e,
                 "this expression",
                 "see the supported subset in the gradlift_macros docs",
@@ -500,7 +532,7 @@ impl Translator {
     /// statement): the callee's signature is not visible here.
     fn call(&mut self, c: &syn::ExprCall) -> Result<(TokenStream, Kind)> {
         let Expr::Path(p) = &*c.func else {
-            return unsupported(
+            return self.unsupported(
                 &c.func,
                 "calling this",
                 "call a function marked #[differentiable] by its name",
@@ -508,14 +540,14 @@ impl Translator {
         };
         let first = p.path.segments.first().map(|s| s.ident.to_string());
         if matches!(first.as_deref(), Some("f64" | "f32")) {
-            return unsupported(
+            return self.unsupported(
                 c,
                 "calling a float function by path",
                 "use the method: `x.sqrt()`, `a.max(b)`",
             );
         }
         if p.qself.is_some() || p.path.segments.iter().any(|s| !s.arguments.is_none()) {
-            return unsupported(p, "this path", "call the function by its plain name");
+            return self.unsupported(p, "this path", "call the function by its plain name");
         }
         let mut path = p.path.clone();
         let last = path.segments.last_mut().expect("a path has a segment");
@@ -533,7 +565,7 @@ impl Translator {
     fn call_arg(&mut self, a: &Expr) -> Result<TokenStream> {
         if let Expr::Reference(r) = a {
             let bad = || {
-                unsupported(
+                self.unsupported(
                     a,
                     "this reference",
                     "pass a slice or buffer as `&x` or `&mut x`, and numbers by value",
@@ -595,7 +627,10 @@ impl Translator {
             let Some(local) = self.lookup(&id.to_string()) else {
                 return err(
                     id,
-                    "#[autodiff_reverse] can read only the function's parameters and its local variables here; read a `const` with its type: `let n: usize = N;` or `N as f64`",
+                    format!(
+                        "#[{}] can read only the function's parameters and its local variables here; read a `const` with its type: `let n: usize = N;` or `N as f64`",
+                        self.attr
+                    ),
                 );
             };
             return Ok((quote!(#id), local.kind));
@@ -615,7 +650,7 @@ impl Translator {
         if p.qself.is_none() && is_f64_const {
             return Ok((self.constant(quote!(#p)), Kind::F));
         }
-        unsupported(
+        self.unsupported(
             p,
             "this path",
             "use a float literal or an `f64::consts` constant",
@@ -641,7 +676,7 @@ impl Translator {
             UnOp::Not(_) => {
                 let (v, k) = self.expr(&u.expr)?;
                 if k != Kind::B {
-                    return unsupported(u, "`!` on integers", "use a comparison");
+                    return self.unsupported(u, "`!` on integers", "use a comparison");
                 }
                 Ok((quote!((!#v)), Kind::B))
             }
@@ -652,7 +687,7 @@ impl Translator {
                 }
                 Ok((quote!((-#v)), k))
             }
-            _ => unsupported(u, "this operator", "see the supported subset"),
+            _ => self.unsupported(u, "this operator", "see the supported subset"),
         }
     }
 
@@ -671,7 +706,7 @@ impl Translator {
             | BinOp::BitXorAssign(_)
             | BinOp::ShlAssign(_)
             | BinOp::ShrAssign(_) => {
-                return unsupported(b, "this compound assignment", "write `x = x op y`");
+                return self.unsupported(b, "this compound assignment", "write `x = x op y`");
             }
             _ => None,
         };
@@ -686,7 +721,7 @@ impl Translator {
             let mut assigned = Vec::new();
             assigned_in_expr(&b.right, &mut vec![Vec::new()], &mut assigned);
             if let Some(a) = assigned.first() {
-                return unsupported(
+                return self.unsupported(
                     a,
                     "assigning inside the right side of `&&` or `||`",
                     "assign before the condition",
@@ -721,7 +756,8 @@ impl Translator {
             return err(
                 b,
                 format!(
-                    "#[autodiff_reverse] supports this operator on two f64 or two integers, not {} and {}",
+                    "#[{}] supports this operator on two f64 or two integers, not {} and {}",
+                    self.attr,
                     lk.name(),
                     rk.name()
                 ),
@@ -736,7 +772,7 @@ impl Translator {
             BinOp::Div(_) => Some(quote_spanned!(sp=> Div::div)),
             BinOp::Rem(_) if lk == Kind::I => Some(quote_spanned!(sp=> Rem::rem)),
             BinOp::Rem(_) => {
-                return unsupported(
+                return self.unsupported(
                     b,
                     "`%` on f64",
                     "write `x - (x / y).floor() * y` (floored, not truncated, so check the sign)",
@@ -755,7 +791,7 @@ impl Translator {
             BinOp::Eq(_) => "eq",
             BinOp::Ne(_) => "ne",
             _ => {
-                return unsupported(
+                return self.unsupported(
                     b,
                     "this operator",
                     "use `+ - * /`, comparisons, `&&`, `||` or `!`",
@@ -784,13 +820,13 @@ impl Translator {
         match target {
             Expr::Path(p) => {
                 let Some(id) = p.path.get_ident() else {
-                    return unsupported(p, "assigning to this", "assign to a local variable");
+                    return self.unsupported(p, "assigning to this", "assign to a local variable");
                 };
                 let Some(local) = self.lookup(&id.to_string()) else {
                     return err(id, "not a local variable");
                 };
                 if !local.kind.scalar() {
-                    return unsupported(id, "reassigning a slice", "write into its elements");
+                    return self.unsupported(id, "reassigning a slice", "write into its elements");
                 }
                 if local.kind != vk {
                     return err(
@@ -823,7 +859,7 @@ impl Translator {
                 Ok((store_at(target.span(), &x, quote!(0i64), op, v), Kind::Unit))
             }
             Expr::Paren(p) => self.store(&p.expr, op, v, vk),
-            _ => unsupported(
+            _ => self.unsupported(
                 target,
                 "assigning to this",
                 "assign to a local variable or to `x[i]`",
@@ -835,10 +871,10 @@ impl Translator {
     /// when `write` is for a dereference).
     fn slice_of(&mut self, e: &Expr, write: bool) -> Result<Ident> {
         let Expr::Path(p) = e else {
-            return unsupported(e, "indexing this", "index a slice parameter by name");
+            return self.unsupported(e, "indexing this", "index a slice parameter by name");
         };
         let Some(id) = p.path.get_ident() else {
-            return unsupported(e, "indexing this", "index a slice parameter by name");
+            return self.unsupported(e, "indexing this", "index a slice parameter by name");
         };
         match self.lookup(&id.to_string()).map(|l| l.kind) {
             Some(Kind::SliceMut | Kind::RefMut) => Ok(id.clone()),
@@ -851,7 +887,7 @@ impl Translator {
     fn method(&mut self, m: &syn::ExprMethodCall) -> Result<(TokenStream, Kind)> {
         let name = m.method.to_string();
         if m.turbofish.is_some() {
-            return unsupported(m, "a turbofish", "remove it");
+            return self.unsupported(m, "a turbofish", "remove it");
         }
         if name == "len" && m.args.is_empty() {
             let x = self.slice_of(&m.receiver, false)?;
@@ -862,14 +898,14 @@ impl Translator {
         }
         let (r, rk) = self.expr(&m.receiver)?;
         if matches!(rk, Kind::Slice | Kind::SliceMut) {
-            return unsupported(
+            return self.unsupported(
                 m,
                 &format!("the method `{name}` on a slice or a `vec!` buffer"),
                 "slices and buffers have `len()` and indexing; a buffer keeps its length, so allocate it at its final length (`vec![0.0; n]`) and write `b[i] = v`",
             );
         }
         if rk != Kind::F {
-            return unsupported(
+            return self.unsupported(
                 m,
                 &format!("the method `{name}` on {}", rk.name()),
                 &format!("use the float methods `{METHODS}` on f64, and `len` on slices"),
@@ -896,7 +932,7 @@ impl Translator {
                     Some(syn::ExprLit {
                         lit: Lit::Int(_), ..
                     }) => Ok((quote!(#float::powi(#r, #n)), Kind::F)),
-                    _ => unsupported(
+                    _ => self.unsupported(
                         n,
                         "`powi` with an exponent that is not an integer literal",
                         "write `x.powf(n as f64)` (for x > 0) or a loop",
@@ -914,7 +950,7 @@ impl Translator {
                 }
                 Ok((quote!(#float::#method(#r, #(#args),*)), Kind::F))
             }
-            _ => unsupported(
+            _ => self.unsupported(
                 m,
                 &format!("the method `{name}`"),
                 &format!("use the float methods `{METHODS}`"),
@@ -951,7 +987,7 @@ impl Translator {
                 },
                 Kind::I,
             )),
-            _ => unsupported(
+            _ => self.unsupported(
                 c,
                 "this cast",
                 "cast between f64, i64, i32 and usize (booleans and other integer types are not supported)",
@@ -1018,24 +1054,24 @@ impl Translator {
     /// body assigns.
     fn for_loop(&mut self, f: &ExprForLoop) -> Result<(TokenStream, Kind)> {
         if let Some(l) = &f.label {
-            return unsupported(l, "a loop label", "remove it");
+            return self.unsupported(l, "a loop label", "remove it");
         }
         let var = match &*f.pat {
             Pat::Ident(p) if p.mutability.is_none() && p.by_ref.is_none() && p.subpat.is_none() => {
                 p.ident.clone()
             }
             Pat::Wild(_) => format_ident!("__gradlift_i"),
-            p => return unsupported(p, "this loop pattern", "write `for i in a..b`"),
+            p => return self.unsupported(p, "this loop pattern", "write `for i in a..b`"),
         };
         let Expr::Range(range) = &*f.expr else {
-            return unsupported(
+            return self.unsupported(
                 &f.expr,
                 "a `for` loop over this",
                 "loop over `a..b`, `(a..b).rev()`, `x.iter()` or `x.iter().enumerate()` of a slice `x`, and index with `x[i]`",
             );
         };
         let (Some(start), Some(end)) = (&range.start, &range.end) else {
-            return unsupported(range, "an open range", "give both bounds: `a..b`");
+            return self.unsupported(range, "an open range", "give both bounds: `a..b`");
         };
         let (s, sk) = self.expr(start)?;
         let (e, ek) = self.expr(end)?;
@@ -1086,12 +1122,12 @@ impl Translator {
     /// assigns; the test reads them from the carry.
     fn while_loop(&mut self, w: &syn::ExprWhile) -> Result<(TokenStream, Kind)> {
         if let Some(l) = &w.label {
-            return unsupported(l, "a loop label", "remove it");
+            return self.unsupported(l, "a loop label", "remove it");
         }
         let mut in_test = Vec::new();
         assigned_in_expr(&w.cond, &mut vec![Vec::new()], &mut in_test);
         if let Some(a) = in_test.first() {
-            return unsupported(
+            return self.unsupported(
                 a,
                 "assigning inside a `while` test",
                 "assign in the loop body",
@@ -1212,20 +1248,6 @@ fn carry_parts(carried: &[Ident]) -> CarryParts {
         p.assign.extend(quote!(#n = #fresh;));
     }
     p
-}
-
-fn check_local_type(t: &Type, fl: &str) -> Result<()> {
-    if let Type::Path(p) = t
-        && let Some(id) = p.path.get_ident()
-        && (matches!(id.to_string().as_str(), "i64" | "usize" | "i32" | "bool") || *id == fl)
-    {
-        return Ok(());
-    }
-    unsupported(
-        t,
-        "a local of this type",
-        &format!("use {fl}, i64, i32, usize or bool"),
-    )
 }
 
 // The syntactic search for assigned variables. `scopes` holds the names declared

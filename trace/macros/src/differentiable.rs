@@ -1,5 +1,5 @@
-//! `#[differentiable]`: a function that `#[autodiff_reverse]` bodies (and other
-//! `#[differentiable]` bodies) may call. It stays as written, and gets a hidden
+//! `#[differentiable]`: a function that `#[autodiff_reverse]` and
+//! `#[autodiff_forward]` bodies (and other `#[differentiable]` bodies) may call. It stays as written, and gets a hidden
 //! traced twin `__gradlift_differentiable_NAME`, which emits an IR `call @NAME`
 //! through gradlift's `func(..).call(..)`, tracing the translated body into `@NAME`
 //! on first use; so helpers, recursion and mutual recursion are IR calls.
@@ -105,7 +105,7 @@ fn expand_fn(func: &ItemFn) -> syn::Result<TokenStream> {
             ),
         ));
     }
-    let body = Translator::new(&params, fl).body(&func.block, ret)?;
+    let body = Translator::new(&params, fl, "differentiable").body(&func.block, ret)?;
     let flt: TokenStream = fl.parse().expect("a type");
     let traced_ty = |k: Kind| match k {
         Kind::F => quote!(::gradlift::trace::Var<#flt>),

@@ -1,7 +1,10 @@
 //! `#[autodiff_reverse]`: the gradient of an ordinary Rust function, on stable Rust,
 //! with the signature rules of nightly Rust's
 //! [`std::autodiff::autodiff_reverse`](https://doc.rust-lang.org/std/autodiff/attr.autodiff_reverse.html)
-//! (Enzyme's), computed by gradlift.
+//! (Enzyme's), computed by gradlift; and `#[autodiff_forward]`, its directional
+//! derivative, with those of
+//! [`std::autodiff::autodiff_forward`](https://doc.rust-lang.org/std/autodiff/attr.autodiff_forward.html)
+//! (see [Forward mode](#forward-mode-autodiff_forward)).
 //!
 //! ```
 //! use gradlift_macros::autodiff_reverse;
@@ -51,7 +54,7 @@
 //! same meaning: `Constant` is `Const`; `ActiveOnly` on a parameter is `Active`;
 //! `DuplicatedNoNeed` and `DuplicatedOnly` (whose primal may be left with any
 //! contents) are derived as `Duplicated`, which leaves the right ones. The forward
-//! mode's `Dual` and its kin are refused.
+//! mode's `Dual` and its kin are a compile error saying to use `#[autodiff_forward]`.
 //!
 //! `NAME` returns the function's value (unless it is `()`, or the return is
 //! `ActiveOnly`), then the derivatives of
@@ -143,7 +146,9 @@
 //! | `NAME.rvs.ir` | the derived pullback `@f.rvs`, and the functions it calls |
 //!
 //! A file that cannot be written is an error of that call (and of every later
-//! one), `gradlift::Error::Dump`.
+//! one), `gradlift::Error::Dump`. A `#[autodiff_forward]` derivative writes
+//! `NAME.traced.ir`, `NAME.optimized.ir` and `NAME.jvp.ir` (the forward rule
+//! `@f.jvp`, and the functions it calls).
 //!
 //! # The supported subset
 //!
@@ -235,8 +240,9 @@
 //! the same name (from different modules) in one derivative are a tracing error,
 //! and `NAME` panics naming the clash; a `()` one is called as a statement.
 //!
-//! Two of them (`tests/ui/` has one per message, checked against the compiler's
-//! output):
+//! Both attributes translate the same subset, with the same messages (naming the
+//! attribute; in a `#[differentiable]` helper, `#[differentiable]`). Two of them
+//! (`tests/ui/` has one per message, checked against the compiler's output):
 //!
 //! ```compile_fail
 //! use gradlift_macros::autodiff_reverse;
@@ -256,6 +262,94 @@
 //!     x
 //! }
 //! ```
+//!
+//! # Forward mode: `#[autodiff_forward]`
+//!
+//! `#[autodiff_forward(NAME, ACTIVITY..., RETURN_ACTIVITY)]` keeps the function as
+//! written and adds `fn NAME`, its forward-mode derivative: the value and the
+//! directional derivative along the tangents given with the arguments (a
+//! Jacobian-vector product), in one sweep, with the signature rules of
+//! `std::autodiff::autodiff_forward`. One activity per parameter, then one for the
+//! return (none if the function returns `()`):
+//!
+//! | activity | parameter | `NAME` takes | `NAME` gives |
+//! |---|---|---|---|
+//! | `Dual` | `f64`, `&[f64]`, `&mut [f64]`, `&mut f64` | it, then its tangent, of the same type, directly after it | for `&mut`, the tangent of what the function leaves in it, **overwriting** the one given |
+//! | `Const` | `f64`, `usize`, `i64`, `i32`, `&[f64]`, `&mut [f64]`, `&mut f64` | the same | nothing |
+//! | `Dual` (return) | `-> f64` | nothing more | `(value, tangent)` |
+//! | `DualOnly` (return) | `-> f64` | nothing more | the tangent alone |
+//! | `Const` (return) | `-> f64` | nothing more | the value alone (tangents through `Dual` `&mut` parameters only) |
+//!
+//! `Constant` is `Const`, and `DualOnly` on a parameter is `Dual`. The tangent of a
+//! `&[f64]` is read only; a slice's tangent has the slice's length. Every `f64`
+//! may be `f32`, one float type per function. The reverse mode's activities are a
+//! compile error saying to use `#[autodiff_reverse]`, and so is `Dualv` (vector
+//! forward mode, several tangents per call): not supported yet.
+//!
+//! The example of `std::autodiff::autodiff_forward`'s documentation, with only the
+//! `use` line changed:
+//!
+//! ```
+//! use gradlift_macros::autodiff_forward;
+//!
+//! #[autodiff_forward(rb_fwd1, Dual, Const, Dual)]
+//! #[autodiff_forward(rb_fwd2, Const, Dual, Dual)]
+//! #[autodiff_forward(rb_fwd3, Dual, Dual, Dual)]
+//! fn rosenbrock(x: f64, y: f64) -> f64 {
+//!     (1.0 - x).powi(2) + 100.0 * (y - x.powi(2)).powi(2)
+//! }
+//! #[autodiff_forward(rb_inp_fwd, Dual, Dual, Dual)]
+//! fn rosenbrock_inp(x: f64, y: f64, out: &mut f64) {
+//!     *out = (1.0 - x).powi(2) + 100.0 * (y - x.powi(2)).powi(2);
+//! }
+//!
+//! // fn rb_fwd1(x: f64, dx: f64, y: f64) -> (f64, f64)
+//! assert_eq!(rb_fwd1(1.0, 1.0, 3.0), (400.0, -800.0)); // df/dx at (1, 3)
+//! assert_eq!(rb_fwd2(1.0, 3.0, 1.0), (400.0, 400.0)); // df/dy
+//! // Both seeded: the tangent is the sum, -800 + 400.
+//! assert_eq!(rb_fwd3(1.0, 1.0, 3.0, 1.0), (400.0, -400.0));
+//! // fn rb_inp_fwd(x: f64, dx: f64, y: f64, dy: f64, out: &mut f64, dout: &mut f64)
+//! let (mut out, mut dout) = (0.0, 0.0);
+//! rb_inp_fwd(1.0, 1.0, 3.0, 1.0, &mut out, &mut dout);
+//! assert_eq!((out, dout), (400.0, -400.0));
+//! ```
+//!
+//! The body is translated as for `#[autodiff_reverse]` (the same subset, the same
+//! `#[differentiable]` helpers), and the attributes stack: a function may have
+//! several of each, forward and reverse. `NAME_try` takes `NAME`'s arguments and
+//! returns `Result<R, gradlift::Error>` (a tangent whose length is not its
+//! slice's, a run-time error, a failure to trace, derive or compile), and `NAME`
+//! panics with it, worded as above. There is no `NAME_grad`: a forward derivative
+//! has no shadows to allocate. The derivative is derived and compiled once per
+//! process on its first call (through `gradlift::autodiff`, as a
+//! `gradlift::SharedJvp`), each thread calls it with its own state, and after a
+//! thread's first calls a call with slices of the same lengths allocates nothing
+//! (one whose body allocates a `vec!` buffer may allocate once more on its second
+//! call, when the workspace gathers the first call's memory into one block).
+//!
+//! ```
+//! use gradlift_macros::{autodiff_forward, autodiff_reverse};
+//!
+//! #[autodiff_forward(f_scale, Dual, Dual, Dual)]
+//! #[autodiff_reverse(r_scale, Duplicated, Duplicated, Active)]
+//! fn scale(x: &[f64], out: &mut [f64], a: f64) {
+//!     for i in 0..x.len() {
+//!         out[i] = a * x[i];
+//!     }
+//! }
+//!
+//! // fn f_scale(x: &[f64], dx: &[f64], out: &mut [f64], dout: &mut [f64], a: f64, da: f64)
+//! let (mut out, mut dout) = ([0.0; 2], [0.0; 2]);
+//! f_scale(&[1.0, 2.0], &[1.0, 0.0], &mut out, &mut dout, 3.0, 0.5);
+//! assert_eq!(out, [3.0, 6.0]);
+//! assert_eq!(dout, [3.0 * 1.0 + 0.5 * 1.0, 3.0 * 0.0 + 0.5 * 2.0]); // a dx + x da
+//! let e = f_scale_try(&[1.0, 2.0], &[1.0], &mut out, &mut dout, 3.0, 0.5).unwrap_err();
+//! assert_eq!(e.to_string(), "the tangent of `x` has length 1 but `x` has length 2");
+//! ```
+//!
+//! Not here yet: vector forward mode (`Dualv`, several tangents per call; at the
+//! lower level, `gradlift::CompiledJvp` takes a width), and Jacobians, Hessians and
+//! Hessian-vector products (forward over reverse).
 
 mod body;
 mod differentiable;
@@ -267,14 +361,24 @@ use proc_macro::TokenStream;
 /// [crate docs](crate)).
 #[proc_macro_attribute]
 pub fn autodiff_reverse(attr: TokenStream, item: TokenStream) -> TokenStream {
-    match sig::expand(attr.into(), item.into()) {
+    match sig::expand(attr.into(), item.into(), sig::Mode::Reverse) {
         Ok(t) => t.into(),
         Err(e) => e.to_compile_error().into(),
     }
 }
 
-/// Makes the function callable from `#[autodiff_reverse]` bodies (and other
-/// `#[differentiable]` ones), as a call in gradlift's IR (see the
+/// Adds `NAME`, the forward-mode derivative of the function: its value and
+/// directional derivative (see the [crate docs](crate#forward-mode-autodiff_forward)).
+#[proc_macro_attribute]
+pub fn autodiff_forward(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match sig::expand(attr.into(), item.into(), sig::Mode::Forward) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// Makes the function callable from `#[autodiff_reverse]` and `#[autodiff_forward]`
+/// bodies (and other `#[differentiable]` ones), as a call in gradlift's IR (see the
 /// [crate docs](crate)). The function stays as written.
 #[proc_macro_attribute]
 pub fn differentiable(attr: TokenStream, item: TokenStream) -> TokenStream {

@@ -1,9 +1,15 @@
-//! The signature side of `#[autodiff_reverse]`: the activities checked against the
-//! parameters, the traced function's signature, and the generated functions:
-//! `NAME_try`, which traces and compiles once per process (a
-//! `gradlift::SharedGradient` in a `OnceLock`), calls with a per-thread
-//! `gradlift::CallState`, and maps its arguments to gradlift's activities; `NAME`,
-//! which panics with its error; `NAME_grad`, fresh gradients.
+//! The signature side of `#[autodiff_reverse]` and `#[autodiff_forward]`: the
+//! activities checked against the parameters, the traced function's signature,
+//! and the generated functions: `NAME_try`, which traces and compiles once per
+//! process (a `gradlift::SharedGradient`, or a `gradlift::SharedJvp` in forward
+//! mode, in a `OnceLock`), calls with a per-thread `gradlift::CallState`, and maps
+//! its arguments to gradlift's activities; `NAME`, which panics with its error;
+//! `NAME_grad` (reverse mode), fresh gradients.
+//!
+//! What both modes share ([`front`]: the checks of the signature, the float type,
+//! the body's translation, recursion, the traced function; [`generate`]: `NAME_try`
+//! and `NAME` around a mode's call) is written once; a mode adds its activities and
+//! the arguments and results they give.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
@@ -12,6 +18,25 @@ use syn::punctuated::Punctuated;
 use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Token, Type};
 
 use crate::body::{Kind, Translator};
+
+/// Which attribute: reverse mode or forward mode.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// `#[autodiff_reverse]`.
+    Reverse,
+    /// `#[autodiff_forward]`.
+    Forward,
+}
+
+impl Mode {
+    /// The attribute's name, as the messages name it.
+    fn attr(self) -> &'static str {
+        match self {
+            Mode::Reverse => "autodiff_reverse",
+            Mode::Forward => "autodiff_forward",
+        }
+    }
+}
 
 #[derive(Copy, Clone, PartialEq, Eq)]
 enum Activity {
@@ -35,7 +60,7 @@ fn activity(id: &Ident) -> syn::Result<(Activity, bool)> {
         "Dual" | "DualOnly" | "Dualv" | "DualvOnly" => Err(syn::Error::new_spanned(
             id,
             format!(
-                "`{id}` is forward mode (`std::autodiff::autodiff_forward`), which #[autodiff_reverse] does not do; use `Active`, `Const` or `Duplicated`"
+                "`{id}` is forward mode, which #[autodiff_reverse] does not do; use #[autodiff_forward] for it, or `Active`, `Const` or `Duplicated` here"
             ),
         )),
         other => Err(syn::Error::new_spanned(
@@ -47,8 +72,47 @@ fn activity(id: &Ident) -> syn::Result<(Activity, bool)> {
     }
 }
 
+/// A forward-mode activity: `Dual` (a value and its tangent) or `Const`.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum FwdActivity {
+    Dual,
+    Const,
+}
+
+/// A forward-mode activity by its name, `std::autodiff`'s (`Constant` is `Const`):
+/// `DualOnly` is `Dual` on a parameter and, on the return, the tangent without the
+/// value in the result (`true` here). Vector forward mode (`Dualv`) and the
+/// reverse mode's names are refused, saying so.
+fn fwd_activity(id: &Ident) -> syn::Result<(FwdActivity, bool)> {
+    match id.to_string().as_str() {
+        "Dual" => Ok((FwdActivity::Dual, false)),
+        "DualOnly" => Ok((FwdActivity::Dual, true)),
+        "Const" | "Constant" => Ok((FwdActivity::Const, false)),
+        "Dualv" | "DualvOnly" => Err(syn::Error::new_spanned(
+            id,
+            format!(
+                "`{id}` is vector forward mode (several tangents per call), which #[autodiff_forward] does not do yet; use `Dual`, one tangent per call"
+            ),
+        )),
+        "Active" | "ActiveOnly" | "Duplicated" | "DuplicatedNoNeed" | "DuplicatedOnly" => {
+            Err(syn::Error::new_spanned(
+                id,
+                format!(
+                    "`{id}` is reverse mode, which #[autodiff_forward] does not do; use #[autodiff_reverse] for it, or `Dual` or `Const` here"
+                ),
+            ))
+        }
+        other => Err(syn::Error::new_spanned(
+            id,
+            format!(
+                "`{other}` is not an activity of #[autodiff_forward]; use `Dual` (or `DualOnly`) or `Const` (or `Constant`)"
+            ),
+        )),
+    }
+}
+
 /// The kind of a parameter type, or an error naming what is supported.
-fn param_kind(t: &Type) -> syn::Result<Kind> {
+fn param_kind(t: &Type, mode: Mode) -> syn::Result<Kind> {
     let scalar = |t: &Type| match t {
         Type::Path(p) if p.qself.is_none() => p.path.get_ident().map(Ident::to_string),
         _ => None,
@@ -70,7 +134,10 @@ fn param_kind(t: &Type) -> syn::Result<Kind> {
     kind.ok_or_else(|| {
         syn::Error::new_spanned(
             t,
-            "this parameter type is not supported yet by #[autodiff_reverse]; use f64, &[f64], &mut [f64], &mut f64 (or the same with f32), usize, i64 or i32; pass the fields of a struct as parameters of these types",
+            format!(
+                "this parameter type is not supported yet by #[{}]; use f64, &[f64], &mut [f64], &mut f64 (or the same with f32), usize, i64 or i32; pass the fields of a struct as parameters of these types",
+                mode.attr()
+            ),
         )
     })
 }
@@ -90,19 +157,24 @@ fn floats(t: &Type, out: &mut Vec<(&'static str, proc_macro2::Span)>) {
     walk(quote!(#t), out);
 }
 
-/// One parameter: its name, kind, `mut`, and activity.
-struct Param {
+/// One parameter: its name, type, kind, `mut`, and activity (of the mode: `A`).
+struct Param<A> {
     name: Ident,
     ty: Type,
     kind: Kind,
     mutable: bool,
-    act: Activity,
+    act: A,
 }
 
-/// The expansion: the function as written, then `NAME`.
-pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+/// The expansion of `#[autodiff_reverse]` (`mode` reverse) or
+/// `#[autodiff_forward]`: the function as written, then `NAME` and its kin.
+pub fn expand(attr: TokenStream, item: TokenStream, mode: Mode) -> syn::Result<TokenStream> {
     let func: ItemFn = syn::parse2(item.clone())?;
-    match expand_fn(attr, &func) {
+    let expanded = match mode {
+        Mode::Reverse => expand_reverse(attr, &func),
+        Mode::Forward => expand_forward(attr, &func),
+    };
+    match expanded {
         Ok(t) => Ok(t),
         // The function stays, so that the error is the only one.
         Err(e) => {
@@ -112,13 +184,49 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
     }
 }
 
-fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
+/// What both modes make of the attribute and the function: the checked signature
+/// and the traced function.
+struct Front<A, R> {
+    /// The derivative's name, `NAME`.
+    name: Ident,
+    params: Vec<Param<A>>,
+    /// The function's result: `Kind::F` or `Kind::Unit`.
+    ret: Kind,
+    /// The return's activity (none for a `()` function).
+    ret_act: Option<R>,
+    /// The float type, `f64` or `f32`.
+    flt: TokenStream,
+    /// `fn __gradlift_traced_NAME(..) -> .. { .. }`: the body translated.
+    traced_fn: TokenStream,
+    traced_name: Ident,
+    /// The traced result type (`Var<f64>`, `()`).
+    traced_ret: TokenStream,
+    /// The traced parameter types as a tuple: `(Var<f64>, Slice<f64>,)`.
+    sig_tuple: TokenStream,
+    /// The IR function's name: the function's, or the derivative's for a function
+    /// that calls itself (whose `#[differentiable]` twin traces `@NAME`).
+    ir_name: String,
+}
+
+/// Parses the attribute's arguments and checks the function's signature against
+/// them (`act` maps a parameter's activity, given its kind; `ret_act` the
+/// return's), then translates the body: everything `mode` shares with the other.
+fn front<A, R>(
+    attr: TokenStream,
+    func: &ItemFn,
+    mode: Mode,
+    act: impl Fn(&Ident, Kind) -> syn::Result<A>,
+    ret_act: impl Fn(&Ident) -> syn::Result<R>,
+) -> syn::Result<Front<A, R>> {
+    let at = mode.attr();
     let args = Punctuated::<Ident, Token![,]>::parse_terminated.parse2(attr)?;
     let mut args = args.into_iter();
     let Some(name) = args.next() else {
         return Err(syn::Error::new(
             proc_macro2::Span::call_site(),
-            "#[autodiff_reverse(NAME, ACTIVITIES..., RETURN_ACTIVITY)] needs the name of the derivative",
+            format!(
+                "#[{at}(NAME, ACTIVITIES..., RETURN_ACTIVITY)] needs the name of the derivative"
+            ),
         ));
     };
     let acts: Vec<Ident> = args.collect();
@@ -126,24 +234,24 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
     if let Some(g) = sig.generics.params.first() {
         return Err(syn::Error::new_spanned(
             g,
-            "a generic function is not supported yet by #[autodiff_reverse]; write it for f64",
+            format!("a generic function is not supported yet by #[{at}]; write it for f64"),
         ));
     }
     if let Some(x) = &sig.asyncness {
         return Err(syn::Error::new_spanned(
             x,
-            "#[autodiff_reverse] needs a plain fn",
+            format!("#[{at}] needs a plain fn"),
         ));
     }
     let ret = match &sig.output {
         ReturnType::Default => Kind::Unit,
         ReturnType::Type(_, t) => match &**t {
             Type::Tuple(t) if t.elems.is_empty() => Kind::Unit,
-            t if param_kind(t).ok() == Some(Kind::F) => Kind::F,
+            t if param_kind(t, mode).ok() == Some(Kind::F) => Kind::F,
             t => {
                 return Err(syn::Error::new_spanned(
                     t,
-                    "this return type is not supported yet by #[autodiff_reverse]; return f64 or ()",
+                    format!("this return type is not supported yet by #[{at}]; return f64 or ()"),
                 ));
             }
         },
@@ -154,7 +262,7 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
         return Err(syn::Error::new_spanned(
             &sig.ident,
             format!(
-                "#[autodiff_reverse] needs {want} activities after the name: one per parameter{}, but has {}",
+                "#[{at}] needs {want} activities after the name: one per parameter{}, but has {}",
                 if ret == Kind::Unit {
                     " (none for a `()` return)"
                 } else {
@@ -166,48 +274,19 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
     }
     let mut params = Vec::new();
     for (input, act_id) in sig.inputs.iter().zip(&acts) {
-        let (p, ty) = named_param(input, "autodiff_reverse")?;
-        let kind = param_kind(ty)?;
-        let act = activity(act_id)?.0;
-        let fits = match act {
-            Activity::Const => true,
-            Activity::Active => kind == Kind::F,
-            Activity::Duplicated => {
-                matches!(kind, Kind::Slice | Kind::SliceMut | Kind::RefMut)
-            }
-        };
-        if !fits {
-            let msg = match act {
-                Activity::Active => {
-                    "`Active` needs an f64 parameter; use `Duplicated` for a slice or `&mut f64`, `Const` for an integer"
-                }
-                _ => {
-                    "`Duplicated` needs a `&[f64]`, `&mut [f64]` or `&mut f64` parameter; use `Active` for an f64, `Const` for an integer"
-                }
-            };
-            return Err(syn::Error::new_spanned(act_id, msg));
-        }
+        let (p, ty) = named_param(input, at)?;
+        let kind = param_kind(ty, mode)?;
         params.push(Param {
             name: p.ident.clone(),
             ty: ty.clone(),
             kind,
             mutable: p.mutability.is_some(),
-            act,
+            act: act(act_id, kind)?,
         });
     }
-    // `ActiveOnly` on the return: the result leaves the value out.
-    let (ret_act, no_value) = match acts.get(n_params) {
-        Some(id) => {
-            let (a, only) = activity(id)?;
-            if a == Activity::Duplicated {
-                return Err(syn::Error::new_spanned(
-                    id,
-                    "`Duplicated` does not fit an f64 return; use `Active`, `ActiveOnly` or `Const`",
-                ));
-            }
-            (Some(a), only)
-        }
-        None => (None, false),
+    let ret_act = match acts.get(n_params) {
+        Some(id) => Some(ret_act(id)?),
+        None => None,
     };
 
     // The float type: `f64` or `f32`, one per function.
@@ -219,11 +298,11 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
         floats(t, &mut fls);
     }
     let fl = fls.first().map_or("f64", |f| f.0);
-    if let Some((other, at)) = fls.iter().find(|f| f.0 != fl) {
+    if let Some((other, at_span)) = fls.iter().find(|f| f.0 != fl) {
         return Err(syn::Error::new(
-            *at,
+            *at_span,
             format!(
-                "mixing {fl} and {other} is not supported yet by #[autodiff_reverse]; write the function over one float type"
+                "mixing {fl} and {other} is not supported yet by #[{at}]; write the function over one float type"
             ),
         ));
     }
@@ -236,6 +315,7 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
             .map(|p| (p.name.clone(), p.kind, p.mutable))
             .collect::<Vec<_>>(),
         fl,
+        at,
     );
     let body = tr.body(&func.block, ret)?;
     // A function that calls itself is marked `#[differentiable]` too (its twin
@@ -271,7 +351,231 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
     let traced_ret = traced_ty(ret);
     let sig_types: Vec<_> = params.iter().map(|p| traced_ty(p.kind)).collect();
     let traced_name = format_ident!("__gradlift_traced_{}", name);
+    let traced_fn = quote! {
+        #[allow(
+            unused_mut,
+            unused_variables,
+            unused_assignments,
+            unused_braces,
+            unused_parens,
+            non_snake_case,
+            clippy::all
+        )]
+        fn #traced_name(#(#traced_params),*) -> #traced_ret {
+            #body
+        }
+    };
+    Ok(Front {
+        name,
+        params,
+        ret,
+        ret_act,
+        flt,
+        traced_fn,
+        traced_name,
+        traced_ret,
+        sig_tuple: quote!((#(#sig_types,)*)),
+        ir_name,
+    })
+}
+
+/// What a mode puts into `NAME_try` and `NAME`.
+struct Generated {
+    /// `NAME`'s parameters (`x: f64`, `__gradlift_shadow_x: &mut [f64]`) and their
+    /// names, for `NAME` to pass them on.
+    outer: Vec<TokenStream>,
+    outer_names: Vec<TokenStream>,
+    /// The checks of the arguments before the call (a shadow's length).
+    checks: Vec<TokenStream>,
+    /// The type of the compiled derivative shared by the threads.
+    shared_ty: TokenStream,
+    /// The expression that traces, derives and compiles it (a `Result`).
+    share: TokenStream,
+    /// The call of `__gradlift_g` with `__gradlift_state`, a `Result`; and the
+    /// pattern its success is bound to.
+    call: TokenStream,
+    bind: TokenStream,
+    /// `NAME`'s result: its type and the expression that makes it from `bind`.
+    result_ty: TokenStream,
+    result: TokenStream,
+    /// The docs of `NAME` and `NAME_try`.
+    doc: String,
+    try_doc: String,
+}
+
+/// `NAME_try` (the traced function, the derivative compiled once per process, the
+/// per-thread state, the call) and `NAME` (`NAME_try`, panicking with its error).
+fn generate(func: &ItemFn, front: &Front<impl Sized, impl Sized>, g: Generated) -> TokenStream {
+    let sig = &func.sig;
+    let Generated {
+        outer,
+        outer_names,
+        checks,
+        shared_ty,
+        share,
+        call,
+        bind,
+        result_ty,
+        result,
+        doc,
+        try_doc,
+    } = g;
+    let name = &front.name;
+    let traced_fn = &front.traced_fn;
+    let vis = &func.vis;
     let fname = sig.ident.to_string();
+    let dname = name.to_string();
+    let try_name = format_ident!("{}_try", name);
+    // `file!()` and `line!()` spanned by the function's name: they give the line of
+    // the function as written.
+    let span = sig.ident.span();
+    let here_file = quote_spanned!(span=> ::core::file!());
+    let here_line = quote_spanned!(span=> ::core::line!());
+    let panic_mac = quote_spanned!(span=> ::core::panic!);
+    quote! {
+        #[doc = #try_doc]
+        #[allow(clippy::too_many_arguments)]
+        #vis fn #try_name(#(#outer),*) -> ::core::result::Result<#result_ty, ::gradlift::Error> {
+            #traced_fn
+            // Traced, derived and compiled once per process, then shared by threads.
+            static __GRADLIFT_SHARED: ::std::sync::OnceLock<
+                ::core::result::Result<#shared_ty, ::gradlift::Error>,
+            > = ::std::sync::OnceLock::new();
+            // Each thread's workspace and buffers.
+            ::std::thread_local! {
+                static __GRADLIFT_STATE: ::core::cell::RefCell<::gradlift::CallState> =
+                    ::core::cell::RefCell::new(::gradlift::CallState::new());
+            }
+            #(#checks)*
+            let __gradlift_g = match __GRADLIFT_SHARED.get_or_init(|| #share) {
+                ::core::result::Result::Ok(g) => g,
+                ::core::result::Result::Err(e) => return ::core::result::Result::Err(e.clone()),
+            };
+            let #bind = ::gradlift::autodiff::macro_support::with_state(
+                &__GRADLIFT_STATE,
+                |__gradlift_state| #call,
+            )?;
+            ::core::result::Result::Ok(#result)
+        }
+
+        #[doc = #doc]
+        #[allow(clippy::too_many_arguments)]
+        #[track_caller]
+        #vis fn #name(#(#outer),*) -> #result_ty {
+            match #try_name(#(#outer_names),*) {
+                ::core::result::Result::Ok(r) => r,
+                ::core::result::Result::Err(e) => #panic_mac(
+                    "{}",
+                    ::gradlift::autodiff::macro_support::panic_message(
+                        &e, #fname, #dname, #here_file, #here_line,
+                    )
+                ),
+            }
+        }
+    }
+}
+
+/// The check that the slice `n`'s companion `d` (its `what`: shadow, tangent) has
+/// its length, returning `NAME_try`'s error if not.
+fn length_check(n: &Ident, d: &Ident, flt: &TokenStream, what: &str) -> TokenStream {
+    let msg = format!("the {what} of `{n}` has length {{}} but `{n}` has length {{}}");
+    quote! {
+        // `<[T]>::len`, not `.len()`: a trait in the caller's scope
+        // (gradlift's `SliceRead`) may have a `len` method too.
+        if <[#flt]>::len(#d) != <[#flt]>::len(#n) {
+            return ::core::result::Result::Err(::gradlift::Error::BadArguments(
+                ::std::format!(#msg, <[#flt]>::len(#d), <[#flt]>::len(#n)),
+            ));
+        }
+    }
+}
+
+/// A tuple of two or more, the value alone for one, `()` for none: `(type, value)`.
+fn shape(items: &[TokenStream], tys: &[TokenStream]) -> (TokenStream, TokenStream) {
+    match items.len() {
+        0 => (quote!(()), quote!(())),
+        1 => (tys[0].clone(), items[0].clone()),
+        _ => (quote!((#(#tys,)*)), quote!((#(#items,)*))),
+    }
+}
+
+/// A parameter's argument as gradlift takes it: an integer as `i64`, a `&mut f64`
+/// as a slice of one.
+fn gradlift_arg(n: &Ident, kind: Kind) -> TokenStream {
+    match kind {
+        Kind::I => quote!((#n as i64)),
+        Kind::RefMut => quote!(::core::slice::from_mut(#n)),
+        _ => quote!(#n),
+    }
+}
+
+/// The type of `Const(x)` for a parameter of kind `kind`, for `share`'s type
+/// arguments.
+fn const_ty(kind: Kind, flt: &TokenStream) -> TokenStream {
+    match kind {
+        Kind::I => quote!(::gradlift::Const<i64>),
+        Kind::Slice => quote!(::gradlift::Const<&'static [#flt]>),
+        Kind::SliceMut | Kind::RefMut => quote!(::gradlift::Const<&'static mut [#flt]>),
+        _ => quote!(::gradlift::Const<#flt>),
+    }
+}
+
+/// `#[autodiff_reverse]`: `NAME`, `NAME_try`, `NAME_grad`.
+fn expand_reverse(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
+    let front = front(
+        attr,
+        func,
+        Mode::Reverse,
+        |act_id, kind| {
+            let act = activity(act_id)?.0;
+            let fits = match act {
+                Activity::Const => true,
+                Activity::Active => kind == Kind::F,
+                Activity::Duplicated => {
+                    matches!(kind, Kind::Slice | Kind::SliceMut | Kind::RefMut)
+                }
+            };
+            if !fits {
+                let msg = match act {
+                    Activity::Active => {
+                        "`Active` needs an f64 parameter; use `Duplicated` for a slice or `&mut f64`, `Const` for an integer"
+                    }
+                    _ => {
+                        "`Duplicated` needs a `&[f64]`, `&mut [f64]` or `&mut f64` parameter; use `Active` for an f64, `Const` for an integer"
+                    }
+                };
+                return Err(syn::Error::new_spanned(act_id, msg));
+            }
+            Ok(act)
+        },
+        // `ActiveOnly` on the return: the result leaves the value out.
+        |id| {
+            let (a, only) = activity(id)?;
+            if a == Activity::Duplicated {
+                return Err(syn::Error::new_spanned(
+                    id,
+                    "`Duplicated` does not fit an f64 return; use `Active`, `ActiveOnly` or `Const`",
+                ));
+            }
+            Ok((a, only))
+        },
+    )?;
+    let Front {
+        name,
+        params,
+        ret,
+        ret_act,
+        flt,
+        traced_name,
+        traced_ret,
+        sig_tuple,
+        ir_name,
+        ..
+    } = &front;
+    let (ret_act, no_value) = match ret_act {
+        Some((a, only)) => (Some(*a), *only),
+        None => (None, false),
+    };
 
     // `NAME`'s parameters and the activities they become.
     let mut outer = Vec::new();
@@ -287,22 +591,18 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
     let mut grad_args = Vec::new();
     let mut grad_results = Vec::new();
     let mut grad_tys = Vec::new();
-    if ret == Kind::F && !no_value {
+    if *ret == Kind::F && !no_value {
         results.push(quote!(__gradlift_value));
         grad_results.push(quote!(__gradlift_value));
         grad_tys.push(flt.clone());
     }
-    for p in &params {
+    for p in params {
         let (n, t) = (&p.name, &p.ty);
         outer.push(quote!(#n: #t));
         outer_names.push(quote!(#n));
         plain.push(quote!(#n: #t));
         grad_args.push(quote!(#n));
-        let arg = match p.kind {
-            Kind::I => quote!((#n as i64)),
-            Kind::RefMut => quote!(::core::slice::from_mut(#n)),
-            _ => quote!(#n),
-        };
+        let arg = gradlift_arg(n, p.kind);
         match p.act {
             Activity::Active => {
                 let g = format_ident!("__gradlift_d_{}", n);
@@ -315,14 +615,7 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
             }
             Activity::Const => {
                 acts_out.push(quote!(::gradlift::Const(#arg)));
-                act_tys.push(match p.kind {
-                    Kind::I => quote!(::gradlift::Const<i64>),
-                    Kind::Slice => quote!(::gradlift::Const<&'static [#flt]>),
-                    Kind::SliceMut | Kind::RefMut => {
-                        quote!(::gradlift::Const<&'static mut [#flt]>)
-                    }
-                    _ => quote!(::gradlift::Const<#flt>),
-                });
+                act_tys.push(const_ty(p.kind, flt));
                 grads.push(quote!(()));
             }
             Activity::Duplicated => {
@@ -336,17 +629,7 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
                         quote!(let mut #d: ::std::vec::Vec<#flt> = ::std::vec![0.0; <[#flt]>::len(#n)];),
                     );
                     grad_tys.push(quote!(::std::vec::Vec<#flt>));
-                    let msg =
-                        format!("the shadow of `{n}` has length {{}} but `{n}` has length {{}}");
-                    checks.push(quote! {
-                        // `<[T]>::len`, not `.len()`: a trait in the caller's scope
-                        // (gradlift's `SliceRead`) may have a `len` method too.
-                        if <[#flt]>::len(#d) != <[#flt]>::len(#n) {
-                            return ::core::result::Result::Err(::gradlift::Error::BadArguments(
-                                ::std::format!(#msg, <[#flt]>::len(#d), <[#flt]>::len(#n)),
-                            ));
-                        }
-                    });
+                    checks.push(length_check(n, &d, flt, "shadow"));
                     (quote!(&mut [#flt]), quote!(#d))
                 };
                 outer.push(quote!(#d: #dt));
@@ -383,109 +666,212 @@ fn expand_fn(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
         (Kind::F, true) => quote!(_),
         _ => quote!(()),
     };
-    // A tuple of two or more, the value alone for one, `()` for none.
-    let shape = |items: &[TokenStream], tys: &[TokenStream]| match items.len() {
-        0 => (quote!(()), quote!(())),
-        1 => (tys[0].clone(), items[0].clone()),
-        _ => (quote!((#(#tys,)*)), quote!((#(#items,)*))),
-    };
     let flts: Vec<_> = results.iter().map(|_| flt.clone()).collect();
     let (result_ty, result) = shape(&results, &flts);
+    // `NAME_grad` binds `NAME`'s result to the same names.
+    let result_pat = result.clone();
     let (grad_ty, grad_result) = shape(&grad_results, &grad_tys);
     let vis = &func.vis;
+    let fname = func.sig.ident.to_string();
     let dname = name.to_string();
     let try_name = format_ident!("{}_try", name);
     let grad_name = format_ident!("{}_grad", name);
-    let doc = format!(
-        "The reverse-mode derivative of [`{fname}`], made by `#[autodiff_reverse]`; panics \
-         where [`{try_name}`] returns an error."
-    );
-    let try_doc = format!(
-        "[`{dname}`], returning gradlift's error instead of panicking, made by \
-         `#[autodiff_reverse]`."
-    );
     let grad_doc = format!(
         "The value and fresh gradients of [`{fname}`] (through [`{dname}`] with zeroed \
          shadows and a seed of 1), made by `#[autodiff_reverse]`."
     );
-    // `file!()` and `line!()` spanned by the function's name: they give the line of
-    // the function as written.
-    let span = sig.ident.span();
-    let here_file = quote_spanned!(span=> ::core::file!());
-    let here_line = quote_spanned!(span=> ::core::line!());
-    let panic_mac = quote_spanned!(span=> ::core::panic!);
-    let sig_tuple = quote!((#(#sig_types,)*));
-    Ok(quote! {
-        #func
-
-        #[doc = #try_doc]
-        #[allow(clippy::too_many_arguments)]
-        #vis fn #try_name(#(#outer),*) -> ::core::result::Result<#result_ty, ::gradlift::Error> {
-            #[allow(
-                unused_mut,
-                unused_variables,
-                unused_assignments,
-                unused_braces,
-                unused_parens,
-                non_snake_case,
-                clippy::all
-            )]
-            fn #traced_name(#(#traced_params),*) -> #traced_ret {
-                #body
-            }
-            // Traced, derived and compiled once per process, then shared by threads.
-            static __GRADLIFT_SHARED: ::std::sync::OnceLock<
-                ::core::result::Result<
-                    ::gradlift::SharedGradient<#sig_tuple, #traced_ret>,
-                    ::gradlift::Error,
-                >,
-            > = ::std::sync::OnceLock::new();
-            // Each thread's workspace and buffers.
-            ::std::thread_local! {
-                static __GRADLIFT_STATE: ::core::cell::RefCell<::gradlift::CallState> =
-                    ::core::cell::RefCell::new(::gradlift::CallState::new());
-            }
-            #(#checks)*
-            let __gradlift_g = match __GRADLIFT_SHARED.get_or_init(|| {
+    let generated = generate(
+        func,
+        &front,
+        Generated {
+            outer,
+            outer_names,
+            checks,
+            shared_ty: quote!(::gradlift::SharedGradient<#sig_tuple, #traced_ret>),
+            share: quote! {
                 ::gradlift::autodiff::macro_support::share::<#sig_tuple, _, (#(#act_tys,)*)>(
                     #ir_name,
                     #dname,
                     #traced_name,
                     #ret_tokens,
                 )
-            }) {
-                ::core::result::Result::Ok(g) => g,
-                ::core::result::Result::Err(e) => return ::core::result::Result::Err(e.clone()),
-            };
-            let (#value_pat, (#(#grads,)*)) = ::gradlift::autodiff::macro_support::with_state(
-                &__GRADLIFT_STATE,
-                |__gradlift_state| #call,
-            )?;
-            ::core::result::Result::Ok(#result)
-        }
+            },
+            call,
+            bind: quote!((#value_pat, (#(#grads,)*))),
+            result_ty,
+            result,
+            doc: format!(
+                "The reverse-mode derivative of [`{fname}`], made by `#[autodiff_reverse]`; panics \
+                 where [`{try_name}`] returns an error."
+            ),
+            try_doc: format!(
+                "[`{dname}`], returning gradlift's error instead of panicking, made by \
+                 `#[autodiff_reverse]`."
+            ),
+        },
+    );
+    Ok(quote! {
+        #func
 
-        #[doc = #doc]
-        #[allow(clippy::too_many_arguments)]
-        #[track_caller]
-        #vis fn #name(#(#outer),*) -> #result_ty {
-            match #try_name(#(#outer_names),*) {
-                ::core::result::Result::Ok(r) => r,
-                ::core::result::Result::Err(e) => #panic_mac(
-                    "{}",
-                    ::gradlift::autodiff::macro_support::panic_message(
-                        &e, #fname, #dname, #here_file, #here_line,
-                    )
-                ),
-            }
-        }
+        #generated
 
         #[doc = #grad_doc]
         #[allow(clippy::too_many_arguments)]
         #vis fn #grad_name(#(#plain),*) -> #grad_ty {
             #(#fresh)*
-            let #result = #name(#(#grad_args),*);
+            let #result_pat = #name(#(#grad_args),*);
             #grad_result
         }
+    })
+}
+
+/// `#[autodiff_forward]`: `NAME`, `NAME_try`.
+fn expand_forward(attr: TokenStream, func: &ItemFn) -> syn::Result<TokenStream> {
+    let front = front(
+        attr,
+        func,
+        Mode::Forward,
+        |act_id, kind| {
+            let act = fwd_activity(act_id)?.0;
+            if act == FwdActivity::Dual
+                && !matches!(kind, Kind::F | Kind::Slice | Kind::SliceMut | Kind::RefMut)
+            {
+                return Err(syn::Error::new_spanned(
+                    act_id,
+                    "`Dual` needs an f64, `&[f64]`, `&mut [f64]` or `&mut f64` parameter; use `Const` for an integer",
+                ));
+            }
+            Ok(act)
+        },
+        // `DualOnly` on the return: the result is the tangent alone.
+        fwd_activity,
+    )?;
+    let Front {
+        name,
+        params,
+        ret,
+        ret_act,
+        flt,
+        traced_name,
+        traced_ret,
+        sig_tuple,
+        ir_name,
+        ..
+    } = &front;
+
+    // `NAME`'s parameters (each `Dual` one followed by its tangent, of the same
+    // type) and the activities they become.
+    let mut outer = Vec::new();
+    let mut outer_names = Vec::new();
+    let mut acts_out = Vec::new();
+    let mut act_tys = Vec::new();
+    let mut checks = Vec::new();
+    for p in params {
+        let (n, t) = (&p.name, &p.ty);
+        outer.push(quote!(#n: #t));
+        outer_names.push(quote!(#n));
+        let arg = gradlift_arg(n, p.kind);
+        match p.act {
+            FwdActivity::Const => {
+                acts_out.push(quote!(::gradlift::Const(#arg)));
+                act_tys.push(const_ty(p.kind, flt));
+            }
+            FwdActivity::Dual => {
+                let d = format_ident!("__gradlift_tangent_{}", n);
+                let (dt, darg, act_ty) = match p.kind {
+                    Kind::F => (
+                        quote!(#flt),
+                        quote!(#d),
+                        quote!(::gradlift::Dual<#flt, #flt>),
+                    ),
+                    Kind::Slice => (
+                        quote!(&[#flt]),
+                        quote!(#d),
+                        quote!(::gradlift::Dual<&'static [#flt], &'static [#flt]>),
+                    ),
+                    Kind::SliceMut => (
+                        quote!(&mut [#flt]),
+                        quote!(#d),
+                        quote!(::gradlift::Dual<&'static mut [#flt], &'static mut [#flt]>),
+                    ),
+                    _ => (
+                        quote!(&mut #flt),
+                        quote!(::core::slice::from_mut(#d)),
+                        quote!(::gradlift::Dual<&'static mut [#flt], &'static mut [#flt]>),
+                    ),
+                };
+                if matches!(p.kind, Kind::Slice | Kind::SliceMut) {
+                    checks.push(length_check(n, &d, flt, "tangent"));
+                }
+                outer.push(quote!(#d: #dt));
+                outer_names.push(quote!(#d));
+                acts_out.push(quote!(::gradlift::Dual(#arg, #darg)));
+                act_tys.push(act_ty);
+            }
+        }
+    }
+    // The return: the value and its tangent (`Dual`), the tangent (`DualOnly`), the
+    // value (`Const`, and a `()` function, whose result has no tangent).
+    let acts_tuple = quote!((#(#acts_out,)*));
+    let (ret_tokens, call, result_ty) = match (ret, ret_act) {
+        (Kind::F, Some((FwdActivity::Dual, false))) => (
+            quote!(::gradlift::DualReturn::Dual),
+            quote!(__gradlift_g.jvp(__gradlift_state, #acts_tuple)),
+            quote!((#flt, #flt)),
+        ),
+        (Kind::F, Some((FwdActivity::Dual, true))) => (
+            quote!(::gradlift::DualReturn::DualOnly),
+            quote!(__gradlift_g.jvp_only(__gradlift_state, #acts_tuple)),
+            quote!(#flt),
+        ),
+        (Kind::F, _) => (
+            quote!(::gradlift::DualReturn::Const),
+            quote!(__gradlift_g.jvp_const(__gradlift_state, #acts_tuple)),
+            quote!(#flt),
+        ),
+        _ => (
+            quote!(::gradlift::DualReturn::Const),
+            quote!(__gradlift_g.jvp_const(__gradlift_state, #acts_tuple)),
+            quote!(()),
+        ),
+    };
+    let fname = func.sig.ident.to_string();
+    let dname = name.to_string();
+    let try_name = format_ident!("{}_try", name);
+    let generated = generate(
+        func,
+        &front,
+        Generated {
+            outer,
+            outer_names,
+            checks,
+            shared_ty: quote!(::gradlift::SharedJvp<#sig_tuple, #traced_ret>),
+            share: quote! {
+                ::gradlift::autodiff::macro_support::share_jvp::<#sig_tuple, _, (#(#act_tys,)*)>(
+                    #ir_name,
+                    #dname,
+                    #traced_name,
+                    #ret_tokens,
+                )
+            },
+            call,
+            bind: quote!(__gradlift_result),
+            result_ty,
+            result: quote!(__gradlift_result),
+            doc: format!(
+                "The forward-mode derivative of [`{fname}`], made by `#[autodiff_forward]`; panics \
+                 where [`{try_name}`] returns an error."
+            ),
+            try_doc: format!(
+                "[`{dname}`], returning gradlift's error instead of panicking, made by \
+                 `#[autodiff_forward]`."
+            ),
+        },
+    );
+    Ok(quote! {
+        #func
+
+        #generated
     })
 }
 

@@ -26,6 +26,11 @@
 //! shadow-length check's `dx.len()` calls on a `&mut [f64]`, an `i64`, and that does
 //! not compile.
 //!
+//! The functions of `calls` and `exits` also have `#[autodiff_forward]`, whose
+//! tangent along a direction agrees with the attribute's gradient dotted with it
+//! (`check_tangent`, to 1e-12): the forward mode through helpers, recursion,
+//! mutual recursion and every kind of early exit.
+//!
 //! Each module has its own theme: `scalars` (`Active` scalars), `reductions`
 //! (losses over slices), `exits` (early exits), `outputs` (functions that
 //! write), `calls` (`#[differentiable]` helpers, recursion) and `f32s`.
@@ -124,6 +129,29 @@ pub fn check_generic_f32(attr: &[f32], generic: &[f32]) {
             "attribute {attr:?}, generic path {generic:?}"
         );
     }
+}
+
+/// A direction of `n` components for a forward-mode check: all nonzero, of both
+/// signs and several magnitudes.
+pub fn direction(n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| ((i as f64 + 1.0) * 1.7).sin() + 0.25)
+        .collect()
+}
+
+/// `#[autodiff_forward]`'s tangent along `v` against the reverse-mode gradient `grad`
+/// dotted with `v` (the dot-product identity: `J v = grad . v` for a function of
+/// one result), to 1e-12 relative to the sum of the terms' magnitudes (which the
+/// rounding of either side scales with).
+#[track_caller]
+pub fn check_tangent(tangent: f64, grad: &[f64], v: &[f64]) {
+    assert_eq!(grad.len(), v.len());
+    let dot: f64 = grad.iter().zip(v).map(|(g, v)| g * v).sum();
+    let scale: f64 = grad.iter().zip(v).map(|(g, v)| (g * v).abs()).sum();
+    assert!(
+        (tangent - dot).abs() <= 1e-12 * scale.max(f64::MIN_POSITIVE),
+        "forward tangent {tangent}, reverse gradient . v = {dot} (gradient {grad:?}, v {v:?})"
+    );
 }
 
 /// The parts, one after the other: the parameters of a function as one vector,

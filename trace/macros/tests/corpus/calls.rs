@@ -6,10 +6,10 @@
 
 use gradlift::trace::{Int, Real, Var, cond, for_range, func};
 use gradlift::{Active, Const, Duplicated, autodiff};
-use gradlift::{autodiff_reverse, differentiable};
+use gradlift::{autodiff_forward, autodiff_reverse, differentiable};
 
 use super::common::{check_close, fd};
-use super::{cat, check_generic};
+use super::{cat, check_generic, check_tangent, direction};
 
 // Logistic regression's negative log-likelihood with an L2 penalty: a scalar helper
 // with a branch (the logistic function, stable for either sign) and a slice helper
@@ -36,6 +36,7 @@ fn row_dot(xs: &[f64], w: &[f64], row: usize) -> f64 {
 }
 
 #[autodiff_reverse(d_logistic_nll, Duplicated, Const, Const, Active, Active)]
+#[autodiff_forward(f_logistic_nll, Dual, Const, Const, Dual, Dual)]
 fn logistic_nll(w: &[f64], xs: &[f64], ys: &[f64], l2: f64) -> f64 {
     let mut loss = 0.0;
     for r in 0..ys.len() {
@@ -95,6 +96,10 @@ fn logistic_regression_with_helpers() {
             &cat(&[&w, &[l2]]),
         );
         check_close(&cat(&[&dw, &[dl2]]), &want);
+        let v3 = direction(3);
+        let (fv, t) = f_logistic_nll(&w, &v3[..2], &xs, &ys, l2, v3[2]);
+        assert_eq!(fv, y);
+        check_tangent(t, &cat(&[&dw, &[dl2]]), &v3);
         let mut gdw = [0.0; 2];
         let args = (
             Duplicated(&w[..], &mut gdw[..]),
@@ -126,6 +131,7 @@ fn rms(x: &[f64], eps: f64) -> f64 {
 }
 
 #[autodiff_reverse(d_rms_huber, Duplicated, Active, Active)]
+#[autodiff_forward(f_rms_huber, Dual, Dual, Dual)]
 fn rms_huber(x: &[f64], gain: f64) -> f64 {
     let r = rms(x, 1e-6);
     let mut s = 0.0;
@@ -182,6 +188,10 @@ fn helper_calling_a_helper() {
         assert_eq!(v, y);
         let want = fd(|p| rms_huber(&p[..n], p[n]), &cat(&[&x, &[gain]]));
         check_close(&cat(&[&dx, &[dg]]), &want);
+        let vd = direction(n + 1);
+        let (fv, t) = f_rms_huber(&x, &vd[..n], gain, vd[n]);
+        assert_eq!(fv, y);
+        check_tangent(t, &cat(&[&dx, &[dg]]), &vd);
         let mut gdx = vec![0.0; n];
         let (gv, ((), gg)) = g
             .gradient((Duplicated(&x[..], &mut gdx[..]), Active(gain)))
@@ -204,6 +214,7 @@ fn casteljau(c: &[f64], i: i64, k: i64, t: f64) -> f64 {
 }
 
 #[autodiff_reverse(d_bezier, Duplicated, Active, Active)]
+#[autodiff_forward(f_bezier, Dual, Dual, Dual)]
 fn bezier(c: &[f64], t: f64) -> f64 {
     casteljau(c, 0, c.len() as i64 - 1, t)
 }
@@ -244,6 +255,10 @@ fn bezier_by_recursion() {
         assert_eq!(v, y);
         let want = fd(|p| bezier(&p[..n], p[n]), &cat(&[&c, &[t]]));
         check_close(&cat(&[&dc, &[dt]]), &want);
+        let vd = direction(n + 1);
+        let (fv, tangent) = f_bezier(&c, &vd[..n], t, vd[n]);
+        assert_eq!(fv, y);
+        check_tangent(tangent, &cat(&[&dc, &[dt]]), &vd);
         // The derivative in the control points is the Bernstein basis: sums to 1.
         assert!((dc.iter().sum::<f64>() - 1.0).abs() < 1e-14);
         let mut gdc = vec![0.0; n];
@@ -281,6 +296,7 @@ fn simpson_rec(a: f64, b: f64, omega: f64, whole: f64, depth: i64) -> f64 {
 }
 
 #[autodiff_reverse(d_adaptive_simpson, Active, Active, Active, Active)]
+#[autodiff_forward(f_adaptive_simpson, Dual, Dual, Dual, Dual)]
 fn adaptive_simpson(a: f64, b: f64, omega: f64) -> f64 {
     let fa = damped_wave(a, omega);
     let fm = damped_wave(0.5 * (a + b), omega);
@@ -333,6 +349,10 @@ fn adaptive_quadrature_by_recursion() {
         assert_eq!(v, y);
         let want = fd(|p| adaptive_simpson(p[0], p[1], p[2]), &[a, b, w]);
         check_close(&[da, db, dw], &want);
+        let vd = direction(3);
+        let (fv, t) = f_adaptive_simpson(a, vd[0], b, vd[1], w, vd[2]);
+        assert_eq!(fv, y);
+        check_tangent(t, &[da, db, dw], &vd);
         // The integral's derivative in b is the integrand at b (to the rule's error).
         assert!((db - damped_wave(b, w)).abs() < 1e-4);
         let (gv, (ga, gb, gw)) = g.gradient((Active(a), Active(b), Active(w))).unwrap();
@@ -365,6 +385,7 @@ fn half_cos(x: f64, d: i64) -> f64 {
 }
 
 #[autodiff_reverse(d_rotate_residual, Active, Active, Active, Const, Active)]
+#[autodiff_forward(f_rotate_residual, Dual, Dual, Dual, Const, Dual)]
 fn rotate_residual(px: f64, py: f64, angle: f64, depth: i64) -> f64 {
     let c = half_cos(angle, depth);
     let s = half_sin(angle, depth);
@@ -419,6 +440,10 @@ fn mutual_recursion() {
             &[px, py, angle],
         );
         check_close(&[dx, dy, da], &want);
+        let vd = direction(3);
+        let (fv, t) = f_rotate_residual(px, vd[0], py, vd[1], angle, vd[2], depth);
+        assert_eq!(fv, y);
+        check_tangent(t, &[dx, dy, da], &vd);
         let args = (Active(px), Active(py), Active(angle), Const(depth));
         let (gv, (gx, gy, ga, ())) = g.gradient(args).unwrap();
         assert_eq!(gv, y);

@@ -2,17 +2,18 @@
 //! `loop` with `break` and `continue`; a `while` whose test reads a slice. The
 //! generic versions carry the exits as flags through `while_loop`.
 
-use gradlift::autodiff_reverse;
 use gradlift::trace::{Int, Real, Var, cond, while_loop};
 use gradlift::{Active, Const, Duplicated, autodiff};
+use gradlift::{autodiff_forward, autodiff_reverse};
 
 use super::common::{check_close, fd};
-use super::{cat, check_generic};
+use super::{cat, check_generic, check_tangent, direction};
 
 // The time a sampled signal first reaches `level`, interpolated linearly between
 // samples: a `return` inside the loop, another before it, a value after it.
 
 #[autodiff_reverse(d_crossing_time, Duplicated, Active, Active, Active)]
+#[autodiff_forward(f_crossing_time, Dual, Dual, Dual, Dual)]
 fn crossing_time(x: &[f64], level: f64, dt: f64) -> f64 {
     if x[0] >= level {
         return 0.0;
@@ -72,6 +73,10 @@ fn first_crossing() {
             &cat(&[&x, &[level, dt]]),
         );
         check_close(&cat(&[&dx, &[dl, ddt]]), &want);
+        let vd = direction(7);
+        let (fv, t) = f_crossing_time(&x, &vd[..5], level, vd[5], dt, vd[6]);
+        assert_eq!(fv, y);
+        check_tangent(t, &cat(&[&dx, &[dl, ddt]]), &vd);
         let mut gdx = [0.0; 5];
         let args = (Duplicated(&x[..], &mut gdx[..]), Active(level), Active(dt));
         let (gv, ((), gl, gdt)) = g.gradient(args).unwrap();
@@ -84,6 +89,7 @@ fn first_crossing() {
 // both ends, a `while` searching the interval (its test reads the slice).
 
 #[autodiff_reverse(d_interp_table, Const, Duplicated, Active, Active)]
+#[autodiff_forward(f_interp_table, Const, Dual, Dual, Dual)]
 fn interp_table(xs: &[f64], ys: &[f64], t: f64) -> f64 {
     let n = xs.len();
     if t <= xs[0] {
@@ -134,6 +140,10 @@ fn table_lookup() {
         assert_eq!(v, y);
         let want = fd(|p| interp_table(&xs, &p[..5], p[5]), &cat(&[&ys, &[t]]));
         check_close(&cat(&[&dys, &[dt]]), &want);
+        let vd = direction(6);
+        let (fv, tangent) = f_interp_table(&xs, &ys, &vd[..5], t, vd[5]);
+        assert_eq!(fv, y);
+        check_tangent(tangent, &cat(&[&dys, &[dt]]), &vd);
         let mut gdys = [0.0; 5];
         let args = (
             Const(&xs[..]),
@@ -150,6 +160,7 @@ fn table_lookup() {
 // `return` from the inner of two nested loops.
 
 #[autodiff_reverse(d_first_hot_cell, Duplicated, Const, Active, Active)]
+#[autodiff_forward(f_first_hot_cell, Dual, Const, Dual, Dual)]
 fn first_hot_cell(grid: &[f64], cols: usize, thresh: f64) -> f64 {
     let rows = grid.len() / cols;
     let mut cool = 0.0;
@@ -205,6 +216,10 @@ fn nested_loop_return() {
             &cat(&[&grid, &[thresh]]),
         );
         check_close(&cat(&[&dg, &[dt]]), &want);
+        let vd = direction(7);
+        let (fv, t) = f_first_hot_cell(&grid, &vd[..6], 3, thresh, vd[6]);
+        assert_eq!(fv, y);
+        check_tangent(t, &cat(&[&dg, &[dt]]), &vd);
         let mut gdg = [0.0; 6];
         let args = (
             Duplicated(&grid[..], &mut gdg[..]),
@@ -224,6 +239,7 @@ fn nested_loop_return() {
 // loop ends by `break` (the midpoint is piecewise constant).
 
 #[autodiff_reverse(d_bisect_newton, Active, Active, Const, Const, Active)]
+#[autodiff_forward(f_bisect_newton, Dual, Dual, Const, Const, Dual)]
 fn bisect_newton(a: f64, b: f64, tol: f64, max_iter: usize) -> f64 {
     let mut lo = -4.0;
     let mut hi = 4.0;
@@ -319,6 +335,10 @@ fn bisection_with_newton_finish() {
             let fp = 3.0 * y * y + a;
             assert!((da + y / fp).abs() < 1e-2 && (db - 1.0 / fp).abs() < 1e-2);
         }
+        let vd = direction(2);
+        let (fv, t) = f_bisect_newton(a, vd[0], b, vd[1], tol, max_iter);
+        assert_eq!(fv, y);
+        check_tangent(t, &[da, db], &vd);
         let args = (Active(a), Active(b), Const(tol), Const(m));
         let (gv, (ga, gb, (), ())) = g.gradient(args).unwrap();
         assert_eq!(gv, y);
