@@ -31,7 +31,13 @@
 //!   differences at far smaller steps agree with those at h/2 (else it is a
 //!   staircase: floor, a `nodiff` rounding step), and the gradient at x +- h/2 and
 //!   x +- h/64 equals the one at x (else the derivative varies within the step, as
-//!   sin of 10^17 does). Each skip is counted.
+//!   sin of 10^17 does). Each skip is counted;
+//! - forward mode, for the same request (`active` and `dup` parameters `dual`): the
+//!   derived forward rule verifies and prints back; at random tangents the
+//!   interpreter and the JIT agree (values, tangents, tangent slices, arguments,
+//!   or the same error); and the dot-product test `<J v, w> = <v, Jᵀ w>` holds
+//!   against the reverse-mode gradient with the same seeds (relative 1e-8, where
+//!   finite differences could judge: f64 programs, no huge constants).
 //!
 //! **Malformed texts.** `--malformed M` mutants of valid texts (see
 //! `fuzz/mutate.rs`): parsing and verifying never panic and every error has a
@@ -195,6 +201,13 @@ fn hosts() -> Hosts {
                 Ok(vec![Val::F64((1.0 - t * t) * *dy)])
             }
             _ => Err("host_tanh_vjp takes two f64".into()),
+        })
+        .bind("host_tanh_jvp", |a: &mut [Val]| match a {
+            [Val::F64(x), Val::F64(dx)] => {
+                let t = x.tanh();
+                Ok(vec![Val::F64((1.0 - t * t) * *dx)])
+            }
+            _ => Err("host_tanh_jvp takes two f64".into()),
         })
 }
 

@@ -231,7 +231,9 @@ fn the_dot_product_test_holds_on_the_seven_suite_programs_on_the_jit() {
         ),
         (
             "rosenbrock",
-            trace("rosenbrock", suite::rosenbrock::<Var>).unwrap().module,
+            trace("rosenbrock", suite::rosenbrock::<Var>)
+                .unwrap()
+                .module,
             vec![Val::F64s(suite::rosenbrock_input(n))],
             vec![],
         ),

@@ -1081,7 +1081,12 @@ pub fn check_module(
                     }
                 }
                 Err(Error::Derive(e @ AdError::Internal { .. })) => {
-                    fail(out, "forward derivation bug (AdError::Internal)", e.to_string(), None);
+                    fail(
+                        out,
+                        "forward derivation bug (AdError::Internal)",
+                        e.to_string(),
+                        None,
+                    );
                     None
                 }
                 Err(Error::Derive(e)) => {
@@ -1251,7 +1256,12 @@ pub fn check_module(
             };
             if let Some((cat, d)) = forward_checks(&c, &mut ws_jvp, &args, &seeds, &gi, rng, stats)
             {
-                fail(out, cat, format!("{d}\nseeds: {seeds:?}\nconfig: {config:?}"), with);
+                fail(
+                    out,
+                    cat,
+                    format!("{d}\nseeds: {seeds:?}\nconfig: {config:?}"),
+                    with,
+                );
             }
         }
         let gj: GradResult = g.value_and_pullback(&mut ws_grad, &args, &seeds);
@@ -1596,25 +1606,37 @@ fn forward_checks(
                 && same_vals(&a.tangents, &b.tangents, false)
                 && same_vals(&a.args, &b.args, false)
                 && a.slices.len() == b.slices.len()
-                && a.slices.iter().zip(&b.slices).all(|(x, y)| same_opt_val(x, y));
+                && a.slices
+                    .iter()
+                    .zip(&b.slices)
+                    .all(|(x, y)| same_opt_val(x, y));
             if !same {
                 return Some((
                     "forward rule: interpreter and JIT differ",
-                    format!("interpreter: {}\nJIT: {}\ntangents: {v:?}", show(&ji), show(&jj)),
+                    format!(
+                        "interpreter: {}\nJIT: {}\ntangents: {v:?}",
+                        show(&ji),
+                        show(&jj)
+                    ),
                 ));
             }
         }
         (Err(Error::Run(a)), Err(Error::Run(b)))
             if a.kind == b.kind && a.func == b.func && a.op == b.op => {}
         _ => {
-            let jit_only = matches!(&jj, Err(Error::Run(e)) if matches!(e.kind, ErrorKind::StackExhausted(_)));
+            let jit_only =
+                matches!(&jj, Err(Error::Run(e)) if matches!(e.kind, ErrorKind::StackExhausted(_)));
             if jit_only {
                 stats.inc("jvps skipped: a limit of the JIT only (stack)");
                 return None;
             }
             return Some((
                 "forward rule: interpreter and JIT differ",
-                format!("interpreter: {}\nJIT: {}\ntangents: {v:?}", show(&ji), show(&jj)),
+                format!(
+                    "interpreter: {}\nJIT: {}\ntangents: {v:?}",
+                    show(&ji),
+                    show(&jj)
+                ),
             ));
         }
     }
@@ -1634,7 +1656,10 @@ fn forward_checks(
     };
     let (mut lhs, mut rhs, mut scale) = (0.0f64, 0.0f64, 0.0f64);
     for (k, t) in j.tangents.iter().enumerate() {
-        let w = seeds.results.as_ref().map_or(1.0, |s| s.get(k).copied().unwrap_or(1.0));
+        let w = seeds
+            .results
+            .as_ref()
+            .map_or(1.0, |s| s.get(k).copied().unwrap_or(1.0));
         let t = num(t)?;
         lhs += w * t;
         scale += (w * t).abs();

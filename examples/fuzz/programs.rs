@@ -1365,13 +1365,15 @@ fn templates(rng: &mut Rng, f32: bool, hosts: bool) -> (String, Vec<&'static str
     if rng.chance(35) {
         text += &format!(
             "func @vj(%x: f64, %n: i64) -> f64 {{\nentry:\n    %m = iand %n, 7\n    %nf = cast f64 %m\n    %s = sin %x\n    %p = fmul %s, {c}\n    %q = fmul %nf, %x\n    %r = fadd %p, %q\n    ret %r\n}}\n\
-             func @vj_rule(%x: f64, %n: i64, %dy: f64) -> f64 {{\nentry:\n    %m = iand %n, 7\n    %nf = cast f64 %m\n    %c = cos %x\n    %p = fmul %c, {c}\n    %d = fadd %p, %nf\n    %r = fmul %d, %dy\n    ret %r\n}}\nvjp @vj = @vj_rule\n"
+             func @vj_rule(%x: f64, %n: i64, %dy: f64) -> f64 {{\nentry:\n    %m = iand %n, 7\n    %nf = cast f64 %m\n    %c = cos %x\n    %p = fmul %c, {c}\n    %d = fadd %p, %nf\n    %r = fmul %d, %dy\n    ret %r\n}}\nvjp @vj = @vj_rule\n\
+             func @vj_jvp(%x: f64, %n: i64, %dx: f64) -> f64 {{\nentry:\n    %m = iand %n, 7\n    %nf = cast f64 %m\n    %c = cos %x\n    %p = fmul %c, {c}\n    %d = fadd %p, %nf\n    %r = fmul %d, %dx\n    ret %r\n}}\njvp @vj = @vj_jvp\n"
         );
         names.push("vj");
     }
     if f32 && rng.chance(30) {
         text += "func @vj2(%x: f32, %y: f32) -> (f32, f32) {\nentry:\n    %p = fmul %x, %y\n    %t = tanh %x\n    %s = fadd %t, %y\n    ret %p, %s\n}\n\
-                 func @vj2_rule(%x: f32, %y: f32, %dp: f32, %ds: f32) -> (f32, f32) {\nentry:\n    %t = tanh %x\n    %tt = fmul %t, %t\n    %one = const f32 1.0\n    %dt = fsub %one, %tt\n    %a = fmul %y, %dp\n    %b = fmul %dt, %ds\n    %dx = fadd %a, %b\n    %c = fmul %x, %dp\n    %dy = fadd %c, %ds\n    ret %dx, %dy\n}\nvjp @vj2 = @vj2_rule\n";
+                 func @vj2_rule(%x: f32, %y: f32, %dp: f32, %ds: f32) -> (f32, f32) {\nentry:\n    %t = tanh %x\n    %tt = fmul %t, %t\n    %one = const f32 1.0\n    %dt = fsub %one, %tt\n    %a = fmul %y, %dp\n    %b = fmul %dt, %ds\n    %dx = fadd %a, %b\n    %c = fmul %x, %dp\n    %dy = fadd %c, %ds\n    ret %dx, %dy\n}\nvjp @vj2 = @vj2_rule\n\
+                 func @vj2_jvp(%x: f32, %y: f32, %dx: f32, %dy: f32) -> (f32, f32) {\nentry:\n    %a = fmul %y, %dx\n    %b = fmul %x, %dy\n    %dp = fadd %a, %b\n    %t = tanh %x\n    %tt = fmul %t, %t\n    %one = const f32 1.0\n    %dt = fsub %one, %tt\n    %c = fmul %dt, %dx\n    %ds = fadd %c, %dy\n    ret %dp, %ds\n}\njvp @vj2 = @vj2_jvp\n";
         names.push("vj2");
     }
     if rng.chance(30) {
@@ -1385,7 +1387,7 @@ fn templates(rng: &mut Rng, f32: bool, hosts: bool) -> (String, Vec<&'static str
         names.push("sum_fwd");
     }
     if hosts {
-        text += "extern @host_tanh(f64) -> f64\nextern @host_tanh_vjp(f64, f64) -> f64\nvjp @host_tanh = @host_tanh_vjp\n";
+        text += "extern @host_tanh(f64) -> f64\nextern @host_tanh_vjp(f64, f64) -> f64\nvjp @host_tanh = @host_tanh_vjp\nextern @host_tanh_jvp(f64, f64) -> f64\njvp @host_tanh = @host_tanh_jvp\n";
         names.push("host_tanh");
     }
     (text, names)
