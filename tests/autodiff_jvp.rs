@@ -175,7 +175,7 @@ fn a_writable_slice_and_a_branch_against_the_gradient() {
     assert!(
         matches!(
             &e,
-            Error::Derive(gradlift::adjoint::AdError::ConstWrite { .. })
+            Error::Derive(gradlift::adjoint::AdError::ConstWriteForward { .. })
         ),
         "{e:?}"
     );
