@@ -353,3 +353,117 @@ fn forward_jacobians_equal_reverse_rows() {
         }
     }
 }
+
+/// mlp (2,762 weights, batch 2) and ode (200 steps): H v against central
+/// differences of compiled gradients over every differentiated parameter, and
+/// symmetry on pairs of unit HVPs (a dense Hessian of mlp would be 2,762 HVPs).
+#[test]
+fn hvps_of_mlp_and_ode_agree_with_differences_of_gradients_and_are_symmetric() {
+    let mi = suite::mlp_input(2);
+    let cases: Vec<(&str, Module, Vec<Val>, Vec<usize>)> = vec![
+        (
+            "mlp",
+            trace("mlp", suite::mlp::<Var>).unwrap().module,
+            vec![
+                Val::F64s(mi.x),
+                Val::F64s(mi.w1),
+                Val::F64s(mi.b1),
+                Val::F64s(mi.w2),
+                Val::F64s(mi.b2),
+            ],
+            vec![0],
+        ),
+        (
+            "ode",
+            trace("ode", suite::ode::<Var>).unwrap().module,
+            vec![Val::F64s(suite::ode_input()), Val::I64(200)],
+            vec![1],
+        ),
+    ];
+    let mut rng = Rng(23);
+    for (name, m, args, consts) in cases {
+        let f = m.func_by_name(name).unwrap();
+        let mut config = RuleConfig::default_for(m.sig(f));
+        for &k in &consts {
+            config.params[k] = Activity::Const;
+        }
+        let h = CompiledHvp::with_config(&m, name, &config, 1, &Hosts::new()).unwrap();
+        let g = CompiledGradient::with_config(&m, name, &config, &Hosts::new()).unwrap();
+        let mut ws = Workspace::new();
+        let v = directions(&mut rng, &args, &config, 1);
+        let out = h.hvp(&mut ws, &args, &v).unwrap();
+        let moved = |t: f64| -> Vec<Val> {
+            args.iter()
+                .zip(&v)
+                .map(|(a, d)| match (a, d) {
+                    (Val::F64s(x), Some(Val::F64s(d))) => {
+                        Val::F64s(x.iter().zip(d).map(|(p, q)| p + t * q).collect())
+                    }
+                    (a, _) => a.clone(),
+                })
+                .collect()
+        };
+        let step = 1e-5;
+        let gp = g
+            .value_and_gradient(&mut ws, &moved(step))
+            .unwrap()
+            .gradient;
+        let gm = g
+            .value_and_gradient(&mut ws, &moved(-step))
+            .unwrap()
+            .gradient;
+        let mut pairs = Vec::new();
+        let mut scale = 1e-12f64;
+        for i in 0..args.len() {
+            if let (Some(Val::F64s(hv)), Some(Val::F64s(p)), Some(Val::F64s(q))) =
+                (&out.hvp[i], &gp[i], &gm[i])
+            {
+                for k in 0..hv.len() {
+                    pairs.push((hv[k], (p[k] - q[k]) / (2.0 * step)));
+                    scale = scale.max(hv[k].abs());
+                }
+            }
+        }
+        assert!(pairs.len() > 5, "{name}");
+        for (k, (hv, fd)) in pairs.iter().enumerate() {
+            assert!(
+                (hv - fd).abs() <= 1e-6 * scale,
+                "{name}: (H v)[{k}] = {hv} but differences give {fd}"
+            );
+        }
+        // Symmetry: (H e_a)_b = (H e_b)_a for a few pairs of coordinates.
+        let coords: Vec<(usize, usize)> = (0..args.len())
+            .filter(|&i| config.params[i] != Activity::Const)
+            .flat_map(|i| (0..args[i].slice_len().unwrap_or(0)).map(move |e| (i, e)))
+            .collect();
+        let unit = |(i, e): (usize, usize)| -> Vec<Option<Val>> {
+            args.iter()
+                .enumerate()
+                .map(|(k, a)| {
+                    (config.params[k] != Activity::Const).then(|| {
+                        let mut z = vec![0.0; a.slice_len().unwrap_or(0)];
+                        if k == i {
+                            z[e] = 1.0;
+                        }
+                        Val::F64s(z)
+                    })
+                })
+                .collect()
+        };
+        for t in 0..6 {
+            let a = coords[(t * 7919) % coords.len()];
+            let b = coords[(t * 104_729 + 13) % coords.len()];
+            let ha = h.hvp(&mut ws, &args, &unit(a)).unwrap();
+            let hb = h.hvp(&mut ws, &args, &unit(b)).unwrap();
+            let get = |o: &gradlift::Hvp, (i, e): (usize, usize)| match &o.hvp[i] {
+                Some(Val::F64s(x)) => x[e],
+                other => panic!("{other:?}"),
+            };
+            let (x, y) = (get(&ha, b), get(&hb, a));
+            assert!(
+                (x - y).abs() <= 1e-10 * x.abs().max(y.abs()).max(1e-300),
+                "{name}: H[{a:?}][{b:?}] = {x}, H[{b:?}][{a:?}] = {y}"
+            );
+        }
+    }
+}
