@@ -479,3 +479,144 @@ impl CompiledHvp {
         self.compile_time
     }
 }
+
+/// A function's forward rule and its reverse rule compiled side by side, for dense
+/// Jacobians built whichever way is cheaper: forward sweeps (a column per lane,
+/// `width` columns a sweep) when there are no more columns than rows times the
+/// width, reverse sweeps (a row per pullback) otherwise.
+///
+/// Columns are the coordinates of the `active` and `dup` parameters (each scalar,
+/// each slice element, in order); rows the float results (when the return is
+/// `active`), then the elements of the `dup` `mut` slices' final contents.
+///
+/// ```
+/// use gradlift::{Pipeline, Workspace, ir::{parse, interp::Val}};
+///
+/// // Three inputs, one result: reverse mode gives the row in one pullback.
+/// let module = parse("
+///     func @f(%x: f64, %y: f64, %z: f64) -> f64 {
+///     entry:
+///         %xy = fmul %x, %y
+///         %r = fmul %xy, %z
+///         ret %r
+///     }
+/// ")?;
+/// let j = Pipeline::new().compile_jacobian(&module, "f", None, 4)?;
+/// let args = [Val::F64(2.0), Val::F64(3.0), Val::F64(5.0)];
+/// let mut ws = Workspace::new();
+/// let m = j.jacobian(&mut ws, &args)?;
+/// assert_eq!(m.data, [15.0, 10.0, 6.0]);
+/// assert!(!j.uses_forward(&args));
+/// assert_eq!(j.forward(&mut ws, &args)?.data, m.data);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct CompiledJacobian {
+    jvp: CompiledJvp,
+    grad: crate::CompiledGradient,
+}
+
+impl CompiledJacobian {
+    pub(crate) fn new_compiled(jvp: CompiledJvp, grad: crate::CompiledGradient) -> Self {
+        CompiledJacobian { jvp, grad }
+    }
+
+    /// The number of (rows, columns) of the Jacobian at `args`.
+    pub fn shape(&self, args: &[Val]) -> (usize, usize) {
+        let config = &self.grad.rule().layout.config;
+        let sig = self.grad.rule().module.sig(self.grad.rule().layout.primal);
+        let mut cols = 0;
+        let mut rows = self.grad.rule().layout.seeded_results.len();
+        for (i, a) in args.iter().enumerate() {
+            if config.params.get(i).is_some_and(|&p| p != Activity::Const) {
+                let n = a.slice_len().unwrap_or(1);
+                cols += n;
+                if sig.params[i].is_mut_slice() {
+                    rows += n;
+                }
+            }
+        }
+        (rows, cols)
+    }
+
+    /// Whether [`CompiledJacobian::jacobian`] takes forward sweeps at `args`: when
+    /// `ceil(columns / width)` sweeps are no more than the rows.
+    pub fn uses_forward(&self, args: &[Val]) -> bool {
+        let (rows, cols) = self.shape(args);
+        let n = self.jvp.frule().layout.config.width as usize;
+        cols.div_ceil(n) <= rows
+    }
+
+    /// The dense Jacobian at `args`, by forward or reverse sweeps
+    /// ([`CompiledJacobian::uses_forward`]).
+    pub fn jacobian(&self, ws: &mut Workspace, args: &[Val]) -> Result<Matrix, Error> {
+        if self.uses_forward(args) {
+            self.forward(ws, args)
+        } else {
+            self.reverse(ws, args)
+        }
+    }
+
+    /// The dense Jacobian by forward sweeps ([`CompiledJvp::jacobian`]).
+    pub fn forward(&self, ws: &mut Workspace, args: &[Val]) -> Result<Matrix, Error> {
+        self.jvp.jacobian(ws, args)
+    }
+
+    /// The dense Jacobian by reverse sweeps: one pullback per row, seeded with that
+    /// row of the identity (on a result, or on an element of a `mut` slice's final
+    /// contents through its shadow).
+    pub fn reverse(&self, ws: &mut Workspace, args: &[Val]) -> Result<Matrix, Error> {
+        let rule = self.grad.rule();
+        let layout = &rule.layout;
+        let sig = rule.module.sig(layout.primal);
+        let dual: Vec<bool> = layout
+            .config
+            .params
+            .iter()
+            .map(|&a| a != Activity::Const)
+            .collect();
+        let cols = input_coords(args, &dual);
+        let mut rows: Vec<(usize, Option<usize>)> =
+            layout.seeded_results.iter().map(|&r| (r, None)).collect();
+        for (i, a) in args.iter().enumerate() {
+            if dual[i] && sig.params[i].is_mut_slice() {
+                rows.extend((0..a.slice_len().unwrap_or(0)).map(|e| (i, Some(e))));
+            }
+        }
+        let mut data = vec![0.0; rows.len() * cols.len()];
+        for (r, &(p, e)) in rows.iter().enumerate() {
+            let mut seeds = vec![0.0; layout.seeded_results.len()];
+            let mut shadows: Vec<Option<Val>> = vec![None; args.len()];
+            match e {
+                None => {
+                    let k = layout.seeded_results.iter().position(|&q| q == p);
+                    if let Some(k) = k {
+                        seeds[k] = 1.0;
+                    }
+                }
+                Some(e) => {
+                    let mut s = args[p].clone();
+                    s.assign_zeros_like(&args[p]);
+                    match &mut s {
+                        Val::F64s(x) => x[e] = 1.0,
+                        Val::F32s(x) => x[e] = 1.0,
+                        _ => {}
+                    }
+                    shadows[p] = Some(s);
+                }
+            }
+            let seeds = crate::Seeds::results(seeds).with_shadows(shadows);
+            let g = self.grad.value_and_pullback(ws, args, &seeds)?;
+            for (c, &(p, e)) in cols.iter().enumerate() {
+                data[r * cols.len() + c] = g.gradient[p].as_ref().map_or(0.0, |v| lane(v, e, 0, 1));
+            }
+        }
+        Ok(Matrix {
+            rows: rows.len(),
+            cols: cols.len(),
+            data,
+            col_coords: cols,
+            row_coords: rows,
+        })
+    }
+}

@@ -86,7 +86,7 @@ pub use autodiff::{
     Active, Autodiff, CallState, Const, Dual, DualReturn, Duplicated, DuplicatedNoNeed, Return,
     SharedGradient, SharedJvp, autodiff,
 };
-pub use forward::{CompiledHvp, CompiledJvp, Matrix};
+pub use forward::{CompiledHvp, CompiledJacobian, CompiledJvp, Matrix};
 pub use gradlift_adjoint as adjoint;
 pub use gradlift_adjoint::{Gradient, Seeds};
 pub use gradlift_adjoint::{Hvp, Jvp};

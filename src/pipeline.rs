@@ -59,7 +59,7 @@ use gradlift_ir::{FuncId, Hosts, Module, verify};
 use gradlift_jit::{CompileOptions, compile_with_options};
 
 use crate::api::{CompiledFunction, CompiledGradient, Error};
-use crate::forward::{CompiledHvp, CompiledJvp};
+use crate::forward::{CompiledHvp, CompiledJacobian, CompiledJvp};
 
 /// How modules go through the pipeline: which optimiser passes run, the host
 /// functions for the `extern`s the code calls, and how the JIT compiles. The
@@ -289,6 +289,43 @@ impl Pipeline {
         let mut h = CompiledHvp::new_compiled(rule, compiled, start.elapsed());
         h.set_compile_time(start.elapsed());
         Ok(h)
+    }
+
+    /// Verify, optimise, derive and compile the forward rule (width `width`) and
+    /// the reverse rule of `@name` under `config` (`None`: the defaults of
+    /// [`RuleConfig::default_for`]; `active` and `dup` parameters are the
+    /// Jacobian's columns): a [`CompiledJacobian`], which builds dense Jacobians
+    /// by whichever sweeps are fewer.
+    pub fn compile_jacobian(
+        &self,
+        module: &Module,
+        name: &str,
+        config: Option<&RuleConfig>,
+        width: u32,
+    ) -> Result<CompiledJacobian, Error> {
+        let Prepared { module: m, func } = self.prepare(module, name)?;
+        let rconfig = match config {
+            Some(c) => c.clone(),
+            None => RuleConfig::default_for(m.sig(func)),
+        };
+        let fconfig = FruleConfig {
+            params: rconfig
+                .params
+                .iter()
+                .map(|&a| match a {
+                    gradlift_adjoint::Activity::Const => gradlift_adjoint::DualActivity::Const,
+                    _ => gradlift_adjoint::DualActivity::Dual,
+                })
+                .collect(),
+            ret: match rconfig.ret {
+                gradlift_adjoint::RetActivity::Active => gradlift_adjoint::DualRet::Dual,
+                gradlift_adjoint::RetActivity::Const => gradlift_adjoint::DualRet::Const,
+            },
+            width,
+        };
+        let jvp = self.compile_jvp(module, name, Some(&fconfig))?;
+        let grad = self.compile_gradient(module, name, Some(&rconfig))?;
+        Ok(CompiledJacobian::new_compiled(jvp, grad))
     }
 
     /// Compiles a rule derived already (by [`Pipeline::derive`], or by hand with

@@ -467,3 +467,79 @@ fn hvps_of_mlp_and_ode_agree_with_differences_of_gradients_and_are_symmetric() {
         }
     }
 }
+
+/// Jacobians by forward and by reverse sweeps agree (on a function with a `mut`
+/// slice and two results, and on the memory corpus's functions that write
+/// slices), and the choice follows the shape.
+#[test]
+fn jacobians_by_forward_and_reverse_sweeps_agree_and_the_cheaper_is_chosen() {
+    let m = load(&format!(
+        "{}/adjoint/tests/corpus/memory.ir",
+        env!("CARGO_MANIFEST_DIR")
+    ));
+    let table = inputs::memory_inputs();
+    let mut compared = 0;
+    for (name, points) in &table {
+        let Ok(j) = Pipeline::new()
+            .with_opt(gradlift::ir::opt::OptConfig::none())
+            .compile_jacobian(&m, name, None, 2)
+        else {
+            continue;
+        };
+        let args = &points[0];
+        let mut ws = Workspace::new();
+        let (Ok(f), Ok(r)) = (j.forward(&mut ws, args), j.reverse(&mut ws, args)) else {
+            continue;
+        };
+        assert_eq!((f.rows, f.cols), (r.rows, r.cols), "@{name}");
+        assert_eq!(f.row_coords, r.row_coords, "@{name}");
+        assert_eq!((f.rows, f.cols), j.shape(args), "@{name}");
+        for k in 0..f.data.len() {
+            let (a, b) = (f.data[k], r.data[k]);
+            assert!(
+                (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0)
+                    || (a.is_nan() && b.is_nan()),
+                "@{name} entry {k}: forward {a}, reverse {b}"
+            );
+        }
+        compared += 1;
+    }
+    assert!(compared >= 25, "{compared}");
+    // One result, many inputs: reverse; many results (a written slice), few
+    // inputs: forward.
+    let sum = parse(
+        "func @f(%x: [f64]) -> f64 {
+        entry:
+            %a = load %x[0]
+            %b = load %x[1]
+            %c = load %x[2]
+            %ab = fmul %a, %b
+            %r = fmul %ab, %c
+            ret %r
+        }
+        func @g(%s: f64, %y: mut [f64]) {
+        entry:
+            %a = load %y[0]
+            %b = fmul %a, %s
+            store %y[1], %b
+            store %y[2], %s
+            ret
+        }",
+    )
+    .unwrap();
+    let j = Pipeline::new()
+        .compile_jacobian(&sum, "f", None, 1)
+        .unwrap();
+    assert!(!j.uses_forward(&[Val::F64s(vec![1.0, 2.0, 3.0])]));
+    let j = Pipeline::new()
+        .compile_jacobian(&sum, "g", None, 4)
+        .unwrap();
+    let args = [Val::F64(2.0), Val::F64s(vec![5.0, 0.0, 0.0])];
+    assert!(j.uses_forward(&args));
+    let m = j.jacobian(&mut Workspace::new(), &args).unwrap();
+    // Columns s, y0, y1, y2; rows y0, y1, y2 (final): y0 = y0, y1 = y0 s, y2 = s.
+    assert_eq!(
+        m.data,
+        [0.0, 1.0, 0.0, 0.0, 5.0, 2.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+    );
+}
