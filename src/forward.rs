@@ -501,7 +501,7 @@ impl CompiledHvp {
 ///         ret %r
 ///     }
 /// ")?;
-/// let j = Pipeline::new().compile_jacobian(&module, "f", None, 4)?;
+/// let j = Pipeline::new().compile_jacobian(&module, "f", None, 1)?;
 /// let args = [Val::F64(2.0), Val::F64(3.0), Val::F64(5.0)];
 /// let mut ws = Workspace::new();
 /// let m = j.jacobian(&mut ws, &args)?;
