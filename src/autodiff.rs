@@ -91,9 +91,8 @@
 //! caller's slices, shadows and tangents to the compiled code as they are, copying
 //! nothing (but for the primal of a writable `DuplicatedNoNeed` slice, which goes to
 //! a scratch copy so that the caller's contents stay), and allocate nothing when the
-//! slices keep their lengths (a forward rule whose function allocates a buffer may
-//! allocate once more on its second call, when the workspace gathers the first
-//! call's memory into one block).
+//! slices keep their lengths (the workspace gathers the memory a call spread over
+//! several blocks into one before that call returns, so the next finds room).
 
 use core::fmt;
 use core::marker::PhantomData;

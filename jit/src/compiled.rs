@@ -651,6 +651,7 @@ impl Compiled {
         ws.ctx.hosts_ptr = 0;
         ws.ctx.hosts_len = 0;
         ws.ctx.note_tape();
+        ws.ctx.coalesce_arena();
         if status != OK {
             return Err(self.runtime_error(&mut ws.ctx));
         }

@@ -392,14 +392,24 @@ impl Ctx {
         self.depth = 1;
         self.max_depth = max_depth;
         self.stack_limit = stack_limit;
+        self.coalesce_arena();
+        self.select_chunk(0, 0);
+    }
+
+    /// Makes the arena's chunks one chunk as big as all of them, when a call spread
+    /// it over several. Called when a top-level call has returned (nothing in the
+    /// arena is live then: results are scalars or the caller's slices), so that the
+    /// call that grew the arena pays for it and the next one allocates nothing; and
+    /// again by [`Ctx::reset`].
+    pub(crate) fn coalesce_arena(&mut self) {
         if self.chunks.len() > 1 {
             let words: usize = self.chunks.iter().map(|c| c.len()).sum();
             self.chunks.clear();
             if let Some(chunk) = zeroed_words(words) {
                 self.chunks.push(chunk);
             }
+            self.select_chunk(0, 0);
         }
-        self.select_chunk(0, 0);
     }
 
     /// Makes chunk `k` the current one with `used` bytes used (no chunk: empty).
