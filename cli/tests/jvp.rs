@@ -1221,17 +1221,17 @@ fn transcripts(file: &str) -> Vec<(String, String)> {
     out
 }
 
-/// Every `gradlift jvp` and `gradlift dump --stage jvp` transcript of the manuals
-/// (docs/forward-mode.md, docs/cli.md) is what the binary prints, byte for byte,
-/// run from the repository's root; those of `--time`, whose numbers vary, only
-/// parse.
+/// Every `gradlift jvp`, `gradlift hvp` and `gradlift dump --stage jvp` transcript
+/// of the manuals (docs/forward-mode.md, docs/cli.md) is what the binary prints,
+/// byte for byte, run from the repository's root; those of `--time`, whose numbers
+/// vary, only parse, and print what the manual shows but the times.
 #[test]
 fn the_manuals_transcripts_are_what_the_binary_prints() {
     let mut checked = 0;
     for doc in ["docs/forward-mode.md", "docs/cli.md"] {
         for (command, expected) in transcripts(doc) {
             let words = shell_words(&command);
-            let forward = words.get(1).is_some_and(|w| w == "jvp")
+            let forward = words.get(1).is_some_and(|w| w == "jvp" || w == "hvp")
                 || (words.get(1).is_some_and(|w| w == "dump")
                     && words.windows(2).any(|w| w == ["--stage", "jvp"]));
             if words[0] != "gradlift" || !forward || expected.contains("...") {
@@ -1250,7 +1250,12 @@ fn the_manuals_transcripts_are_what_the_binary_prints() {
             if words.iter().any(|w| w == "--time") {
                 let json: Value = serde_json::from_str(&printed).expect("JSON");
                 let want: Value = serde_json::from_str(&expected).expect("JSON");
-                for key in ["value", "tangent", "args", "tangents"] {
+                let keys: &[&str] = if words[1] == "hvp" {
+                    &["value", "gradient", "hvp"]
+                } else {
+                    &["value", "tangent", "args", "tangents"]
+                };
+                for &key in keys {
                     assert_eq!(json[key], want[key], "{doc}: {command}");
                 }
             } else {
@@ -1259,5 +1264,5 @@ fn the_manuals_transcripts_are_what_the_binary_prints() {
             checked += 1;
         }
     }
-    assert!(checked >= 15, "only {checked} transcripts checked");
+    assert!(checked >= 25, "only {checked} transcripts checked");
 }

@@ -13,8 +13,8 @@
 //! `preserve_order`).
 //!
 //! `grad`'s `--seed` ([`seeds_from_json`]) and `--shadows` ([`shadows_from_json`])
-//! and `jvp`'s `--tangents` ([`tangents_from_json`]) are read here too, with the
-//! same conventions and the same style of messages.
+//! and `jvp`'s `--tangents` and `hvp`'s `--direction` ([`tangents_from_json`]) are
+//! read here too, with the same conventions and the same style of messages.
 
 use gradlift_adjoint::Activity;
 use gradlift_ir::interp::Val;
@@ -305,17 +305,43 @@ pub(crate) fn shadows_from_json(
     Ok(shadows)
 }
 
-/// `--tangents`: one entry per parameter of `@func`, null or a tangent: a number or
-/// an array of numbers, read as the parameter's float type (`f32` for `f32` and
-/// `[f32]`, `f64` for every other). Only the JSON is checked here; whether an entry
-/// fits its parameter (its activity, a scalar or N lanes, the length) and whether
-/// there is one per parameter is for the library's calling convention
-/// ([`jvp_vals`](gradlift_adjoint::jvp_vals())) to say.
+/// Which option a list of tangents comes from, for the messages: `jvp`'s
+/// `--tangents` or `hvp`'s `--direction`.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct TangentsOption {
+    /// The option, as the messages name it (`--tangents`).
+    pub option: &'static str,
+    /// One of its entries (`tangent`).
+    pub noun: &'static str,
+}
+
+/// `jvp`'s `--tangents`.
+pub(crate) const TANGENTS: TangentsOption = TangentsOption {
+    option: "--tangents",
+    noun: "tangent",
+};
+
+/// `hvp`'s `--direction`.
+pub(crate) const DIRECTION: TangentsOption = TangentsOption {
+    option: "--direction",
+    noun: "direction",
+};
+
+/// `--tangents` (or `--direction`, as `which` says): one entry per parameter of
+/// `@func`, null or a tangent: a number or an array of numbers, read as the
+/// parameter's float type (`f32` for `f32` and `[f32]`, `f64` for every other).
+/// Only the JSON is checked here; whether an entry fits its parameter (its
+/// activity, a scalar or N lanes, the length) and whether there is one per
+/// parameter is for the library's calling convention
+/// ([`jvp_vals`](gradlift_adjoint::jvp_vals()),
+/// [`hvp_vals`](gradlift_adjoint::hvp_vals())) to say.
 pub(crate) fn tangents_from_json(
     func: &str,
     params: &[Param<'_>],
     json: &Value,
+    which_option: TangentsOption,
 ) -> Result<Vec<Option<Val>>, String> {
+    let TangentsOption { option, noun } = which_option;
     let Some(items) = json.as_array() else {
         let list = params
             .iter()
@@ -323,7 +349,7 @@ pub(crate) fn tangents_from_json(
             .collect::<Vec<_>>()
             .join(", ");
         return Err(format!(
-            "--tangents must be a JSON array with one element (a tangent or null) per \
+            "{option} must be a JSON array with one element (a {noun} or null) per \
              parameter of @{func} ({list}), found {}",
             describe(json)
         ));
@@ -371,7 +397,7 @@ pub(crate) fn tangents_from_json(
             };
             tangent
                 .map(Some)
-                .map_err(|e| format!("--tangents: the tangent of {which}{e}"))
+                .map_err(|e| format!("{option}: the {noun} of {which}{e}"))
         })
         .collect()
 }

@@ -88,7 +88,7 @@ fn try_jvp(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
     let start = Instant::now();
     let config = DualActivityList::config(req.activity, module.sig(id)).with_width(req.width);
     let frule = derive(&module, req.file, id, &pipeline, &config)?;
-    let tangents = read_tangents(&module, id, req.tangents).map_err(|e| vec![e])?;
+    let tangents = read_tangents(&module, id, req.tangents, args::TANGENTS).map_err(|e| vec![e])?;
     let derive_time = start.elapsed();
     let fail = |e: EvalError| vec![report::eval_error(req.file, &e)];
     // The one place the engine is chosen. Both run the same forward rule, derived
@@ -173,20 +173,22 @@ fn derive(
         .map_err(|e| report::pipeline_error(file, module, id, &e))
 }
 
-/// `--tangents` (or `--tangents-file`): the JSON array, read against `@id`'s
+/// `--tangents` (or `--tangents-file`), or `hvp`'s `--direction` (or
+/// `--direction-file`) as `which` says: the JSON array, read against `@id`'s
 /// parameters.
-fn read_tangents(
+pub(crate) fn read_tangents(
     module: &Module,
     id: FuncId,
     from: ArgsFrom<'_>,
+    which: args::TangentsOption,
 ) -> Result<Vec<Option<Val>>, Diagnostic> {
     let json = match from {
         ArgsFrom::Text(text) => serde_json::from_str(text)
-            .map_err(|e| Diagnostic::new(format!("--tangents is not valid JSON: {e}")))?,
+            .map_err(|e| Diagnostic::new(format!("{} is not valid JSON: {e}", which.option)))?,
         // The same reading (and the same messages) as `--args-file`.
         ArgsFrom::File(_) => run::read_args(from)?,
     };
-    args::tangents_from_json(module.name(id), &run::params(module, id), &json)
+    args::tangents_from_json(module.name(id), &run::params(module, id), &json, which)
         .map_err(Diagnostic::new)
 }
 

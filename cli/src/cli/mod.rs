@@ -7,7 +7,8 @@
 //! status is 0 when there are no diagnostics, 1 when there are (a user error: bad
 //! file, bad arguments, a runtime error of the program), and 2 for usage errors,
 //! which clap reports itself (unknown options, a missing `--func`, both or neither of
-//! `--args` and `--args-file` or of `--tangents` and `--tangents-file`, a malformed
+//! `--args` and `--args-file`, of `--tangents` and `--tangents-file` or of
+//! `--direction` and `--direction-file`, a malformed
 //! `--activity`, one of the wrong mode for `dump`'s stage, a `--width` out of 1..=64).
 
 mod activity;
@@ -15,6 +16,7 @@ mod args;
 mod check;
 mod dump;
 mod grad;
+mod hvp;
 mod jvp;
 mod report;
 mod run;
@@ -36,7 +38,7 @@ use report::Diagnostic;
     version,
     about = "Automatic differentiation by program transformation: check, run and \
              differentiate IR text files (gradients in reverse mode, directional \
-             derivatives in forward mode)"
+             derivatives in forward mode, Hessian-vector products)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -74,6 +76,13 @@ enum Command {
     /// parameter the final tangent slice of a `dual` slice, null otherwise. Both
     /// engines run the same derived code.
     Jvp(JvpArgs),
+    /// Value, gradient and Hessian-vector product of one function (forward mode
+    /// over reverse mode); prints `{"value": V, "gradient": [G...], "hvp": [H...]}`.
+    ///
+    /// `value` and `gradient` are as `grad` prints them; `hvp` holds, per
+    /// parameter, the Hessian times the direction (N lanes at width N) for `active`
+    /// and `dup`, null for `const`. Both engines run the same derived code.
+    Hvp(HvpArgs),
     /// Print one stage of a function: IR text (`primal`, `optimized`, `forward`,
     /// `pullback`, `jvp`), the JIT's Cranelift IR or machine code of the primal and
     /// of its forward pass and pullback (`clif`, `asm`), or Graphviz of the
@@ -155,6 +164,33 @@ enum Engine {
     Interp,
     /// Native code compiled with Cranelift.
     Jit,
+}
+
+/// Where the directions of `hvp` come from: exactly one of the two options.
+#[derive(Args, Debug)]
+#[group(required = true, multiple = false)]
+struct DirectionSource {
+    /// The directions: a JSON array, one element per parameter: for an `active`
+    /// float scalar a number (width 1) or an array of N numbers (width N), for a
+    /// `dup` slice an array of len*N numbers (lane j of element i at i*N+j), null
+    /// for a `const` parameter.
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
+    direction: Option<String>,
+    /// A file holding the JSON array of directions.
+    #[arg(long, value_name = "PATH")]
+    direction_file: Option<PathBuf>,
+}
+
+impl DirectionSource {
+    /// The one source given.
+    fn get(&self) -> run::ArgsFrom<'_> {
+        match (&self.direction, &self.direction_file) {
+            (Some(json), _) => run::ArgsFrom::Text(json),
+            (None, Some(path)) => run::ArgsFrom::File(path),
+            // As for `ArgsSource`: a usage error, not a panic.
+            (None, None) => usage("one of --direction and --direction-file is required"),
+        }
+    }
 }
 
 /// Whether the optimiser runs before an engine runs (or the derivation derives)
@@ -283,6 +319,46 @@ struct JvpArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     time: Option<u32>,
     /// The interpreter's bound: at most N statements per call of the derived
+    /// function, then an error (`--engine interp`; with the JIT, use `--timeout`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    fuel: Option<u64>,
+    /// Give up after SECONDS of wall-clock time (parsing, deriving and compiling
+    /// included) with an error, on either engine: for a function that may not end.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    timeout: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+struct HvpArgs {
+    /// The IR text file.
+    file: PathBuf,
+    /// The function to differentiate twice.
+    #[arg(long, value_name = "F")]
+    func: String,
+    #[command(flatten)]
+    source: ArgsSource,
+    #[command(flatten)]
+    direction: DirectionSource,
+    /// One activity per parameter (`active`, `dup`, `dupnoneed`, `const`), comma
+    /// separated, optionally followed by `->active` or `->const` for the return;
+    /// default as for `grad`.
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true, value_parser = ActivityList::parse)]
+    activity: Option<ActivityList>,
+    /// Directions per sweep, from 1 to 64: each `active` scalar takes N numbers,
+    /// each `dup` slice N lanes per element.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(gradlift_adjoint::MAX_WIDTH)))]
+    width: u32,
+    /// The engine.
+    #[arg(long, value_enum, default_value = "jit")]
+    engine: Engine,
+    /// Whether the optimiser runs before the derivation (`none`: derive the module
+    /// as written).
+    #[arg(long, value_enum, default_value = "default")]
+    opt: Opt,
+    /// Also evaluate N times after one warm-up and report the median times.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    time: Option<u32>,
+    /// The interpreter's bound: at most N statements per call of a derived
     /// function, then an error (`--engine interp`; with the JIT, use `--timeout`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     fuel: Option<u64>,
@@ -453,6 +529,7 @@ fn main_on_thread() -> ExitCode {
         Command::Run(a) => (a.fuel, a.timeout, Some(a.engine)),
         Command::Grad(a) => (a.fuel, a.timeout, Some(a.engine)),
         Command::Jvp(a) => (a.fuel, a.timeout, Some(a.engine)),
+        Command::Hvp(a) => (a.fuel, a.timeout, Some(a.engine)),
         _ => (None, None, None),
     };
     if fuel.is_some() && engine == Some(Engine::Jit) {
@@ -509,6 +586,18 @@ fn run_command(command: Command) -> Outcome {
             func: &a.func,
             args: a.source.get(),
             tangents: a.tangents.get(),
+            activity: a.activity.as_ref(),
+            width: a.width,
+            engine: a.engine,
+            time: a.time,
+            opt: a.opt.config(),
+            fuel: a.fuel,
+        }),
+        Command::Hvp(a) => hvp::hvp(&hvp::Request {
+            file: &a.file,
+            func: &a.func,
+            args: a.source.get(),
+            direction: a.direction.get(),
             activity: a.activity.as_ref(),
             width: a.width,
             engine: a.engine,
@@ -742,6 +831,54 @@ mod tests {
         // A reverse-mode word.
         usage_error(&with(&["--tangents", "[1]", "--activity", "active"]));
         usage_error(&with(&["--tangents", "[1]", "--activity", "dual->active"]));
+    }
+
+    #[test]
+    fn hvp_accepts_every_option() {
+        let cli = Cli::try_parse_from([
+            "gradlift",
+            "hvp",
+            "f.ir",
+            "--func",
+            "f",
+            "--args",
+            "[1.0, 2.0]",
+            "--direction-file",
+            "d.json",
+            "--activity",
+            "dup,const->active",
+            "--width",
+            "64",
+            "--engine",
+            "interp",
+            "--opt",
+            "none",
+            "--time",
+            "3",
+            "--fuel",
+            "100",
+            "--timeout",
+            "2.5",
+        ])
+        .expect("parses");
+        let Command::Hvp(a) = cli.command else {
+            panic!("not hvp: {cli:?}")
+        };
+        assert_eq!((a.width, a.engine, a.time), (64, Engine::Interp, Some(3)));
+        assert_eq!(
+            a.activity.map(|l| l.to_string()).as_deref(),
+            Some("dup,const->active")
+        );
+        let base = ["gradlift", "hvp", "f.ir", "--func", "f", "--args", "[1]"];
+        let with = |extra: &[&'static str]| {
+            let mut argv = base.to_vec();
+            argv.extend_from_slice(extra);
+            argv
+        };
+        usage_error(&with(&[]));
+        usage_error(&with(&["--direction", "[1]", "--direction-file", "d.json"]));
+        usage_error(&with(&["--direction", "[1]", "--width", "65"]));
+        usage_error(&with(&["--direction", "[1]", "--activity", "dual"]));
     }
 
     #[test]
