@@ -273,7 +273,7 @@ pub fn jvp_vals<E: Engine>(
 }
 
 /// `1 tangent`, `2 tangents`.
-fn count(n: usize, what: &str) -> String {
+pub(crate) fn count(n: usize, what: &str) -> String {
     if n == 1 {
         format!("1 {what}")
     } else {
@@ -282,7 +282,7 @@ fn count(n: usize, what: &str) -> String {
 }
 
 /// The type with its article: `an f64`, `a bool`, `a [f64]`, `a mut [f64]`.
-fn article(ty: Type) -> String {
+pub(crate) fn article(ty: Type) -> String {
     let name = ty.to_string();
     let an = name.starts_with(['f', 'i']);
     format!("{} {name}", if an { "an" } else { "a" })

@@ -32,14 +32,14 @@
 //! ```
 
 use gradlift_ir::engine::{Arg, Engine, Val};
-use gradlift_ir::{FuncId, Module, Type};
+use gradlift_ir::{Elem, FuncId, Module, Type};
 use smallvec::SmallVec;
 
 use crate::config::{Activity, RuleConfig};
 use crate::error::AdError;
 use crate::eval::EvalError;
 use crate::frule::{DualActivity, DualRet, FruleConfig, FruleLayout, build_frules, frule_layout};
-use crate::fwd_eval::call_frule;
+use crate::fwd_eval::{article, call_frule, count};
 use crate::rrule::{RuleLayout, build_rrule};
 
 /// The second-order rule of a function: the forward rules of its forward pass and
@@ -151,12 +151,18 @@ pub fn hvp_vals<E: Engine>(
     let sig = rule.module.sig(layout.primal).clone();
     let fname = rule.module.name(layout.primal).to_string();
     let bad = |m: String| Err(EvalError::BadArguments(m));
-    if v.len() != sig.params.len() || args.len() != sig.params.len() {
+    if args.len() != sig.params.len() {
         return bad(format!(
-            "@{fname} takes {} parameters, given {} arguments and {} directions",
-            sig.params.len(),
-            args.len(),
-            v.len()
+            "@{fname} takes {}, given {}",
+            count(sig.params.len(), "parameter"),
+            count(args.len(), "argument")
+        ));
+    }
+    if v.len() != sig.params.len() {
+        return bad(format!(
+            "@{fname} takes {}, given {} (one per parameter, `None` for the `const` ones)",
+            count(sig.params.len(), "parameter"),
+            count(v.len(), "direction")
         ));
     }
     for (i, d) in v.iter().enumerate() {
@@ -175,6 +181,50 @@ pub fn hvp_vals<E: Engine>(
         }
     }
     let width = rule.width() as usize;
+    // The directions' shapes, checked here so that the message names the function
+    // and says "direction" (the forward rule of the forward pass would check them
+    // too, in its own words).
+    for (i, d) in v.iter().enumerate() {
+        let Some(d) = d else { continue };
+        let ty = sig.params[i];
+        let (want, len) = if ty.is_slice() {
+            (
+                ty.elem().map(Type::slice).unwrap_or(ty),
+                args[i].slice_len().unwrap_or(0) * width,
+            )
+        } else if width == 1 {
+            (ty, 0)
+        } else {
+            let elem = if ty == Type::F32 {
+                Elem::F32
+            } else {
+                Elem::F64
+            };
+            (Type::slice(elem), width)
+        };
+        if !(d.fits(want) && d.slice_len().unwrap_or(0) == len) {
+            let shape = if want.is_slice() {
+                format!("{} of length {len}", article(want))
+            } else {
+                article(want)
+            };
+            let lanes = if ty.is_slice() && width > 1 {
+                format!(" ({width} lanes per element)")
+            } else if width > 1 {
+                format!(" (its {width} lanes)")
+            } else {
+                String::new()
+            };
+            let given = match d.slice_len() {
+                Some(n) => format!("{} of length {n}", article(d.ty())),
+                None => article(d.ty()),
+            };
+            return bad(format!(
+                "the direction of parameter {} of @{fname} must be {shape}{lanes}, given {given}",
+                i + 1
+            ));
+        }
+    }
     let before = engine.tape().scalars;
     let result = run(engine, rule, &sig, args, v, width);
     let after = engine.tape().scalars;

@@ -386,11 +386,11 @@ fn directions_of_the_wrong_count_or_shape_are_refused_by_the_library() {
     let file = temp_file("hvp-shape.ir", X2Y);
     user_error(
         &hvp(&file, "f", "[3, 2]", "[1]", &[]),
-        "error: @f takes 2 parameters, given 2 arguments and 1 directions",
+        "error: @f takes 2 parameters, given 1 direction (one per parameter, `None` for the `const` ones)",
     );
     user_error(
         &hvp(&file, "f", "[3, 2]", "[1, 2, 3]", &[]),
-        "error: @f takes 2 parameters, given 2 arguments and 3 directions",
+        "error: @f takes 2 parameters, given 3 directions (one per parameter, `None` for the `const` ones)",
     );
     user_error(
         &hvp(&file, "f", "[3, 2]", "[1, null]", &[]),
@@ -408,17 +408,17 @@ fn directions_of_the_wrong_count_or_shape_are_refused_by_the_library() {
     );
     user_error(
         &hvp(&file, "f", "[3, 2]", "[1, [1, 2]]", &[]),
-        "error: the tangent of parameter 2 of @f.fwd must be an f64, given a [f64] of length 2",
+        "error: the direction of parameter 2 of @f must be an f64, given a [f64] of length 2",
     );
     // A width-1 direction at width 2.
     user_error(
         &hvp(&file, "f", "[3, 2]", "[1, 2]", &["--width", "2"]),
-        "error: the tangent of parameter 1 of @f.fwd must be a [f64] of length 2 (its 2 lanes), given an f64",
+        "error: the direction of parameter 1 of @f must be a [f64] of length 2 (its 2 lanes), given an f64",
     );
     let cubes = temp_file("hvp-shape-cubes.ir", CUBES);
     user_error(
         &hvp(&cubes, "c", "[[1, 2, 3], 1]", "[[1, 1], null]", &[]),
-        "error: the tangent of parameter 1 of @c.fwd must be a [f64] of length 3, given a [f64] of length 2",
+        "error: the direction of parameter 1 of @c must be a [f64] of length 3, given a [f64] of length 2",
     );
 }
 
