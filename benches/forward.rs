@@ -4,7 +4,7 @@
 //! `benches/forward_programs.rs`).
 //!
 //! ```sh
-//! cargo bench --bench forward                      # everything (a few minutes on two cores)
+//! cargo bench --bench forward                      # everything (about 4 minutes on two cores)
 //! GRADLIFT_BENCH_SLOW=1 cargo bench --bench forward -- hessian/rosenbrock-1000  # and num-dual at n = 1,000
 //! cargo bench --bench forward -- 'jvp/width8'      # one kind, every program
 //! cargo bench --bench forward -- rosenbrock        # one program (a regex on the ids)
