@@ -76,15 +76,18 @@ fn compiled_hvps_equal_the_interpreters_on_both_corpora() {
                 "{}/adjoint/tests/corpus/{file}",
                 env!("CARGO_MANIFEST_DIR")
             ));
-            let mut points_of: Vec<(String, Vec<Vec<Val>>)> = table
-                .iter()
-                .map(|(n, p)| (n.to_string(), p.clone()))
-                .collect();
+            // Each function's curated points and generic ones (errors included),
+            // with one rule compiled per width.
+            let mut points_of: Vec<(String, Vec<Vec<Val>>)> = Vec::new();
             for (id, _) in m.defined() {
-                points_of.push((
-                    m.name(id).to_string(),
-                    support::generic_points(m.sig(id), 4),
-                ));
+                let name = m.name(id).to_string();
+                let mut points: Vec<Vec<Val>> = table
+                    .iter()
+                    .filter(|(n, _)| *n == name)
+                    .flat_map(|(_, p)| p.clone())
+                    .collect();
+                points.extend(support::generic_points(m.sig(id), 4));
+                points_of.push((name, points));
             }
             for (name, points) in &points_of {
                 let f = m.func_by_name(name).unwrap();
