@@ -215,15 +215,10 @@ impl Pipeline {
         config: Option<&FruleConfig>,
     ) -> Result<Frule, Error> {
         let Prepared { module, func } = self.prepare(module, name)?;
-        let default;
-        let config = match config {
-            Some(c) => c,
-            None => {
-                default = FruleConfig::default_for(module.sig(func));
-                &default
-            }
-        };
-        build_frule(&module, func, config).map_err(Error::Derive)
+        let config = config
+            .cloned()
+            .unwrap_or_else(|| FruleConfig::default_for(module.sig(func)));
+        build_frule(&module, func, &config).map_err(Error::Derive)
     }
 
     /// Verify, optimise, derive, then compile the forward rule of `@name` under
@@ -262,15 +257,10 @@ impl Pipeline {
         width: u32,
     ) -> Result<HvpRule, Error> {
         let Prepared { module, func } = self.prepare(module, name)?;
-        let default;
-        let config = match config {
-            Some(c) => c,
-            None => {
-                default = RuleConfig::default_for(module.sig(func));
-                &default
-            }
-        };
-        build_hvp(&module, func, config, width).map_err(Error::Derive)
+        let config = config
+            .cloned()
+            .unwrap_or_else(|| RuleConfig::default_for(module.sig(func)));
+        build_hvp(&module, func, &config, width).map_err(Error::Derive)
     }
 
     /// Verify, optimise, derive, then compile the second-order rule of `@name`.
@@ -308,21 +298,7 @@ impl Pipeline {
             Some(c) => c.clone(),
             None => RuleConfig::default_for(m.sig(func)),
         };
-        let fconfig = FruleConfig {
-            params: rconfig
-                .params
-                .iter()
-                .map(|&a| match a {
-                    gradlift_adjoint::Activity::Const => gradlift_adjoint::DualActivity::Const,
-                    _ => gradlift_adjoint::DualActivity::Dual,
-                })
-                .collect(),
-            ret: match rconfig.ret {
-                gradlift_adjoint::RetActivity::Active => gradlift_adjoint::DualRet::Dual,
-                gradlift_adjoint::RetActivity::Const => gradlift_adjoint::DualRet::Const,
-            },
-            width,
-        };
+        let fconfig = FruleConfig::matching(&rconfig, width);
         let jvp = self.compile_jvp(module, name, Some(&fconfig))?;
         let grad = self.compile_gradient(module, name, Some(&rconfig))?;
         Ok(CompiledJacobian::new_compiled(jvp, grad))

@@ -168,6 +168,28 @@ impl FruleConfig {
         }
     }
 
+    /// The forward-mode request matching the reverse-mode `config`: `active` and
+    /// `dup` parameters `dual`, the rest `const`; an `active` return `dual`
+    /// (`dualonly` when the primal is not needed), a `const` one `const`.
+    pub fn matching(config: &RuleConfig, width: u32) -> FruleConfig {
+        FruleConfig {
+            params: config
+                .params
+                .iter()
+                .map(|&a| match a {
+                    Activity::Const => DualActivity::Const,
+                    _ => DualActivity::Dual,
+                })
+                .collect(),
+            ret: match (config.ret, config.needs_primal) {
+                (RetActivity::Const, _) => DualRet::Const,
+                (RetActivity::Active, true) => DualRet::Dual,
+                (RetActivity::Active, false) => DualRet::DualOnly,
+            },
+            width,
+        }
+    }
+
     /// The same configuration with `width` tangents per value.
     pub fn with_width(mut self, width: u32) -> FruleConfig {
         self.width = width;

@@ -84,11 +84,7 @@ pub fn build_hvp(
         Activity::Active | Activity::Dup | Activity::DupNoNeed => DualActivity::Dual,
         Activity::Const => DualActivity::Const,
     };
-    let fwd_config = FruleConfig {
-        params: config.params.iter().map(|&a| dual(a)).collect(),
-        ret: DualRet::Const,
-        width,
-    };
+    let fwd_config = FruleConfig::matching(config, width).with_ret(DualRet::Const);
     let layout = &rule.layout;
     let mut rvs_params: Vec<DualActivity> = layout
         .slice_params

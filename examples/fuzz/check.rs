@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use gradlift::adjoint::{
-    Activity, AdError, DualActivity, DualRet, EvalError, Frule, FruleConfig, Gradient, Jvp,
-    RetActivity, Rule, RuleConfig, Seeds, TapePolicy, jvp_vals, value_and_gradient,
+    Activity, AdError, DualActivity, EvalError, Frule, FruleConfig, Gradient, Jvp, RetActivity,
+    Rule, RuleConfig, Seeds, TapePolicy, jvp_vals, value_and_gradient,
 };
 use gradlift::ir::interp::{Interpreter, Limits};
 use gradlift::ir::{
@@ -1072,7 +1072,7 @@ pub fn check_module(
     // gradient.
     let fwd: Option<(Frule, CompiledJvp)> = match &rule {
         Some(_) => {
-            let fc = forward_config(&config);
+            let fc = FruleConfig::matching(&config, 1);
             match gpipe.derive_jvp(m, &name, Some(&fc)) {
                 Ok(fr) => {
                     stats.inc("forward rules derived");
@@ -1519,27 +1519,6 @@ pub fn check_module(
                 with,
             );
         }
-    }
-}
-
-/// The forward-mode request matching a reverse-mode one: `active` and `dup`
-/// parameters `dual`; an `active` return `dual` (`dualonly` without the primal).
-fn forward_config(config: &RuleConfig) -> FruleConfig {
-    FruleConfig {
-        params: config
-            .params
-            .iter()
-            .map(|a| match a {
-                Activity::Const => DualActivity::Const,
-                _ => DualActivity::Dual,
-            })
-            .collect(),
-        ret: match (config.ret, config.needs_primal) {
-            (RetActivity::Const, _) => DualRet::Const,
-            (RetActivity::Active, true) => DualRet::Dual,
-            (RetActivity::Active, false) => DualRet::DualOnly,
-        },
-        width: 1,
     }
 }
 
