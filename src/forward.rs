@@ -540,11 +540,17 @@ impl CompiledJacobian {
     }
 
     /// Whether [`CompiledJacobian::jacobian`] takes forward sweeps at `args`: when
-    /// `ceil(columns / width)` sweeps are no more than the rows.
+    /// `ceil(columns / width)` forward sweeps are no more than the
+    /// `ceil(rows / width)` pullbacks of width `width`.
     pub fn uses_forward(&self, args: &[Val]) -> bool {
         let (rows, cols) = self.shape(args);
-        let n = self.jvp.frule().layout.config.width as usize;
-        cols.div_ceil(n) <= rows
+        let n = self.width();
+        cols.div_ceil(n) <= rows.div_ceil(n)
+    }
+
+    /// Columns per forward sweep and rows per pullback.
+    pub fn width(&self) -> usize {
+        self.jvp.frule().layout.config.width as usize
     }
 
     /// The dense Jacobian at `args`, by forward or reverse sweeps
@@ -562,12 +568,13 @@ impl CompiledJacobian {
         self.jvp.jacobian(ws, args)
     }
 
-    /// The dense Jacobian by reverse sweeps: one pullback per row, seeded with that
-    /// row of the identity (on a result, or on an element of a `mut` slice's final
-    /// contents through its shadow).
+    /// The dense Jacobian by reverse sweeps: one pullback of width `width` per
+    /// `width` rows, lane `j` seeded with row `j` of the identity (on a result, or on
+    /// an element of a `mut` slice's final contents through its shadow).
     pub fn reverse(&self, ws: &mut Workspace, args: &[Val]) -> Result<Matrix, Error> {
         let rule = self.grad.rule();
         let layout = &rule.layout;
+        let n = layout.width.max(1) as usize;
         let sig = rule.module.sig(layout.primal);
         let dual: Vec<bool> = layout
             .config
@@ -584,31 +591,37 @@ impl CompiledJacobian {
             }
         }
         let mut data = vec![0.0; rows.len() * cols.len()];
-        for (r, &(p, e)) in rows.iter().enumerate() {
-            let mut seeds = vec![0.0; layout.seeded_results.len()];
+        for start in (0..rows.len()).step_by(n) {
+            let mut seeds = vec![0.0; layout.seeded_results.len() * n];
             let mut shadows: Vec<Option<Val>> = vec![None; args.len()];
-            match e {
-                None => {
-                    let k = layout.seeded_results.iter().position(|&q| q == p);
-                    if let Some(k) = k {
-                        seeds[k] = 1.0;
+            for (j, &(p, e)) in rows[start..rows.len().min(start + n)].iter().enumerate() {
+                match e {
+                    None => {
+                        if let Some(k) = layout.seeded_results.iter().position(|&q| q == p) {
+                            seeds[k * n + j] = 1.0;
+                        }
                     }
-                }
-                Some(e) => {
-                    let mut s = args[p].clone();
-                    s.assign_zeros_like(&args[p]);
-                    match &mut s {
-                        Val::F64s(x) => x[e] = 1.0,
-                        Val::F32s(x) => x[e] = 1.0,
-                        _ => {}
+                    Some(e) => {
+                        let len = args[p].slice_len().unwrap_or(0) * n;
+                        let s = shadows[p].get_or_insert_with(|| match args[p] {
+                            Val::F32s(_) => Val::F32s(vec![0.0; len]),
+                            _ => Val::F64s(vec![0.0; len]),
+                        });
+                        match s {
+                            Val::F64s(x) => x[e * n + j] = 1.0,
+                            Val::F32s(x) => x[e * n + j] = 1.0,
+                            _ => {}
+                        }
                     }
-                    shadows[p] = Some(s);
                 }
             }
             let seeds = crate::Seeds::results(seeds).with_shadows(shadows);
             let g = self.grad.value_and_pullback(ws, args, &seeds)?;
-            for (c, &(p, e)) in cols.iter().enumerate() {
-                data[r * cols.len() + c] = g.gradient[p].as_ref().map_or(0.0, |v| lane(v, e, 0, 1));
+            for j in 0..n.min(rows.len() - start) {
+                let row = &mut data[(start + j) * cols.len()..(start + j + 1) * cols.len()];
+                for (x, &(p, e)) in row.iter_mut().zip(&cols) {
+                    *x = g.gradient[p].as_ref().map_or(0.0, |v| lane(v, e, j, n));
+                }
             }
         }
         Ok(Matrix {

@@ -52,7 +52,7 @@
 use std::time::Instant;
 
 use gradlift_adjoint::{
-    Frule, FruleConfig, HvpRule, Rule, RuleConfig, build_frule, build_hvp, build_rrule,
+    Frule, FruleConfig, HvpRule, Rule, RuleConfig, build_frule, build_hvp, build_rrule_width,
 };
 use gradlift_ir::opt::{OptConfig, optimize};
 use gradlift_ir::{FuncId, Hosts, Module, verify};
@@ -165,6 +165,46 @@ impl Pipeline {
         name: &str,
         config: Option<&RuleConfig>,
     ) -> Result<Rule, Error> {
+        self.derive_width(module, name, config, 1)
+    }
+
+    /// [`Pipeline::derive`] of width `width` (reverse mode's vector mode,
+    /// [`build_rrule_width`]): one forward pass, then a pullback carrying `width`
+    /// cotangents per value, from `width` seeds per result into shadows `width`
+    /// times as long as their slices (lane `j` of element `i` at `i * width + j`).
+    /// The compiled rule ([`Pipeline::compile_rule`]) takes them through the same
+    /// calls as width 1 ([`CompiledGradient::gradient_args`](crate::CompiledGradient::gradient_args),
+    /// [`CompiledGradient::value_and_pullback`](crate::CompiledGradient::value_and_pullback)).
+    ///
+    /// ```
+    /// use gradlift::{Pipeline, Seeds, Workspace, ir::{parse, interp::Val}};
+    ///
+    /// // Both rows of the Jacobian of (x y, x + y) from one pullback of width 2.
+    /// let module = parse("
+    ///     func @f(%x: f64, %y: f64) -> (f64, f64) {
+    ///     entry:
+    ///         %p = fmul %x, %y
+    ///         %s = fadd %x, %y
+    ///         ret %p, %s
+    ///     }
+    /// ")?;
+    /// let p = Pipeline::new();
+    /// let g = p.compile_rule(p.derive_width(&module, "f", None, 2)?)?;
+    /// // Seeds by result, lane 0 first: lane 0 seeds x y, lane 1 seeds x + y.
+    /// let out = g.value_and_pullback(&mut Workspace::new(), &[Val::F64(3.0), Val::F64(5.0)],
+    ///     &Seeds::results([1.0, 0.0, 0.0, 1.0]))?;
+    /// // Per parameter, its lanes: (d(xy)/dx, d(x+y)/dx) and (d(xy)/dy, d(x+y)/dy).
+    /// assert_eq!(out.gradient[0], Some(Val::F64s(vec![5.0, 1.0])));
+    /// assert_eq!(out.gradient[1], Some(Val::F64s(vec![3.0, 1.0])));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn derive_width(
+        &self,
+        module: &Module,
+        name: &str,
+        config: Option<&RuleConfig>,
+        width: u32,
+    ) -> Result<Rule, Error> {
         let Prepared { module, func } = self.prepare(module, name)?;
         let default;
         let config = match config {
@@ -174,7 +214,7 @@ impl Pipeline {
                 &default
             }
         };
-        build_rrule(&module, func, config).map_err(Error::Derive)
+        build_rrule_width(&module, func, config, width).map_err(Error::Derive)
     }
 
     /// Verify, optimise, then compile `@name` (and what it calls) to native code.
@@ -300,12 +340,12 @@ impl Pipeline {
         };
         let fconfig = FruleConfig::matching(&rconfig, width);
         let jvp = self.compile_jvp(module, name, Some(&fconfig))?;
-        let grad = self.compile_gradient(module, name, Some(&rconfig))?;
+        let grad = self.compile_rule(self.derive_width(module, name, Some(&rconfig), width)?)?;
         Ok(CompiledJacobian::new_compiled(jvp, grad))
     }
 
     /// Compiles a rule derived already (by [`Pipeline::derive`], or by hand with
-    /// [`build_rrule`]); the last stage alone.
+    /// [`build_rrule`](crate::adjoint::build_rrule)); the last stage alone.
     pub fn compile_rule(&self, rule: Rule) -> Result<CompiledGradient, Error> {
         let start = Instant::now();
         let roots = [rule.forward, rule.pullback];

@@ -191,6 +191,14 @@ pub enum InternalError {
     },
     /// A call without a callee.
     NoCallee,
+    /// A derived function could not be widened to width N: a value carried by
+    /// lane reaches something that has no lanes (see `widen`).
+    Widen {
+        /// The derived function.
+        func: String,
+        /// What.
+        what: String,
+    },
 }
 
 impl fmt::Display for InternalError {
@@ -219,6 +227,9 @@ impl fmt::Display for InternalError {
                 write!(f, "the rule of `{opcode}` read something not saved: {what}")
             }
             InternalError::NoCallee => write!(f, "a call without a callee"),
+            InternalError::Widen { func, what } => {
+                write!(f, "widening @{func} to several lanes: {what}")
+            }
         }
     }
 }

@@ -168,6 +168,11 @@ pub struct EvalBuffers {
 /// (empty when the rule does not return them), the cotangents of the `active`
 /// parameters into `grads`, in order. Returns the most bytes the tape held.
 ///
+/// At width N ([`build_rrule_width`](crate::build_rrule_width())), each shadow is N
+/// times as long as its slice (lane `j` of element `i` at `i * N + j`), `seeds` has
+/// N cotangents per float result (lane 0 first) or is empty for all ones, and
+/// `grads` gets N cotangents per `active` parameter (lane 0 first).
+///
 /// Checks the arguments, shadows and seeds against the primal's signature first,
 /// and that the tape comes back to its height before the forward pass. When the
 /// tape held nothing before, it is reset afterwards, whether the call succeeded or
@@ -195,25 +200,31 @@ pub fn run_rule<E: Engine>(
             shadows.len()
         ));
     }
+    let width = layout.width.max(1) as usize;
     for (s, &i) in shadows.iter().zip(&layout.shadow_params) {
         let want = sig.params[i].elem().map(Type::slice_mut);
         let len = args.get(i).and_then(Arg::slice_len);
-        if want != Some(s.ty()) || len != s.slice_len() {
+        if want != Some(s.ty()) || len.map(|n| n * width) != s.slice_len() {
+            let times = if width == 1 {
+                "as long as the parameter".to_string()
+            } else {
+                format!("{width} times as long as the parameter")
+            };
             return bad(format!(
-                "the shadow of parameter {} of @{fname} must be a {} as long as the parameter ({}), given a {} of length {}",
+                "the shadow of parameter {} of @{fname} must be a {} {times} ({}), given a {} of length {}",
                 i + 1,
                 want.unwrap_or(sig.params[i]),
-                len.unwrap_or(0),
+                len.unwrap_or(0) * width,
                 s.ty(),
                 s.slice_len().unwrap_or(0)
             ));
         }
     }
     let seeded = &layout.seeded_results;
-    if !seeds.is_empty() && seeds.len() != seeded.len() {
+    if !seeds.is_empty() && seeds.len() != seeded.len() * width {
         return bad(format!(
             "the rule of @{fname} takes {} seeds, given {}",
-            seeded.len(),
+            seeded.len() * width,
             seeds.len()
         ));
     }
@@ -241,11 +252,13 @@ pub fn run_rule<E: Engine>(
     );
     rvs.extend(shadows.iter_mut().map(Arg::reborrow));
     for (k, &j) in seeded.iter().enumerate() {
-        let s = seeds.get(k).copied().unwrap_or(1.0);
-        rvs.push(match sig.results[j] {
-            Type::F32 => Arg::F32(s as f32),
-            _ => Arg::F64(s),
-        });
+        for lane in 0..width {
+            let s = seeds.get(k * width + lane).copied().unwrap_or(1.0);
+            rvs.push(match sig.results[j] {
+                Type::F32 => Arg::F32(s as f32),
+                _ => Arg::F64(s),
+            });
+        }
     }
     if let Err(e) = call(engine, rule, rule.pullback, &mut rvs, grads) {
         drop(rvs);
@@ -300,6 +313,7 @@ pub fn run_rule_vals<E: Engine>(
     let fname = module.name(layout.primal);
     check_args(fname, sig, args).map_err(|k| EvalError::BadArguments(k.to_string()))?;
     check_seeds(rule, args, seeds)?;
+    let width = layout.width.max(1) as usize;
 
     bufs.args.truncate(args.len());
     for (d, s) in bufs.args.iter_mut().zip(args) {
@@ -317,7 +331,7 @@ pub fn run_rule_vals<E: Engine>(
         }
         match seeds.shadows.get(i).and_then(Option::as_ref) {
             Some(s) => slot.assign(s),
-            None => slot.assign_zeros_like(&args[i]),
+            None => assign_zero_lanes(slot, &args[i], width),
         }
     }
     let result_seeds = match (&seeds.results, layout.seeded_results.is_empty()) {
@@ -343,8 +357,26 @@ pub fn run_rule_vals<E: Engine>(
             *g = None;
         }
     }
-    for (&i, ct) in layout.active_params.iter().zip(&bufs.cts) {
-        bufs.gradient[i] = Some(ct.clone());
+    if width == 1 {
+        for (&i, ct) in layout.active_params.iter().zip(&bufs.cts) {
+            bufs.gradient[i] = Some(ct.clone());
+        }
+    } else {
+        // An active parameter's N cotangents, as a slice of its lanes.
+        for (&i, cts) in layout.active_params.iter().zip(bufs.cts.chunks(width)) {
+            bufs.gradient[i] = Some(match cts.first() {
+                Some(Val::F32(_)) => Val::F32s(
+                    cts.iter()
+                        .filter_map(|c| if let Val::F32(x) = c { Some(*x) } else { None })
+                        .collect(),
+                ),
+                _ => Val::F64s(
+                    cts.iter()
+                        .filter_map(|c| if let Val::F64(x) = c { Some(*x) } else { None })
+                        .collect(),
+                ),
+            });
+        }
     }
     for (slot, &i) in bufs.shadows.iter_mut().zip(&layout.shadow_params) {
         let g = bufs.gradient[i].get_or_insert(Val::Bool(false));
@@ -361,12 +393,18 @@ fn check_seeds(rule: &Rule, args: &[Val], seeds: &Seeds) -> Result<(), EvalError
     let sig = module.sig(layout.primal);
     let fname = module.name(layout.primal);
     let bad = |m: String| Err(EvalError::BadArguments(m));
+    let width = layout.width.max(1) as usize;
     let n_float_results = sig.results.iter().filter(|t| t.is_float()).count();
     if let Some(s) = &seeds.results
-        && s.len() != n_float_results
+        && s.len() != n_float_results * width
     {
+        let per = if width == 1 {
+            String::new()
+        } else {
+            format!(" ({width} per float result at width {width})")
+        };
         return bad(format!(
-            "@{fname} has {n_float_results} float results, given {} seeds",
+            "@{fname} has {n_float_results} float results, given {} seeds{per}",
             s.len()
         ));
     }
@@ -388,13 +426,13 @@ fn check_seeds(rule: &Rule, args: &[Val], seeds: &Seeds) -> Result<(), EvalError
     }
     for &i in &layout.shadow_params {
         if let Some(Some(s)) = seeds.shadows.get(i)
-            && (!s.fits(sig.params[i]) || s.slice_len() != args[i].slice_len())
+            && (!s.fits(sig.params[i]) || s.slice_len() != args[i].slice_len().map(|n| n * width))
         {
             return bad(format!(
                 "the shadow of parameter {} of @{fname} must be a {} of length {}, given {}",
                 i + 1,
                 sig.params[i],
-                args[i].slice_len().unwrap_or(0),
+                args[i].slice_len().unwrap_or(0) * width,
                 describe(s)
             ));
         }
@@ -419,6 +457,27 @@ pub fn value_and_gradient<E: Engine>(
         args: bufs.args,
         tape_peak_bytes: bufs.tape_peak_bytes,
     })
+}
+
+/// `slot` = zeros shaped like `like` with `width` lanes per element, reusing
+/// `slot`'s buffer when it can.
+fn assign_zero_lanes(slot: &mut Val, like: &Val, width: usize) {
+    if width == 1 {
+        return slot.assign_zeros_like(like);
+    }
+    let n = like.slice_len().unwrap_or(0) * width;
+    match (slot, like) {
+        (Val::F64s(d), Val::F64s(_)) => {
+            d.clear();
+            d.resize(n, 0.0);
+        }
+        (Val::F32s(d), Val::F32s(_)) => {
+            d.clear();
+            d.resize(n, 0.0);
+        }
+        (d, Val::F32s(_)) => *d = Val::F32s(vec![0.0; n]),
+        (d, _) => *d = Val::F64s(vec![0.0; n]),
+    }
 }
 
 /// `a [f64] of length 3`, `an f64 F64(1.0)`, ... for messages.

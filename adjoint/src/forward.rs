@@ -72,7 +72,7 @@ pub(crate) fn forward_ir(
     plan: &Plan,
     needs_primal: bool,
     marker: Option<i64>,
-) -> Result<Function, InternalError> {
+) -> Result<(Function, Vec<Inst>), InternalError> {
     let mut pass = ForwardPass::new(primal, sig, plan, needs_primal);
     pass.lay_out_blocks();
     pass.copy_phis_and_record_preds();
@@ -86,7 +86,7 @@ pub(crate) fn forward_ir(
     for &b in cfg.reverse_postorder() {
         pass.end_block(b)?;
     }
-    Ok(pass.fwd)
+    Ok((pass.fwd, pass.shadow_allocs))
 }
 
 /// The forward pass being written, and how the primal maps into it.
@@ -107,6 +107,9 @@ struct ForwardPass<'a> {
     buf_handle: SecondaryMap<Value, Option<Value>>,
     /// The handles of shadow buffers.
     shadow_handle: SecondaryMap<Value, Option<Value>>,
+    /// The `tape_alloc`s of shadow buffers, which a rule of width N makes N times
+    /// as long ([`widen`](crate::widen)).
+    shadow_allocs: Vec<Inst>,
 }
 
 impl<'a> ForwardPass<'a> {
@@ -134,6 +137,7 @@ impl<'a> ForwardPass<'a> {
             bmap: SecondaryMap::new(),
             buf_handle: SecondaryMap::new(),
             shadow_handle: SecondaryMap::new(),
+            shadow_allocs: Vec::new(),
         }
     }
 
@@ -282,6 +286,9 @@ impl<'a> ForwardPass<'a> {
             let h = append(fwd, nb, Opcode::TapeAlloc, d.imm, args, Type::I64);
             fwd.values[h].name = name.map(|n| format!("d{n}.buf").into());
             self.shadow_handle[a] = Some(h);
+            if let ValueDef::Result(i, _) = fwd.values[h].def {
+                self.shadow_allocs.push(i);
+            }
         }
     }
 

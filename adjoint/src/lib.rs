@@ -82,6 +82,7 @@ mod rrule;
 mod rules;
 mod stmt;
 mod tape;
+mod widen;
 
 pub use check::Coord;
 pub use check::{CheckError, CheckOptions, CheckReport, check_derived, check_rule};
@@ -93,4 +94,4 @@ pub use eval::{
 pub use frule::{DualActivity, DualRet, Frule, FruleConfig, FruleLayout, MAX_WIDTH, build_frule};
 pub use fwd_eval::{Jvp, jvp_vals, run_frule};
 pub use hvp::{Hvp, HvpRule, build_hvp, hvp_vals};
-pub use rrule::{Rule, RuleLayout, build_rrule};
+pub use rrule::{MAX_REVERSE_WIDTH, Rule, RuleLayout, build_rrule, build_rrule_width};

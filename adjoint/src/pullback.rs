@@ -256,7 +256,7 @@ pub(crate) fn pullback_ir(
     plan: &Plan,
     params_of: &ParamSets<'_>,
     debug: &DebugChecks<'_>,
-) -> Result<Function, InternalError> {
+) -> Result<(Function, Vec<Inst>), InternalError> {
     let mut b = FunctionBuilder::new(module, id);
     let (params, seed_base) = bind_params(&mut b, module, id, primal, names, params_of, debug);
     let mut cts = Cotangents::new(&mut b, primal);
@@ -264,7 +264,7 @@ pub(crate) fn pullback_ir(
         let vals = cts.of_params(&mut b, primal, params_of.active);
         debug.check_marker(&mut b);
         b.ret(&vals);
-        return b.finish().map_err(InternalError::Build);
+        return Ok((b.finish().map_err(InternalError::Build)?, Vec::new()));
     }
     cts.declare(&mut b, primal, names, plan);
     let pb = Pullback {
@@ -281,10 +281,11 @@ pub(crate) fn pullback_ir(
     let mut blocks = RevBlocks::new(&mut b, primal, names, plan);
     let entry = build_entry(&mut b, &pb, &mut blocks);
     let live = blocks.live.clone();
+    let mut shadow_views = Vec::new();
     for (idx, &c) in live.iter().rev().enumerate() {
-        reverse_block(&mut b, &pb, &entry, &mut blocks, idx, c)?;
+        reverse_block(&mut b, &pb, &entry, &mut blocks, idx, c, &mut shadow_views)?;
     }
-    finish(b, &pb.cts, blocks)
+    Ok((finish(b, &pb.cts, blocks)?, shadow_views))
 }
 
 /// What every step of the pullback reads: the primal, its plan, and the pullback's
@@ -497,6 +498,7 @@ fn reverse_block(
     blocks: &mut RevBlocks,
     idx: usize,
     c: Block,
+    shadow_views: &mut Vec<Inst>,
 ) -> Result<(), InternalError> {
     let (plan, primal, cts) = (pb.plan, pb.primal, &pb.cts);
     b.switch_to(blocks.of(c));
@@ -548,7 +550,15 @@ fn reverse_block(
         .into_iter()
         .filter(|&(i, g)| g != cts.zero(primal.value_type(plan.phis[c][i].phi)))
         .collect();
-    leave_block(b, pb, &mut rev, blocks, idx, &phis)
+    let left = leave_block(b, pb, &mut rev, blocks, idx, &phis);
+    // The views of shadow buffers, which a rule of width N reads and writes by lane
+    // ([`widen`](crate::widen)).
+    for (item, &v) in &rev.views {
+        if let (SaveItem::Shadow(_), ValueDef::Result(i, _)) = (item, b.func().value_def(v)) {
+            shadow_views.push(i);
+        }
+    }
+    left
 }
 
 /// Ends `rev_C` (for the block `rev.block`, whose phis' nonzero cotangents are

@@ -23,6 +23,7 @@ use crate::forward::forward_ir;
 use crate::plan::{Plan, describe_inst};
 use crate::pullback::{DebugChecks, ParamSets, pullback_ir};
 use crate::rules::{OpRule, op_rule};
+use crate::widen::{DerivedPair, ParamLanes, widen_rules};
 
 /// A derived rule: the input module with the forward pass and the pullback added.
 ///
@@ -65,7 +66,16 @@ pub struct RuleLayout {
     /// ... then the cotangents of the primal results `seeded_results` (the float
     /// results, when the return is active).
     pub seeded_results: Vec<usize>,
+    /// Cotangents carried per value: 1 for [`build_rrule`], N for
+    /// [`build_rrule_width`]. At width N the pullback takes N seeds per seeded
+    /// result (lane 0 first) and returns N cotangents per active parameter, and
+    /// each shadow is N times as long as its slice (lane `j` of element `i` at
+    /// `i * N + j`).
+    pub width: u32,
 }
+
+/// The most cotangents a reverse rule carries per value ([`build_rrule_width`]).
+pub const MAX_REVERSE_WIDTH: u32 = 64;
 
 /// Derives the forward pass and the pullback of `func` under `config`.
 ///
@@ -82,6 +92,48 @@ pub struct RuleLayout {
 /// marker first, which the pullback pops and compares last, so a tape out of step
 /// traps (see `docs/reverse-mode.md`, "Debug mode").
 pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result<Rule, AdError> {
+    build_rrule_width(module, func, config, 1)
+}
+
+/// [`build_rrule`] of width `width` (reverse mode's vector mode, `Reverse(N)`):
+/// one forward pass, then a pullback that takes `width` seeds per seeded result
+/// and `width`-lane shadows and returns `width` cotangents per active parameter,
+/// each lane bit for bit what a width-1 pullback gives from that lane's seeds and
+/// shadows. See [`RuleLayout::width`] for the layout, and `docs/reverse-mode.md`,
+/// "Width". From 1 to [`MAX_REVERSE_WIDTH`].
+///
+/// ```
+/// use gradlift_adjoint::{RuleConfig, build_rrule_width, run_rule};
+/// use gradlift_ir::engine::Arg;
+/// use gradlift_ir::interp::Interpreter;
+///
+/// // f(x, y) = (x y, x + y): both rows of the Jacobian from one pullback of width 2.
+/// let module = gradlift_ir::parse("
+///     func @f(%x: f64, %y: f64) -> (f64, f64) {
+///     entry:
+///         %p = fmul %x, %y
+///         %s = fadd %x, %y
+///         ret %p, %s
+///     }
+/// ")?;
+/// let f = module.func_by_name("f").unwrap();
+/// let rule = build_rrule_width(&module, f, &RuleConfig::default_for(module.sig(f)), 2)?;
+/// let mut engine = Interpreter::new(&rule.module);
+/// let (mut value, mut grads) = (Vec::new(), Vec::new());
+/// // Seeds by result, lane 0 first: lane 0 seeds the product, lane 1 the sum.
+/// let seeds = [1.0, 0.0, 0.0, 1.0];
+/// run_rule(&mut engine, &rule, &mut [Arg::F64(3.0), Arg::F64(5.0)], &mut [], &seeds, &mut value, &mut grads)?;
+/// // By parameter, lane 0 first: d(xy)/dx, d(x+y)/dx, d(xy)/dy, d(x+y)/dy.
+/// use gradlift_ir::interp::Val;
+/// assert_eq!(grads, [Val::F64(5.0), Val::F64(1.0), Val::F64(3.0), Val::F64(1.0)]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn build_rrule_width(
+    module: &Module,
+    func: FuncId,
+    config: &RuleConfig,
+    width: u32,
+) -> Result<Rule, AdError> {
     let decl = module
         .funcs
         .get(func)
@@ -94,6 +146,14 @@ pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result
             errors: VerifierErrors(errors),
         });
     }
+    if width == 0 || width > MAX_REVERSE_WIDTH {
+        return Err(AdError::Unsupported {
+            func: fname,
+            what: format!(
+                "a width of {width} (reverse mode carries 1 to {MAX_REVERSE_WIDTH} cotangents per value)"
+            ),
+        });
+    }
     tape_ops_reached(module, func)?;
     let mut deriver = Deriver {
         input: module,
@@ -101,12 +161,18 @@ pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result
         cache: HashMap::new(),
         queue: VecDeque::new(),
         derived: Vec::new(),
+        width,
+        pairs: Vec::new(),
     };
     let (forward, pullback) = deriver.request(func, config.clone())?;
     while let Some(job) = deriver.queue.pop_front() {
         deriver.derive(&job)?;
     }
-    let out = deriver.out;
+    let mut out = deriver.out;
+    widen_rules(&mut out, &deriver.pairs, width as usize).map_err(|error| AdError::Internal {
+        func: fname.clone(),
+        error,
+    })?;
     for &id in &deriver.derived {
         let errors = verify_function(&out, id);
         if !errors.is_empty() {
@@ -129,6 +195,7 @@ pub fn build_rrule(module: &Module, func: FuncId, config: &RuleConfig) -> Result
         slice_params: slice_params(sig, config),
         shadow_params: dup_params(config),
         seeded_results: seeded_results(sig, config),
+        width,
     };
     Ok(Rule {
         module: out,
@@ -189,6 +256,10 @@ struct Deriver<'m> {
     cache: HashMap<(FuncId, RuleConfig), (FuncId, FuncId)>,
     queue: VecDeque<Job>,
     derived: Vec<FuncId>,
+    /// The width the rules are widened to once all are derived.
+    width: u32,
+    /// What widening needs of each derived pair.
+    pairs: Vec<DerivedPair>,
 }
 
 impl Deriver<'_> {
@@ -247,7 +318,7 @@ impl Deriver<'_> {
             func: fname.clone(),
             error,
         };
-        let (fwd_name, rvs_name) = derived_names(&self.out, &fname, sig, &config);
+        let (fwd_name, rvs_name) = derived_names(&self.out, &fname, sig, &config, self.width);
         let fwd = self
             .out
             .declare(&fwd_name, fwd_sig)
@@ -296,12 +367,13 @@ impl Deriver<'_> {
         )?;
         let fwd_sig = self.out.sig(job.fwd).clone();
         let marker = job.config.debug.then(|| debug_marker(job.func));
-        let fwd = forward_ir(primal, &fwd_sig, &plan, job.config.needs_primal, marker)
-            .map_err(internal)?;
+        let (fwd, shadow_allocs) =
+            forward_ir(primal, &fwd_sig, &plan, job.config.needs_primal, marker)
+                .map_err(internal)?;
         let active: Vec<usize> = (0..decl.sig.params.len())
             .filter(|&i| job.config.params[i] == Activity::Active)
             .collect();
-        let rvs = pullback_ir(
+        let (rvs, shadow_views) = pullback_ir(
             &self.out,
             job.rvs,
             primal,
@@ -325,6 +397,26 @@ impl Deriver<'_> {
         self.out
             .define(job.rvs, rvs)
             .map_err(|e| internal(InternalError::Module(e)))?;
+        // The pullback's parameters: primal slices, shadows, seeds.
+        let (n_slices, n_dups) = (
+            slice_params(&decl.sig, &job.config).len(),
+            dup_params(&job.config).len(),
+        );
+        let n_params = self.out.sig(job.rvs).params.len();
+        let params = (0..n_params)
+            .map(|k| match k {
+                k if k < n_slices => ParamLanes::Shared,
+                k if k < n_slices + n_dups => ParamLanes::Slice,
+                _ => ParamLanes::Scalar,
+            })
+            .collect();
+        self.pairs.push(DerivedPair {
+            fwd: job.fwd,
+            rvs: job.rvs,
+            shadow_allocs,
+            shadow_views,
+            params,
+        });
         Ok(())
     }
 }
@@ -521,6 +613,7 @@ fn derived_names(
     fname: &str,
     sig: &Signature,
     config: &RuleConfig,
+    width: u32,
 ) -> (String, String) {
     let default = RuleConfig::default_for(sig);
     let frozen_default = (0..sig.params.len())
@@ -533,6 +626,9 @@ fn derived_names(
         };
     if !config.needs_primal {
         suffix.push_str(".noprimal");
+    }
+    if width > 1 {
+        suffix.push_str(&format!(".x{width}"));
     }
     // A name of digits only (`@7`) takes no `.suffix`; `_7.fwd` is a name.
     let stem = if fname.starts_with(|c: char| c.is_ascii_digit()) {

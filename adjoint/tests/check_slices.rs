@@ -33,6 +33,7 @@ fn hand_rule(text: &str, name: &str, config: RuleConfig) -> Rule {
             .filter(|&j| config.ret == RetActivity::Active && sig.results[j].is_float())
             .collect(),
         config,
+        width: 1,
     };
     Rule {
         module,
