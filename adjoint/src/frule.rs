@@ -57,6 +57,7 @@ use crate::error::{AdError, InternalError};
 use crate::plan::{check_const_writes, describe_inst};
 use crate::rrule::{check_request, has_decl, wrapper};
 use crate::rules::{ArgVal, OpRule, RevCtx, op_rule};
+use crate::widen::{LaneFunc, ParamLanes, widen_funcs};
 
 /// The largest width [`build_frule`] derives.
 pub const MAX_WIDTH: u32 = 64;
@@ -304,17 +305,34 @@ pub(crate) fn build_frules(
     module: &Module,
     requests: &[(FuncId, FruleConfig)],
 ) -> Result<(Module, Vec<FuncId>), AdError> {
+    let tape_funcs = tape_funcs(module);
+    // Without tape ops (user code, not derived code), a width above 1 is derived
+    // at width 1 and widened by lanes (`widen`): what does not depend on the
+    // tangents is computed once. Derived code keeps the lanes of its tape ops in
+    // step through the width-N derivation below.
+    let width = requests.first().map_or(1, |(_, c)| c.width);
+    let widen = width > 1
+        && width <= MAX_WIDTH
+        && tape_funcs.is_empty()
+        && requests.iter().all(|(_, c)| c.width == width);
     let mut deriver = Deriver {
         input: module,
         out: module.clone(),
         cache: HashMap::new(),
         queue: VecDeque::new(),
         derived: Vec::new(),
-        tape_funcs: tape_funcs(module),
+        tape_funcs,
+        name_width: if widen { width } else { 1 },
+        lane_funcs: Vec::new(),
     };
     let mut ids = Vec::new();
     for (func, config) in requests {
         let func = *func;
+        let config = &if widen {
+            config.clone().with_width(1)
+        } else {
+            config.clone()
+        };
         let decl = module
             .funcs
             .get(func)
@@ -341,7 +359,15 @@ pub(crate) fn build_frules(
     while let Some(job) = deriver.queue.pop_front() {
         deriver.derive(&job)?;
     }
-    let out = deriver.out;
+    let mut out = deriver.out;
+    if widen {
+        widen_funcs(&mut out, &deriver.lane_funcs, width as usize).map_err(|error| {
+            AdError::Internal {
+                func: module.name(requests[0].0).to_string(),
+                error,
+            }
+        })?;
+    }
     for &d in &deriver.derived {
         let errors = verify_function(&out, d);
         if !errors.is_empty() {
@@ -371,6 +397,38 @@ fn param_layout(sig: &Signature, config: &FruleConfig) -> Vec<(usize, Option<u32
         }
     }
     out
+}
+
+/// How the width-1 rule `id` of a function of signature `sig` under `config` is
+/// widened: its tangent parameters by lane, its tangent results by lane.
+fn lane_func(
+    id: FuncId,
+    sig: &Signature,
+    config: &FruleConfig,
+    lane_allocs: Vec<Inst>,
+) -> LaneFunc {
+    let params = param_layout(sig, config)
+        .into_iter()
+        .map(|(i, lane)| match lane {
+            None => ParamLanes::Shared,
+            Some(_) if sig.params[i].is_slice() => ParamLanes::Slice,
+            Some(_) => ParamLanes::Scalar,
+        })
+        .collect();
+    let n_primal = if config.ret == DualRet::DualOnly {
+        0
+    } else {
+        sig.results.len()
+    };
+    let mut results = vec![false; n_primal];
+    results.extend(tangent_results(sig, config).iter().map(|_| true));
+    LaneFunc {
+        func: id,
+        params,
+        results,
+        lane_views: Vec::new(),
+        lane_allocs,
+    }
 }
 
 /// The float results with tangents.
@@ -419,6 +477,11 @@ struct Deriver<'m> {
     derived: Vec<FuncId>,
     /// The functions of the input that push or pop, themselves or through calls.
     tape_funcs: HashSet<FuncId>,
+    /// The width the rules are named for and widened to once derived (at width 1);
+    /// 1 when they are derived at their own width.
+    name_width: u32,
+    /// What widening needs of each derived rule.
+    lane_funcs: Vec<LaneFunc>,
 }
 
 /// How forward mode differentiates a call, from what the module says about the
@@ -525,7 +588,12 @@ impl Deriver<'_> {
             }
         }
         check_request(module, func, primal, config.rule_config(sig), true)?;
-        let name = derived_name(&self.out, &fname, sig, &config);
+        let named = if self.name_width > 1 {
+            config.clone().with_width(self.name_width)
+        } else {
+            config.clone()
+        };
+        let name = derived_name(&self.out, &fname, sig, &named);
         let id = self
             .out
             .declare(&name, frule_sig(sig, &config))
@@ -584,6 +652,7 @@ impl Deriver<'_> {
                 handles: float_handles(primal, &reachable),
                 thandle: SecondaryMap::new(),
                 missing: None,
+                lane_allocs: Vec::new(),
             };
             pass.params(&job.config);
             pass.lay_out_blocks(&reachable);
@@ -593,6 +662,14 @@ impl Deriver<'_> {
             pass.phi_edges(&reachable);
             if let Some(what) = pass.missing {
                 return Err(internal(InternalError::NeverMade { item: what }));
+            }
+            if self.name_width > 1 {
+                self.lane_funcs.push(lane_func(
+                    job.id,
+                    &decl.sig,
+                    &job.config,
+                    core::mem::take(&mut pass.lane_allocs),
+                ));
             }
             let (bmap, vmap) = (pass.bmap, pass.vmap);
             let mut body = pass
@@ -773,6 +850,8 @@ struct Pass<'a, 'm> {
     thandle: SecondaryMap<Value, Option<Value>>,
     /// Set when a step needs a value no step made (a bug in gradlift).
     missing: Option<String>,
+    /// The `alloc`s of tangent buffers (which widening makes N times as long).
+    lane_allocs: Vec<Inst>,
 }
 
 impl Pass<'_, '_> {
@@ -1069,6 +1148,7 @@ impl Pass<'_, '_> {
                     self.b.imul(args[0], w)
                 };
                 let ti = self.b.ins(Opcode::Alloc, d.imm, &[n]);
+                self.lane_allocs.push(ti);
                 let t = self.b.results(ti)[0];
                 if let Some(name) = primal.values[a].name.as_deref() {
                     self.b.named(&format!("d{name}"), t);

@@ -12,7 +12,8 @@ use std::collections::VecDeque;
 use gradlift_ir::verify::{verify_decls, verify_function};
 use gradlift_ir::write::Names;
 use gradlift_ir::{
-    FuncId, Function, Imm, Module, Opcode, Pos, Signature, Terminator, Type, Value, VerifierErrors,
+    FuncId, Function, Imm, Inst, Module, Opcode, Pos, Signature, Terminator, Type, Value,
+    VerifierErrors,
 };
 use hashbrown::HashMap;
 use smallvec::SmallVec;
@@ -23,7 +24,7 @@ use crate::forward::forward_ir;
 use crate::plan::{Plan, describe_inst};
 use crate::pullback::{DebugChecks, ParamSets, pullback_ir};
 use crate::rules::{OpRule, op_rule};
-use crate::widen::{DerivedPair, ParamLanes, widen_rules};
+use crate::widen::{LaneFunc, ParamLanes, widen_rules};
 
 /// A derived rule: the input module with the forward pass and the pullback added.
 ///
@@ -162,14 +163,21 @@ pub fn build_rrule_width(
         queue: VecDeque::new(),
         derived: Vec::new(),
         width,
-        pairs: Vec::new(),
+        pullbacks: Vec::new(),
+        forwards: Vec::new(),
     };
     let (forward, pullback) = deriver.request(func, config.clone())?;
     while let Some(job) = deriver.queue.pop_front() {
         deriver.derive(&job)?;
     }
     let mut out = deriver.out;
-    widen_rules(&mut out, &deriver.pairs, width as usize).map_err(|error| AdError::Internal {
+    widen_rules(
+        &mut out,
+        &deriver.pullbacks,
+        &deriver.forwards,
+        width as usize,
+    )
+    .map_err(|error| AdError::Internal {
         func: fname.clone(),
         error,
     })?;
@@ -258,8 +266,10 @@ struct Deriver<'m> {
     derived: Vec<FuncId>,
     /// The width the rules are widened to once all are derived.
     width: u32,
-    /// What widening needs of each derived pair.
-    pairs: Vec<DerivedPair>,
+    /// What widening needs of each pullback ...
+    pullbacks: Vec<LaneFunc>,
+    /// ... and of each forward pass: its `tape_alloc`s of shadow buffers.
+    forwards: Vec<(FuncId, Vec<Inst>)>,
 }
 
 impl Deriver<'_> {
@@ -410,13 +420,15 @@ impl Deriver<'_> {
                 _ => ParamLanes::Scalar,
             })
             .collect();
-        self.pairs.push(DerivedPair {
-            fwd: job.fwd,
-            rvs: job.rvs,
-            shadow_allocs,
-            shadow_views,
+        let n_results = self.out.sig(job.rvs).results.len();
+        self.pullbacks.push(LaneFunc {
+            func: job.rvs,
             params,
+            results: vec![true; n_results],
+            lane_views: shadow_views,
+            lane_allocs: Vec::new(),
         });
+        self.forwards.push((job.fwd, shadow_allocs));
         Ok(())
     }
 }
@@ -628,7 +640,7 @@ fn derived_names(
         suffix.push_str(".noprimal");
     }
     if width > 1 {
-        suffix.push_str(&format!(".x{width}"));
+        suffix.push_str(&format!(".w{width}"));
     }
     // A name of digits only (`@7`) takes no `.suffix`; `_7.fwd` is a name.
     let stem = if fname.starts_with(|c: char| c.is_ascii_digit()) {

@@ -57,53 +57,68 @@ pub(crate) enum ParamLanes {
     Slice,
 }
 
-/// What the widening needs to know about one derived pair.
+/// What the widening needs to know about one derived function.
 #[derive(Clone, Debug)]
-pub(crate) struct DerivedPair {
-    /// The forward pass.
-    pub(crate) fwd: FuncId,
-    /// The pullback.
-    pub(crate) rvs: FuncId,
-    /// The forward pass's `tape_alloc`s of shadow buffers.
-    pub(crate) shadow_allocs: Vec<Inst>,
-    /// The pullback's `tape_view`s of shadow buffers.
-    pub(crate) shadow_views: Vec<Inst>,
-    /// Per parameter of the width-1 pullback.
+pub(crate) struct LaneFunc {
+    /// The function (a pullback, or a forward rule).
+    pub(crate) func: FuncId,
+    /// Per parameter of its width-1 form.
     pub(crate) params: Vec<ParamLanes>,
+    /// Per result of its width-1 form: whether it is by lane (`N` results).
+    pub(crate) results: Vec<bool>,
+    /// Its `tape_view`s of shadow buffers (lane slices).
+    pub(crate) lane_views: Vec<Inst>,
+    /// Its `alloc`s of tangent buffers (lane slices, made `N` times as long).
+    pub(crate) lane_allocs: Vec<Inst>,
 }
 
-/// Widens every pair of `pairs` in `module` (derived at width 1) to width `n`.
-pub(crate) fn widen_rules(
+/// Widens every function of `funcs` in `module` (derived at width 1) to width `n`;
+/// they call each other with the widened conventions.
+pub(crate) fn widen_funcs(
     module: &mut Module,
-    pairs: &[DerivedPair],
+    funcs: &[LaneFunc],
     n: usize,
 ) -> Result<(), InternalError> {
     if n == 1 {
         return Ok(());
     }
-    let callees: HashMap<FuncId, &[ParamLanes]> =
-        pairs.iter().map(|p| (p.rvs, p.params.as_slice())).collect();
-    let mut widened = Vec::with_capacity(pairs.len());
-    for p in pairs {
-        let name = module.name(p.rvs).to_string();
+    let callees: HashMap<FuncId, &LaneFunc> = funcs.iter().map(|f| (f.func, f)).collect();
+    let mut widened = Vec::with_capacity(funcs.len());
+    for lf in funcs {
+        let name = module.name(lf.func).to_string();
         let func = module
-            .function(p.rvs)
-            .ok_or_else(|| widen_error(&name, "the pullback has no body".into()))?;
-        let sig = module.sig(p.rvs);
-        let w = Widen::new(module, func, sig, p, &callees, n, &name)?;
-        widened.push((p.rvs, w.run()?));
+            .function(lf.func)
+            .ok_or_else(|| widen_error(&name, "it has no body".into()))?;
+        let sig = module.sig(lf.func);
+        let w = Widen::new(module, func, sig, lf, &callees, n, &name)?;
+        widened.push((lf.func, w.run()?));
     }
     for (id, (func, sig)) in widened {
         let decl = &mut module.funcs[id];
         decl.sig = sig;
         decl.body = gradlift_ir::Body::Defined(func);
     }
-    for p in pairs {
-        let name = module.name(p.fwd).to_string();
-        let fwd = module
-            .function_mut(p.fwd)
+    Ok(())
+}
+
+/// Widens the derived pairs of a reverse rule: each pullback by lanes
+/// ([`widen_funcs`]), each forward pass's shadow buffers made `n` times as long.
+pub(crate) fn widen_rules(
+    module: &mut Module,
+    pullbacks: &[LaneFunc],
+    forwards: &[(FuncId, Vec<Inst>)],
+    n: usize,
+) -> Result<(), InternalError> {
+    if n == 1 {
+        return Ok(());
+    }
+    widen_funcs(module, pullbacks, n)?;
+    for (fwd, allocs) in forwards {
+        let name = module.name(*fwd).to_string();
+        let f = module
+            .function_mut(*fwd)
             .ok_or_else(|| widen_error(&name, "the forward pass has no body".into()))?;
-        widen_shadow_allocs(fwd, &p.shadow_allocs, n);
+        widen_allocs(f, allocs, n);
     }
     Ok(())
 }
@@ -115,8 +130,9 @@ fn widen_error(func: &str, what: String) -> InternalError {
     }
 }
 
-/// Makes each `tape_alloc T, %n` of `allocs` allocate `%n * width` elements.
-fn widen_shadow_allocs(fwd: &mut Function, allocs: &[Inst], width: usize) {
+/// Makes each `tape_alloc T, %n` (or `alloc`) of `allocs` allocate `%n * width`
+/// elements.
+fn widen_allocs(fwd: &mut Function, allocs: &[Inst], width: usize) {
     let allocs: HashSet<Inst> = allocs.iter().copied().collect();
     let k = fwd.make_const(Scalar::I64(width as i64));
     for b in fwd.layout.clone() {
@@ -161,7 +177,9 @@ struct Widen<'a> {
     lanes: HashMap<Value, SmallVec<[Value; 8]>>,
     bmap: SecondaryMap<Block, Option<Block>>,
     shadow_views: HashSet<Inst>,
-    callees: &'a HashMap<FuncId, &'a [ParamLanes]>,
+    callees: &'a HashMap<FuncId, &'a LaneFunc>,
+    lane_allocs: HashSet<Inst>,
+    results: &'a [bool],
     /// `i * N` per index `i` (old value), made once per block where first needed.
     scaled: HashMap<(Block, Value), Value>,
 }
@@ -171,11 +189,21 @@ impl<'a> Widen<'a> {
         module: &'a Module,
         old: &'a Function,
         sig: &Signature,
-        pair: &DerivedPair,
-        callees: &'a HashMap<FuncId, &'a [ParamLanes]>,
+        pair: &'a LaneFunc,
+        callees: &'a HashMap<FuncId, &'a LaneFunc>,
         n: usize,
         name: &'a str,
     ) -> Result<Widen<'a>, InternalError> {
+        if pair.results.len() != sig.results.len() {
+            return Err(widen_error(
+                name,
+                format!(
+                    "{} result roles for {} results",
+                    pair.results.len(),
+                    sig.results.len()
+                ),
+            ));
+        }
         if pair.params.len() != sig.params.len() {
             return Err(widen_error(
                 name,
@@ -194,7 +222,8 @@ impl<'a> Widen<'a> {
         let results: Vec<Type> = sig
             .results
             .iter()
-            .flat_map(|&t| core::iter::repeat_n(t, n))
+            .zip(&pair.results)
+            .flat_map(|(&t, &lanes)| core::iter::repeat_n(t, if lanes { n } else { 1 }))
             .collect();
         let new_sig = Signature::new(params, results);
         let mut new = Function::new(&new_sig);
@@ -210,7 +239,9 @@ impl<'a> Widen<'a> {
             shared: SecondaryMap::new(),
             lanes: HashMap::new(),
             bmap: SecondaryMap::new(),
-            shadow_views: pair.shadow_views.iter().copied().collect(),
+            shadow_views: pair.lane_views.iter().copied().collect(),
+            lane_allocs: pair.lane_allocs.iter().copied().collect(),
+            results: &pair.results,
             callees,
             scaled: HashMap::new(),
         };
@@ -274,12 +305,24 @@ impl<'a> Widen<'a> {
                     let any_lane = d.args.iter().any(|&a| self.kind[a] == Kind::Lanes);
                     let k = match d.opcode {
                         Opcode::TapeView if self.shadow_views.contains(&inst) => Kind::LaneSlice,
+                        Opcode::Alloc if self.lane_allocs.contains(&inst) => Kind::LaneSlice,
                         Opcode::Load if self.kind[d.args[0]] == Kind::LaneSlice => Kind::Lanes,
                         Opcode::Len | Opcode::Pop | Opcode::TapeAlloc | Opcode::TapeView => {
                             Kind::Shared
                         }
                         Opcode::Call => match d.imm {
-                            Imm::Func(g) if self.callees.contains_key(&g) => Kind::Lanes,
+                            Imm::Func(g) if self.callees.contains_key(&g) => {
+                                // By the callee's result roles.
+                                let roles = &self.callees[&g].results;
+                                for (&r, &lanes) in d.results.iter().zip(roles) {
+                                    let k = if lanes { Kind::Lanes } else { Kind::Shared };
+                                    if self.kind[r] != k {
+                                        self.kind[r] = k;
+                                        changed = true;
+                                    }
+                                }
+                                continue;
+                            }
                             _ if any_lane => Kind::Lanes,
                             _ => Kind::Shared,
                         },
@@ -310,7 +353,13 @@ impl<'a> Widen<'a> {
             Kind::Lanes => self.lanes.get(&v).and_then(|l| l.get(j).copied()),
             _ => self.shared[v],
         }
-        .ok_or_else(|| self.fail(format!("{v} is used before it is made")))
+        .ok_or_else(|| {
+            self.fail(format!(
+                "{v} ({:?}, {:?}) is used before it is made",
+                self.old.value_def(v),
+                self.kind[v]
+            ))
+        })
     }
 
     /// The one value standing for `v`, which must not be by lane.
@@ -447,9 +496,13 @@ impl<'a> Widen<'a> {
                 },
                 Some(Terminator::Ret(vals)) => {
                     let mut out = SmallVec::new();
-                    for &v in &vals {
-                        for j in 0..self.n {
-                            out.push(self.lane(v, j)?);
+                    for (&v, &lanes) in vals.iter().zip(self.results) {
+                        if lanes {
+                            for j in 0..self.n {
+                                out.push(self.lane(v, j)?);
+                            }
+                        } else {
+                            out.push(self.one(v, "a shared result")?);
                         }
                     }
                     Terminator::Ret(out)
@@ -527,9 +580,19 @@ impl<'a> Widen<'a> {
                     self.emit(nb, inst, Opcode::Store, &[s, i, x], &[]);
                 }
             }
+            Opcode::Alloc if self.lane_allocs.contains(&inst) => {
+                let len = self.one(d.args[0], "alloc")?;
+                let k = self.new.make_const(Scalar::I64(n as i64));
+                let len = self.int_op(nb, Opcode::Imul, Imm::None, &[len, k], Type::I64);
+                let ni = self.emit(nb, inst, Opcode::Alloc, &[len], &types);
+                let r = self.new.insts[ni].results[0];
+                self.new.values[r].name = old.values[d.results[0]].name.clone();
+                self.shared[d.results[0]] = Some(r);
+            }
             Opcode::Call if matches!(d.imm, Imm::Func(g) if self.callees.contains_key(&g)) => {
                 let Imm::Func(g) = d.imm else { unreachable!() };
-                let roles = self.callees[&g];
+                let callee = self.callees[&g];
+                let roles = &callee.params;
                 if roles.len() != d.args.len() {
                     return Err(self.fail(format!(
                         "a call of @{} with {} arguments for {} parameters",
@@ -566,15 +629,23 @@ impl<'a> Widen<'a> {
                 }
                 let rtypes: SmallVec<[Type; 4]> = types
                     .iter()
-                    .flat_map(|&t| core::iter::repeat_n(t, n))
+                    .zip(&callee.results)
+                    .flat_map(|(&t, &lanes)| core::iter::repeat_n(t, if lanes { n } else { 1 }))
                     .collect();
                 let ni = self.emit(nb, inst, Opcode::Call, &args, &rtypes);
                 let outs = self.new.insts[ni].results.clone();
-                for (k, &r) in d.results.iter().enumerate() {
-                    let vs: SmallVec<[Value; 8]> =
-                        outs[k * n..(k + 1) * n].iter().copied().collect();
-                    self.name_lanes(r, &vs);
-                    self.lanes.insert(r, vs);
+                let mut at = 0;
+                for (&r, &lanes) in d.results.iter().zip(&callee.results) {
+                    if lanes {
+                        let vs: SmallVec<[Value; 8]> = outs[at..at + n].iter().copied().collect();
+                        self.name_lanes(r, &vs);
+                        self.lanes.insert(r, vs);
+                        at += n;
+                    } else {
+                        self.new.values[outs[at]].name = old.values[r].name.clone();
+                        self.shared[r] = Some(outs[at]);
+                        at += 1;
+                    }
                 }
             }
             op => {
