@@ -1172,8 +1172,8 @@ impl CompiledJacobian {
                 // shadow, in the parameters' order.
                 let row = &mut out[r * cols..(r + 1) * cols];
                 let (mut c, mut ka, mut ks) = (0, 0, 0);
-                for i in 0..args.len() {
-                    match layout.config.params[i] {
+                for (arg, act) in args.iter().zip(&layout.config.params) {
+                    match act {
                         Activity::Const => {}
                         Activity::Active => {
                             row[c] = lane(&cts[ka], None, 0, 1);
@@ -1182,7 +1182,7 @@ impl CompiledJacobian {
                         }
                         Activity::Dup | Activity::DupNoNeed => {
                             let sh = &shadows[ks];
-                            for e in 0..args[i].slice_len().unwrap_or(0) {
+                            for e in 0..arg.slice_len().unwrap_or(0) {
                                 row[c] = lane(sh, Some(e), 0, 1);
                                 c += 1;
                             }

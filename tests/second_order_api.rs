@@ -257,6 +257,13 @@ fn close(a: f64, b: f64, rel: f64) -> bool {
     (a - b).abs() <= rel * a.abs().max(b.abs()).max(1.0)
 }
 
+fn assert_all_close(got: &[f64], want: &[f64], rel: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (k, (&a, &b)) in got.iter().zip(want).enumerate() {
+        assert!(close(a, b, rel), "{what} [{k}]: {a} vs {b}");
+    }
+}
+
 #[test]
 fn rosenbrock_hessians_equal_the_closed_form() {
     let x = suite::rosenbrock_input(6);
@@ -269,28 +276,14 @@ fn rosenbrock_hessians_equal_the_closed_form() {
         let mut out = vec![f64::NAN; 36];
         h.hessian_into(&mut Workspace::new(), &[Val::F64s(x.clone())], &mut out)
             .unwrap();
-        for k in 0..36 {
-            assert!(
-                close(out[k], want[k], 1e-12),
-                "w{width} [{k}]: {} vs {}",
-                out[k],
-                want[k]
-            );
-        }
+        assert_all_close(&out, &want, 1e-12, &format!("rosenbrock w{width}"));
     }
     let mut f = autodiff("rosenbrock", suite::rosenbrock::<Var>).unwrap();
     let mut dx = vec![0.0; 6];
     let m = f.hessian((Duplicated(&x[..], &mut dx[..]),)).unwrap();
     assert_eq!((m.rows, m.cols), (6, 6));
     assert_eq!(dx, [0.0; 6], "the shadow stays as it is");
-    for k in 0..36 {
-        assert!(
-            close(m.data[k], want[k], 1e-12),
-            "[{k}]: {} vs {}",
-            m.data[k],
-            want[k]
-        );
-    }
+    assert_all_close(&m.data, &want, 1e-12, "autodiff rosenbrock");
     // An HVP is the Hessian times the direction; the gradient goes into the shadow.
     let v: Vec<f64> = (0..6).map(|i| 0.3 * i as f64 - 0.7).collect();
     let mut hv = vec![0.0; 6];
@@ -379,21 +372,14 @@ fn hessians_equal_central_differences_of_gradients() {
     // autodiff (two slices, both Duplicated), against compiled gradients.
     let x: Vec<f64> = (0..5).map(|i| 0.4 * (i as f64 * 0.9 + 0.3).sin()).collect();
     let mut lse = autodiff("logsumexp", suite::logsumexp::<Var>).unwrap();
-    let mut dx = vec![0.0; 5];
+    let mut dx = [0.0; 5];
     let m = lse.hessian((Duplicated(&x[..], &mut dx[..]),)).unwrap();
     let want = fd_hessian(&x, &mut |x| {
         let mut g = vec![0.0; x.len()];
         lse.gradient((Duplicated(x, &mut g[..]),)).unwrap();
         g
     });
-    for k in 0..25 {
-        assert!(
-            close(m.data[k], want[k], 1e-6),
-            "logsumexp [{k}]: {} vs {}",
-            m.data[k],
-            want[k]
-        );
-    }
+    assert_all_close(&m.data, &want, 1e-6, "logsumexp");
 
     let w: Vec<f64> = (0..3).map(|i| 1.0 + 0.2 * i as f64).collect();
     let xs: Vec<f64> = (0..3).map(|i| 0.7 - 0.45 * i as f64).collect();
@@ -417,14 +403,7 @@ fn hessians_equal_central_differences_of_gradients() {
         gx.extend(gw);
         gx
     });
-    for k in 0..36 {
-        assert!(
-            close(m.data[k], want[k], 1e-6),
-            "normalize [{k}]: {} vs {}",
-            m.data[k],
-            want[k]
-        );
-    }
+    assert_all_close(&m.data, &want, 1e-6, "normalize");
     // The Hessian of `w` alone, x constant: the lower right block.
     let mw = norm
         .hessian((Const(&xs[..]), Duplicated(&w[..], &mut dw[..])))
@@ -455,14 +434,7 @@ fn hessians_equal_central_differences_of_gradients() {
             other => panic!("{other:?}"),
         }
     });
-    for k in 0..25 {
-        assert!(
-            close(out[k], want[k], 1e-6),
-            "rosenbrock [{k}]: {} vs {}",
-            out[k],
-            want[k]
-        );
-    }
+    assert_all_close(&out, &want, 1e-6, "rosenbrock");
 }
 
 /// Central differences of `f` (results of `rows` entries) at `x`: column `j` is
@@ -503,14 +475,7 @@ fn jacobians_equal_central_differences_of_the_function() {
         let (p, q, r) = f.call((z[0], z[1], &z[2..])).unwrap();
         vec![p, q, r]
     });
-    for k in 0..12 {
-        assert!(
-            close(m.data[k], want[k], 1e-7),
-            "[{k}]: {} vs {}",
-            m.data[k],
-            want[k]
-        );
-    }
+    assert_all_close(&m.data, &want, 1e-7, "three results");
     let m2 = f.jacobian((Active(a), Active(b), Const(&x[..]))).unwrap();
     assert_eq!((m2.rows, m2.cols), (3, 2));
     for r in 0..3 {
@@ -544,14 +509,7 @@ fn jacobians_equal_central_differences_of_the_function() {
         out.extend(y);
         out
     });
-    for k in 0..16 {
-        assert!(
-            close(m.data[k], want[k], 1e-7),
-            "[{k}]: {} vs {}",
-            m.data[k],
-            want[k]
-        );
-    }
+    assert_all_close(&m.data, &want, 1e-7, "written slice");
 }
 
 #[test]
@@ -588,9 +546,12 @@ fn jacobian_into_equals_jacobian_both_ways() {
         j.jacobian_into(&mut ws, &args, &mut out).unwrap();
         let chosen = if j.uses_forward(&args) { &f } else { &r };
         assert_eq!(out, chosen.data, "w{width}");
-        for k in 0..9 {
-            assert!(close(f.data[k], r.data[k], 1e-14), "w{width} [{k}]");
-        }
+        assert_all_close(
+            &f.data,
+            &r.data,
+            1e-14,
+            &format!("forward, reverse w{width}"),
+        );
         let e = j.jacobian_into(&mut ws, &args, &mut [0.0; 8]).unwrap_err();
         assert!(e.to_string().contains("3 x 3"), "{e}");
     }
@@ -663,9 +624,7 @@ fn prepared_forms_allocate_nothing_once_warm() {
         }
     });
     assert_eq!(n, 0, "CompiledJacobian::jacobian_into");
-    for k in 0..8 {
-        assert!(close(row[k], row2[k], 1e-13));
-    }
+    assert_all_close(&row, &row2, 1e-13, "forward and reverse rows");
     // Row j of the Hessian is H e_j: the width-2 HVP along e_0, e_1 above gave
     // its first two rows.
     v.fill(0.0);
@@ -688,7 +647,7 @@ fn prepared_forms_allocate_nothing_once_warm() {
 
     // Autodiff::hvp in steady state.
     let mut f = autodiff("rosenbrock", suite::rosenbrock::<Var>).unwrap();
-    let mut dx = vec![0.0; 8];
+    let mut dx = [0.0; 8];
     let v1 = vec![0.5; 8];
     let mut hv1 = vec![0.0; 8];
     f.hvp((Duplicated(&x[..], &mut dx[..]),), &v1, &mut hv1)
