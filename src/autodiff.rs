@@ -81,6 +81,18 @@
 //! # Ok::<(), gradlift::Error>(())
 //! ```
 //!
+//! # Second order and Jacobians
+//!
+//! [`Autodiff::hvp`] (a Hessian-vector product, with the value and the gradient),
+//! [`Autodiff::hessian`] and [`Autodiff::jacobian`] (dense, a
+//! [`Matrix`](crate::Matrix)) take the activities of [`Autodiff::gradient`]: the
+//! [`Active`] scalars and the elements of the [`Duplicated`] slices are the
+//! coordinates differentiated. Each pattern is compiled on its first call through
+//! the [`Pipeline`](crate::Pipeline) ([`Pipeline::compile_hvp`](crate::Pipeline::compile_hvp),
+//! [`Pipeline::compile_jacobian`](crate::Pipeline::compile_jacobian)) and kept
+//! with its own buffers. `docs/forward-mode.md` ("Second order and Jacobians
+//! through `autodiff`") says more.
+//!
 //! # Costs
 //!
 //! Tracing happens once, in [`autodiff`]. Each pattern (the activities of the
