@@ -81,6 +81,18 @@
 //! # Ok::<(), gradlift::Error>(())
 //! ```
 //!
+//! # Second order and Jacobians
+//!
+//! [`Autodiff::hvp`] (a Hessian-vector product, with the value and the gradient),
+//! [`Autodiff::hessian`] and [`Autodiff::jacobian`] (dense, a
+//! [`Matrix`](crate::Matrix)) take the activities of [`Autodiff::gradient`]: the
+//! [`Active`] scalars and the elements of the [`Duplicated`] slices are the
+//! coordinates differentiated. Each pattern is compiled on its first call through
+//! the [`Pipeline`](crate::Pipeline) ([`Pipeline::compile_hvp`](crate::Pipeline::compile_hvp),
+//! [`Pipeline::compile_jacobian`](crate::Pipeline::compile_jacobian)) and kept
+//! with its own buffers. `docs/forward-mode.md` ("Second order and Jacobians
+//! through `autodiff`") says more.
+//!
 //! # Costs
 //!
 //! Tracing happens once, in [`autodiff`]. Each pattern (the activities of the
@@ -109,6 +121,7 @@ use smallvec::SmallVec;
 use crate::api::{CompiledFunction, CompiledGradient, Error};
 
 mod jvp;
+mod second;
 pub use jvp::{Dual, DualReturn, FwdActivities, FwdActivity, SharedJvp};
 
 /// An active float scalar: its derivative is returned, in the argument's place of
@@ -593,6 +606,10 @@ pub struct Autodiff<A, R> {
     patterns: Vec<Pattern>,
     /// The forward-mode patterns ([`Autodiff::jvp`]).
     jvps: Vec<jvp::JvpPattern>,
+    /// The second-order patterns ([`Autodiff::hvp`], [`Autodiff::hessian`]).
+    hvps: Vec<second::HvpPattern>,
+    /// The Jacobian patterns ([`Autodiff::jacobian`]).
+    jacobians: Vec<second::JacobianPattern>,
     primal: Option<Primal>,
     compile_time: Duration,
     _sig: PhantomData<fn(A) -> R>,
@@ -619,6 +636,12 @@ pub struct CallState {
     value: Vec<Val>,
     /// The cotangents of the active parameters of the last call.
     cts: Vec<Val>,
+    /// The directions of an HVP, one per differentiated parameter.
+    dirs: Vec<Val>,
+    /// The gradient of an HVP, one buffer per differentiated parameter.
+    grads: Vec<Val>,
+    /// The H v of an HVP, one buffer per differentiated parameter.
+    hvps: Vec<Val>,
 }
 
 impl CallState {
@@ -756,6 +779,7 @@ fn run_compiled<A, R: Native, X: Activities<A>>(
         scratch,
         value,
         cts,
+        ..
     } = state;
     let (mut borrowed, mut shadows) = (ArgVec::new(), ArgVec::new());
     args.args(scratch, &mut borrowed, &mut shadows)?;
@@ -777,6 +801,7 @@ impl<A, R> fmt::Debug for Autodiff<A, R> {
             .field("name", &self.name)
             .field("patterns", &self.patterns())
             .field("jvp_patterns", &self.jvp_patterns())
+            .field("hvp_patterns", &self.hvp_patterns())
             .field("primal_compiled", &self.primal.is_some())
             .field("hosts", &self.hosts)
             .finish_non_exhaustive()
@@ -872,6 +897,8 @@ impl<A: Args, R: Native> Autodiff<A, R> {
             n_params: want_params.len(),
             patterns: Vec::new(),
             jvps: Vec::new(),
+            hvps: Vec::new(),
+            jacobians: Vec::new(),
             primal: None,
             compile_time: Duration::ZERO,
             _sig: PhantomData,
@@ -1014,6 +1041,8 @@ impl<A, R> Autodiff<A, R> {
         self.hosts.insert(name, f);
         self.patterns.clear();
         self.jvps.clear();
+        self.hvps.clear();
+        self.jacobians.clear();
         self.primal = None;
         self
     }

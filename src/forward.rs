@@ -26,10 +26,12 @@ use std::time::Duration;
 
 use gradlift_adjoint::{
     Activity, Frule, FruleConfig, Hvp, HvpRule, Jvp, RuleConfig, hvp_vals, jvp_vals, run_frule,
+    run_hvp,
 };
-use gradlift_ir::Module;
-use gradlift_ir::engine::{Arg, Val};
+use gradlift_ir::engine::{Arg, Val, check_args};
+use gradlift_ir::{Module, Type};
 use gradlift_jit::{Compiled, Hosts, JitEngine, Workspace};
+use smallvec::SmallVec;
 
 use crate::api::Error;
 use crate::pipeline::Pipeline;
@@ -214,12 +216,17 @@ impl Matrix {
     }
 }
 
+/// The arguments lent read-only, for the prepared forms' `&[Val]` wrappers.
+fn views(args: &[Val]) -> SmallVec<[Arg<'_>; 8]> {
+    args.iter().map(Arg::from).collect()
+}
+
 /// The coordinates of the `dual` parameters at `args`: each float scalar, each
 /// element of a float slice.
-fn input_coords(args: &[Val], dual: &[bool]) -> Vec<(usize, Option<usize>)> {
+fn input_coords(args: &[Arg<'_>], dual: impl Fn(usize) -> bool) -> Vec<(usize, Option<usize>)> {
     let mut out = Vec::new();
     for (i, a) in args.iter().enumerate() {
-        if !dual[i] {
+        if !dual(i) {
             continue;
         }
         match a.slice_len() {
@@ -230,44 +237,12 @@ fn input_coords(args: &[Val], dual: &[bool]) -> Vec<(usize, Option<usize>)> {
     out
 }
 
-/// Tangents (or directions) at width `n` for the columns `cols[start..start+n]`
-/// of the identity (lanes past the end are zero): one entry per parameter,
-/// `None` where `dual` is false.
-fn unit_lanes(
-    args: &[Val],
-    dual: &[bool],
-    coords: &[(usize, Option<usize>)],
-    start: usize,
-    n: usize,
-) -> Vec<Option<Val>> {
-    let mut out: Vec<Option<Val>> = args
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            if !dual[i] {
-                return None;
-            }
-            let len = a.slice_len().map_or(n, |l| l * n);
-            let scalar = a.slice_len().is_none() && n == 1;
-            Some(match a.ty().elem().map(|e| e.ty()).unwrap_or(a.ty()) {
-                gradlift_ir::Type::F32 if scalar => Val::F32(0.0),
-                gradlift_ir::Type::F32 => Val::F32s(vec![0.0; len]),
-                _ if scalar => Val::F64(0.0),
-                _ => Val::F64s(vec![0.0; len]),
-            })
-        })
-        .collect();
-    for (j, &(i, e)) in coords.iter().skip(start).take(n).enumerate() {
-        let k = e.map_or(j, |e| e * n + j);
-        match out[i].as_mut() {
-            Some(Val::F64(x)) => *x = 1.0,
-            Some(Val::F32(x)) => *x = 1.0,
-            Some(Val::F64s(x)) => x[k] = 1.0,
-            Some(Val::F32s(x)) => x[k] = 1.0,
-            _ => {}
-        }
-    }
-    out
+/// The number of coordinates of the `dual` parameters at `args`.
+fn n_coords(args: &[Arg<'_>], dual: impl Fn(usize) -> bool) -> usize {
+    (0..args.len())
+        .filter(|&i| dual(i))
+        .map(|i| args[i].slice_len().unwrap_or(1))
+        .sum()
 }
 
 /// Lane `j` of element `e` (or of a scalar's lanes) of a tangent or HVP output.
@@ -280,6 +255,160 @@ fn lane(v: &Val, e: Option<usize>, j: usize, n: usize) -> f64 {
         Val::F32s(x) => f64::from(x[k]),
         _ => 0.0,
     }
+}
+
+/// The buffers of the prepared forms ([`CompiledHvp::hvp_args`],
+/// [`CompiledHvp::hessian_into`], the `jacobian_into`s), kept in the workspace
+/// between calls ([`Workspace::take_scratch`]) so that once they have grown a call
+/// allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    /// A rule's results: the pullback's (second order), a forward rule's
+    /// (Jacobians), the cotangents of the active parameters (reverse Jacobians).
+    out: Vec<Val>,
+    /// The primal results.
+    value: Vec<Val>,
+    /// Copies of the arguments, one per parameter (each sweep starts from the
+    /// caller's, whatever the last one wrote into `mut` slices).
+    args: Vec<Val>,
+    /// Directions or tangents, one per differentiated parameter.
+    dirs: Vec<Val>,
+    /// Gradient buffers (or shadows), one per differentiated parameter.
+    grads: Vec<Val>,
+    /// H v buffers, one per differentiated parameter.
+    hvps: Vec<Val>,
+    /// The seeds of a reverse sweep.
+    seeds: Vec<f64>,
+}
+
+/// `dst` = a copy of `src`, reusing `dst`'s buffer.
+fn assign_arg(dst: &mut Val, src: &Arg<'_>) {
+    match (dst, src.shared()) {
+        (Val::F64s(d), Arg::F64s(s)) => {
+            d.clear();
+            d.extend_from_slice(s);
+        }
+        (Val::F32s(d), Arg::F32s(s)) => {
+            d.clear();
+            d.extend_from_slice(s);
+        }
+        (Val::I64s(d), Arg::I64s(s)) => {
+            d.clear();
+            d.extend_from_slice(s);
+        }
+        (d, s) => *d = s.to_val(),
+    }
+}
+
+/// `dst` = float zeros: a scalar (`len` `None`) or a slice of `len`, of `f32`s or
+/// `f64`s, reusing `dst`'s buffer.
+pub(crate) fn set_zeros(dst: &mut Val, f32: bool, len: Option<usize>) {
+    match (len, f32, dst) {
+        (None, false, d) => *d = Val::F64(0.0),
+        (None, true, d) => *d = Val::F32(0.0),
+        (Some(n), false, Val::F64s(v)) => {
+            v.clear();
+            v.resize(n, 0.0);
+        }
+        (Some(n), true, Val::F32s(v)) => {
+            v.clear();
+            v.resize(n, 0.0);
+        }
+        (Some(n), false, d) => *d = Val::F64s(vec![0.0; n]),
+        (Some(n), true, d) => *d = Val::F32s(vec![0.0; n]),
+    }
+}
+
+/// Sets index `k` of a float slice (or a float scalar) to 1.
+fn set_one(v: &mut Val, k: usize) {
+    match v {
+        Val::F64(x) => *x = 1.0,
+        Val::F32(x) => *x = 1.0,
+        Val::F64s(x) => x[k] = 1.0,
+        Val::F32s(x) => x[k] = 1.0,
+        _ => {}
+    }
+}
+
+/// Whether a parameter of type `ty` holds `f32`s.
+fn is_f32(ty: Type) -> bool {
+    ty.elem().map_or(ty, |e| e.ty()) == Type::F32
+}
+
+/// Unit directions (or tangents) at width `n` for the coordinates
+/// `start..start + n` (lanes past the end zero) into `dirs`, one per parameter
+/// that `dual` selects: a scalar at width 1, a slice of its `n` lanes at width
+/// `n`, a slice `n` times as long for a slice.
+fn unit_lanes(
+    dirs: &mut [Val],
+    args: &[Arg<'_>],
+    sig: &gradlift_ir::Signature,
+    dual: impl Fn(usize) -> bool,
+    start: usize,
+    n: usize,
+) {
+    let (mut k, mut c) = (0, 0);
+    for (i, a) in args.iter().enumerate() {
+        if !dual(i) {
+            continue;
+        }
+        let d = &mut dirs[k];
+        let len = a.slice_len();
+        let shape = match len {
+            Some(l) => Some(l * n),
+            None if n == 1 => None,
+            None => Some(n),
+        };
+        set_zeros(d, is_f32(sig.params[i]), shape);
+        let l = len.unwrap_or(1);
+        for j in 0..n {
+            let col = start + j;
+            if (c..c + l).contains(&col) {
+                set_one(d, (col - c) * n + j);
+            }
+        }
+        c += l;
+        k += 1;
+    }
+}
+
+/// Checks arguments that each sweep copies (so a read-only slice serves for a
+/// `mut` parameter) against the signature.
+fn check_copied(fname: &str, sig: &gradlift_ir::Signature, args: &[Arg<'_>]) -> Result<(), Error> {
+    let bad = |m: String| Err(Error::BadArguments(m));
+    if args.len() != sig.params.len() {
+        return match check_args(fname, sig, args) {
+            Err(k) => bad(k.to_string()),
+            Ok(()) => bad(format!(
+                "@{fname} takes {} arguments, given {}",
+                sig.params.len(),
+                args.len()
+            )),
+        };
+    }
+    for (i, (a, &ty)) in args.iter().zip(&sig.params).enumerate() {
+        let want = if ty.is_mut_slice() {
+            ty.elem().map_or(ty, Type::slice)
+        } else {
+            ty
+        };
+        if !a.fits(want) {
+            return bad(format!(
+                "argument {} of @{fname} must be {want}, found {}",
+                i + 1,
+                a.ty()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `Error::BadArguments` for an output buffer of the wrong length.
+fn bad_out(what: &str, rows: usize, cols: usize, given: usize) -> Error {
+    Error::BadArguments(format!(
+        "the {what} at these arguments is {rows} x {cols}: the output must have length {}, given {given}",
+        rows * cols
+    ))
 }
 
 impl CompiledJvp {
@@ -306,42 +435,10 @@ impl CompiledJvp {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn jacobian(&self, ws: &mut Workspace, args: &[Val]) -> Result<Matrix, Error> {
-        let layout = &self.frule.layout;
-        let n = layout.config.width as usize;
-        let dual: Vec<bool> = layout
-            .config
-            .params
-            .iter()
-            .map(|&a| a == gradlift_adjoint::DualActivity::Dual)
-            .collect();
-        let cols = input_coords(args, &dual);
-        let sig = self.frule.module.sig(layout.primal);
-        let mut rows: Vec<(usize, Option<usize>)> =
-            layout.tangent_results.iter().map(|&r| (r, None)).collect();
-        for (i, a) in args.iter().enumerate() {
-            if dual[i] && sig.params[i].is_mut_slice() {
-                rows.extend((0..a.slice_len().unwrap_or(0)).map(|e| (i, Some(e))));
-            }
-        }
+        let args = views(args);
+        let (rows, cols) = self.jacobian_coords(&args);
         let mut data = vec![0.0; rows.len() * cols.len()];
-        let mut start = 0;
-        while start < cols.len() {
-            let t = unit_lanes(args, &dual, &cols, start, n);
-            let out = self.jvp(ws, args, &t)?;
-            for j in 0..n.min(cols.len() - start) {
-                for (r, &(p, e)) in rows.iter().enumerate() {
-                    let x = match e {
-                        None => {
-                            let k = layout.tangent_results.iter().position(|&q| q == p);
-                            k.map_or(0.0, |k| lane(&out.tangents[k], None, j, n))
-                        }
-                        Some(_) => out.slices[p].as_ref().map_or(0.0, |s| lane(s, e, j, n)),
-                    };
-                    data[r * cols.len() + start + j] = x;
-                }
-            }
-            start += n;
-        }
+        self.jacobian_args(ws, &args, &mut data)?;
         Ok(Matrix {
             rows: rows.len(),
             cols: cols.len(),
@@ -349,6 +446,140 @@ impl CompiledJvp {
             col_coords: cols,
             row_coords: rows,
         })
+    }
+
+    /// [`CompiledJvp::jacobian`] into `out` (row by row: `out[r * cols + c]`, the
+    /// rows and columns as [`CompiledJvp::jacobian`] orders them; its length must
+    /// be rows times columns). The sweeps' arguments and tangents are kept in the
+    /// workspace, so once it has grown a call allocates nothing. `args` stay as
+    /// they are (each sweep runs on a copy).
+    ///
+    /// ```
+    /// use gradlift::{CompiledJvp, Workspace, ir::{parse, interp::Val}};
+    ///
+    /// let module = parse("
+    ///     func @f(%x: f64, %y: f64) -> (f64, f64) {
+    ///     entry:
+    ///         %p = fmul %x, %y
+    ///         %s = fadd %x, %y
+    ///         ret %p, %s
+    ///     }
+    /// ")?;
+    /// let f = CompiledJvp::new(&module, "f")?;
+    /// let (mut ws, mut out) = (Workspace::new(), [0.0; 4]);
+    /// for x in [1.0, 2.0, 3.0] {
+    ///     f.jacobian_into(&mut ws, &[Val::F64(x), Val::F64(5.0)], &mut out)?;
+    ///     assert_eq!(out, [5.0, x, 1.0, 1.0]); // [[y, x], [1, 1]]
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn jacobian_into(
+        &self,
+        ws: &mut Workspace,
+        args: &[Val],
+        out: &mut [f64],
+    ) -> Result<(), Error> {
+        self.jacobian_args(ws, &views(args), out)
+    }
+
+    /// Whether parameter `i` takes a tangent.
+    fn dual(&self, i: usize) -> bool {
+        self.frule.layout.config.params.get(i) == Some(&gradlift_adjoint::DualActivity::Dual)
+    }
+
+    /// The rows and the columns of the Jacobian at `args`.
+    #[allow(clippy::type_complexity)]
+    fn jacobian_coords(
+        &self,
+        args: &[Arg<'_>],
+    ) -> (Vec<(usize, Option<usize>)>, Vec<(usize, Option<usize>)>) {
+        let layout = &self.frule.layout;
+        let sig = self.frule.module.sig(layout.primal);
+        let cols = input_coords(args, |i| self.dual(i));
+        let mut rows: Vec<(usize, Option<usize>)> =
+            layout.tangent_results.iter().map(|&r| (r, None)).collect();
+        for (i, a) in args.iter().enumerate() {
+            if self.dual(i) && sig.params.get(i).is_some_and(|t| t.is_mut_slice()) {
+                rows.extend((0..a.slice_len().unwrap_or(0)).map(|e| (i, Some(e))));
+            }
+        }
+        (rows, cols)
+    }
+
+    /// [`CompiledJvp::jacobian_into`] on borrowed arguments (read only: each sweep
+    /// copies them).
+    pub(crate) fn jacobian_args(
+        &self,
+        ws: &mut Workspace,
+        args: &[Arg<'_>],
+        out: &mut [f64],
+    ) -> Result<(), Error> {
+        let layout = &self.frule.layout;
+        let sig = self.frule.module.sig(layout.primal);
+        let fname = self.frule.module.name(layout.primal);
+        check_copied(fname, sig, args)?;
+        let dual = |i: usize| self.dual(i);
+        let cols = n_coords(args, dual);
+        let mut_rows: usize = (0..args.len())
+            .filter(|&i| dual(i) && sig.params[i].is_mut_slice())
+            .map(|i| args[i].slice_len().unwrap_or(0))
+            .sum();
+        let n_results = layout.tangent_results.len();
+        let rows = n_results + mut_rows;
+        if out.len() != rows * cols {
+            return Err(bad_out("Jacobian", rows, cols, out.len()));
+        }
+        let n = layout.config.width as usize;
+        let n_primal = if layout.primal_results {
+            sig.results.len()
+        } else {
+            0
+        };
+        let n_dual = (0..args.len()).filter(|&i| dual(i)).count();
+        let mut s = ws.take_scratch::<Scratch>();
+        let result = (|| -> Result<(), Error> {
+            let Scratch {
+                out: results,
+                args: a,
+                dirs,
+                ..
+            } = &mut *s;
+            a.resize(args.len(), Val::Bool(false));
+            dirs.resize(n_dual, Val::Bool(false));
+            let mut start = 0;
+            while start < cols {
+                for (d, src) in a.iter_mut().zip(args) {
+                    assign_arg(d, src);
+                }
+                unit_lanes(dirs, args, sig, dual, start, n);
+                {
+                    let mut av: SmallVec<[Arg<'_>; 8]> = a.iter_mut().map(Val::as_arg).collect();
+                    let mut tv: SmallVec<[Arg<'_>; 8]> = dirs.iter_mut().map(Val::as_arg).collect();
+                    let mut engine = self.compiled.engine(ws);
+                    run_frule(&mut engine, &self.frule, &mut av, &mut tv, results)?;
+                }
+                for j in 0..n.min(cols - start) {
+                    let c = start + j;
+                    for k in 0..n_results {
+                        out[k * cols + c] = lane(&results[n_primal + k * n + j], None, 0, 1);
+                    }
+                    let mut r = n_results;
+                    for (k, i) in (0..args.len()).filter(|&i| dual(i)).enumerate() {
+                        if !sig.params[i].is_mut_slice() {
+                            continue;
+                        }
+                        for e in 0..args[i].slice_len().unwrap_or(0) {
+                            out[r * cols + c] = lane(&dirs[k], Some(e), j, n);
+                            r += 1;
+                        }
+                    }
+                }
+                start += n;
+            }
+            Ok(())
+        })();
+        ws.keep_scratch(s);
+        result
     }
 }
 
@@ -421,40 +652,110 @@ impl CompiledHvp {
     /// The value, the gradient and the Hessian's product with the directions `v`
     /// at `args` (one entry per parameter: `Some` for the `active` and `dup` ones,
     /// shaped as [`CompiledJvp::jvp`]'s tangents at this width, `None` for the
-    /// rest). See [`Hvp`].
+    /// rest). See [`Hvp`]. It runs [`hvp_vals`], which copies the arguments and
+    /// calls what [`CompiledHvp::hvp_args`] calls.
     pub fn hvp(&self, ws: &mut Workspace, args: &[Val], v: &[Option<Val>]) -> Result<Hvp, Error> {
         let mut engine = self.compiled.engine(ws);
         Ok(hvp_vals(&mut engine, &self.rule, args, v)?)
     }
 
+    /// [`CompiledHvp::hvp`] with borrowed arguments, directions and outputs
+    /// ([`run_hvp`]): nothing is copied, and once `value` and the workspace have
+    /// grown a call allocates nothing. The numbers are bit for bit those of
+    /// [`CompiledHvp::hvp`].
+    ///
+    /// - `args`: the primal's arguments (`mut` slices are written as the primal
+    ///   writes them);
+    /// - `directions`: one per `active` and `dup` parameter, in order, shaped as
+    ///   for [`CompiledHvp::hvp`] at this width N (a scalar's: a scalar at width
+    ///   1, a slice of its N lanes at width N; a slice's: N times its length, lane
+    ///   `j` of element `i` at `i * N + j`; writable for a `mut` slice, which ends
+    ///   holding the tangent of the slice's final contents);
+    /// - `value`: the primal results (empty when the rule does not return them);
+    /// - `gradient`: one writable slice per `active` and `dup` parameter, of its
+    ///   element type, of length 1 for a scalar and of the slice's length for a
+    ///   slice, **overwritten** with the gradient (unit seeds, zero shadows);
+    /// - `hvp`: one writable slice per `active` and `dup` parameter, N times the
+    ///   length of its `gradient` slice (lane `j` of element `i` at `i * N + j`),
+    ///   **overwritten** with the Hessian's products with the directions.
+    ///
+    /// ```
+    /// use gradlift::{CompiledHvp, Workspace, ir::parse, jit::Arg};
+    ///
+    /// // f(x, y) = x² y with x a slice of one element: H = [[2y, 2x], [2x, 0]].
+    /// let module = parse("
+    ///     func @f(%x: [f64], %y: f64) -> f64 {
+    ///     entry:
+    ///         %a = load %x[0]
+    ///         %aa = fmul %a, %a
+    ///         %r = fmul %aa, %y
+    ///         ret %r
+    ///     }
+    /// ")?;
+    /// let h = CompiledHvp::new(&module, "f")?;
+    /// let mut ws = Workspace::new();
+    /// let (x, y) = ([3.0], 2.0);
+    /// let (mut value, mut gx, mut gy, mut hx, mut hy) = (Vec::new(), [0.0], [0.0], [0.0], [0.0]);
+    /// // Along (1, 0): the first column of H.
+    /// h.hvp_args(
+    ///     &mut ws,
+    ///     &mut [Arg::F64s(&x), Arg::F64(y)],
+    ///     &mut [Arg::F64s(&[1.0]), Arg::F64(0.0)],
+    ///     &mut value,
+    ///     &mut [Arg::F64sMut(&mut gx), Arg::F64sMut(&mut gy)],
+    ///     &mut [Arg::F64sMut(&mut hx), Arg::F64sMut(&mut hy)],
+    /// )?;
+    /// assert_eq!(value, [gradlift::Val::F64(18.0)]);
+    /// assert_eq!((gx, gy), ([12.0], [9.0])); // (2xy, x²)
+    /// assert_eq!((hx, hy), ([4.0], [6.0])); // (2y, 2x)
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn hvp_args(
+        &self,
+        ws: &mut Workspace,
+        args: &mut [Arg<'_>],
+        directions: &mut [Arg<'_>],
+        value: &mut Vec<Val>,
+        gradient: &mut [Arg<'_>],
+        hvp: &mut [Arg<'_>],
+    ) -> Result<(), Error> {
+        let mut s = ws.take_scratch::<Scratch>();
+        let result = {
+            let mut engine = self.compiled.engine(ws);
+            run_hvp(
+                &mut engine,
+                &self.rule,
+                args,
+                directions,
+                value,
+                gradient,
+                hvp,
+                &mut s.out,
+            )
+        };
+        ws.keep_scratch(s);
+        Ok(result?)
+    }
+
     /// The dense Hessian at `args` over every coordinate of the `active` and
     /// `dup` parameters (each scalar, each slice element, in order), one call per
-    /// `width` columns.
+    /// `width` coordinates. Row `j` is computed as `H e_j` (the HVP along the
+    /// `j`-th unit vector): the Hessian is symmetric, so that is also its column
+    /// `j`, up to rounding. See [`CompiledHvp::hessian_into`].
     pub fn hessian(&self, ws: &mut Workspace, args: &[Val]) -> Result<Matrix, Error> {
-        let n = self.rule.width() as usize;
-        let dual: Vec<bool> = self
-            .rule
-            .layout
-            .config
-            .params
-            .iter()
-            .map(|&a| a != Activity::Const)
-            .collect();
-        let coords = input_coords(args, &dual);
+        self.hessian_matrix(ws, &views(args))
+    }
+
+    /// [`CompiledHvp::hessian`] on borrowed arguments (read only).
+    pub(crate) fn hessian_matrix(
+        &self,
+        ws: &mut Workspace,
+        args: &[Arg<'_>],
+    ) -> Result<Matrix, Error> {
+        let coords = input_coords(args, |i| self.differentiated(i));
         let m = coords.len();
         let mut data = vec![0.0; m * m];
-        let mut start = 0;
-        while start < m {
-            let v = unit_lanes(args, &dual, &coords, start, n);
-            let out = self.hvp(ws, args, &v)?;
-            for j in 0..n.min(m - start) {
-                for (r, &(p, e)) in coords.iter().enumerate() {
-                    let x = out.hvp[p].as_ref().map_or(0.0, |h| lane(h, e, j, n));
-                    data[r * m + start + j] = x;
-                }
-            }
-            start += n;
-        }
+        self.hessian_args(ws, args, &mut data)?;
         Ok(Matrix {
             rows: m,
             cols: m,
@@ -462,6 +763,134 @@ impl CompiledHvp {
             col_coords: coords.clone(),
             row_coords: coords,
         })
+    }
+
+    /// [`CompiledHvp::hessian`] into `out` (length `m * m` for `m` coordinates,
+    /// row by row): each call of the rule gives `width` rows, `H e_j` for
+    /// `width` unit vectors `e_j`, written into `out` as contiguous rows. The
+    /// arguments, directions and outputs of those calls are kept in the
+    /// workspace, so once it has grown a call allocates nothing. `args` stay as
+    /// they are (each call runs on a copy).
+    ///
+    /// ```
+    /// use gradlift::{CompiledHvp, Workspace, ir::{parse, interp::Val}};
+    ///
+    /// let module = parse("
+    ///     func @f(%x: f64, %y: f64) -> f64 {
+    ///     entry:
+    ///         %xx = fmul %x, %x
+    ///         %xxy = fmul %xx, %y
+    ///         ret %xxy
+    ///     }
+    /// ")?;
+    /// let h = CompiledHvp::new(&module, "f")?;
+    /// let (mut ws, mut out) = (Workspace::new(), [0.0; 4]);
+    /// for (x, y) in [(3.0, 2.0), (1.0, 5.0)] {
+    ///     h.hessian_into(&mut ws, &[Val::F64(x), Val::F64(y)], &mut out)?;
+    ///     assert_eq!(out, [2.0 * y, 2.0 * x, 2.0 * x, 0.0]);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn hessian_into(
+        &self,
+        ws: &mut Workspace,
+        args: &[Val],
+        out: &mut [f64],
+    ) -> Result<(), Error> {
+        self.hessian_args(ws, &views(args), out)
+    }
+
+    /// Whether parameter `i` is `active` or `dup`.
+    fn differentiated(&self, i: usize) -> bool {
+        self.rule
+            .layout
+            .config
+            .params
+            .get(i)
+            .is_some_and(|&a| a != Activity::Const)
+    }
+
+    /// [`CompiledHvp::hessian_into`] on borrowed arguments (read only: each call
+    /// copies them).
+    pub(crate) fn hessian_args(
+        &self,
+        ws: &mut Workspace,
+        args: &[Arg<'_>],
+        out: &mut [f64],
+    ) -> Result<(), Error> {
+        let layout = &self.rule.layout;
+        let sig = self.rule.module.sig(layout.primal);
+        let fname = self.rule.module.name(layout.primal);
+        check_copied(fname, sig, args)?;
+        let dual = |i: usize| self.differentiated(i);
+        let m = n_coords(args, dual);
+        if out.len() != m * m {
+            return Err(bad_out("Hessian", m, m, out.len()));
+        }
+        let n = self.rule.width() as usize;
+        let mut s = ws.take_scratch::<Scratch>();
+        let result = (|| -> Result<(), Error> {
+            let Scratch {
+                out: results,
+                value,
+                args: a,
+                dirs,
+                grads,
+                hvps,
+                ..
+            } = &mut *s;
+            let n_dual = (0..args.len()).filter(|&i| dual(i)).count();
+            a.resize(args.len(), Val::Bool(false));
+            dirs.resize(n_dual, Val::Bool(false));
+            grads.resize(n_dual, Val::Bool(false));
+            hvps.resize(n_dual, Val::Bool(false));
+            for (k, i) in (0..args.len()).filter(|&i| dual(i)).enumerate() {
+                let (f32, len) = (is_f32(sig.params[i]), args[i].slice_len().unwrap_or(1));
+                set_zeros(&mut grads[k], f32, Some(len));
+                set_zeros(&mut hvps[k], f32, Some(len * n));
+            }
+            let mut start = 0;
+            while start < m {
+                for (d, src) in a.iter_mut().zip(args) {
+                    assign_arg(d, src);
+                }
+                unit_lanes(dirs, args, sig, dual, start, n);
+                {
+                    let mut av: SmallVec<[Arg<'_>; 8]> = a.iter_mut().map(Val::as_arg).collect();
+                    let mut dv: SmallVec<[Arg<'_>; 8]> = dirs.iter_mut().map(Val::as_arg).collect();
+                    let mut gv: SmallVec<[Arg<'_>; 8]> =
+                        grads.iter_mut().map(Val::as_arg).collect();
+                    let mut hv: SmallVec<[Arg<'_>; 8]> = hvps.iter_mut().map(Val::as_arg).collect();
+                    let mut engine = self.compiled.engine(ws);
+                    run_hvp(
+                        &mut engine,
+                        &self.rule,
+                        &mut av,
+                        &mut dv,
+                        value,
+                        &mut gv,
+                        &mut hv,
+                        results,
+                    )?;
+                }
+                // Lane j is H e_(start + j): row start + j, written in order.
+                for j in 0..n.min(m - start) {
+                    let row = &mut out[(start + j) * m..(start + j + 1) * m];
+                    let mut r = 0;
+                    for h in hvps.iter() {
+                        let len = h.slice_len().unwrap_or(0) / n;
+                        for e in 0..len {
+                            row[r] = lane(h, Some(e), j, n);
+                            r += 1;
+                        }
+                    }
+                }
+                start += n;
+            }
+            Ok(())
+        })();
+        ws.keep_scratch(s);
+        result
     }
 
     /// The compiled rule as an engine calling with `ws`.
@@ -523,6 +952,10 @@ impl CompiledJacobian {
 
     /// The number of (rows, columns) of the Jacobian at `args`.
     pub fn shape(&self, args: &[Val]) -> (usize, usize) {
+        self.shape_args(&views(args))
+    }
+
+    fn shape_args(&self, args: &[Arg<'_>]) -> (usize, usize) {
         let config = &self.grad.rule().layout.config;
         let sig = self.grad.rule().module.sig(self.grad.rule().layout.primal);
         let mut cols = 0;
@@ -531,7 +964,7 @@ impl CompiledJacobian {
             if config.params.get(i).is_some_and(|&p| p != Activity::Const) {
                 let n = a.slice_len().unwrap_or(1);
                 cols += n;
-                if sig.params[i].is_mut_slice() {
+                if sig.params.get(i).is_some_and(|t| t.is_mut_slice()) {
                     rows += n;
                 }
             }
@@ -543,7 +976,11 @@ impl CompiledJacobian {
     /// `ceil(columns / width)` forward sweeps are no more than the
     /// `ceil(rows / width)` pullbacks of width `width`.
     pub fn uses_forward(&self, args: &[Val]) -> bool {
-        let (rows, cols) = self.shape(args);
+        self.uses_forward_args(&views(args))
+    }
+
+    fn uses_forward_args(&self, args: &[Arg<'_>]) -> bool {
+        let (rows, cols) = self.shape_args(args);
         let n = self.width();
         cols.div_ceil(n) <= rows.div_ceil(n)
     }
@@ -556,11 +993,103 @@ impl CompiledJacobian {
     /// The dense Jacobian at `args`, by forward or reverse sweeps
     /// ([`CompiledJacobian::uses_forward`]).
     pub fn jacobian(&self, ws: &mut Workspace, args: &[Val]) -> Result<Matrix, Error> {
-        if self.uses_forward(args) {
-            self.forward(ws, args)
+        self.jacobian_matrix(ws, &views(args))
+    }
+
+    /// [`CompiledJacobian::jacobian`] on borrowed arguments (read only).
+    pub(crate) fn jacobian_matrix(
+        &self,
+        ws: &mut Workspace,
+        args: &[Arg<'_>],
+    ) -> Result<Matrix, Error> {
+        let (rows, cols) = self.coords(args);
+        let mut data = vec![0.0; rows.len() * cols.len()];
+        self.jacobian_args(ws, args, &mut data)?;
+        Ok(Matrix {
+            rows: rows.len(),
+            cols: cols.len(),
+            data,
+            col_coords: cols,
+            row_coords: rows,
+        })
+    }
+
+    /// How long deriving and compiling both rules took.
+    pub fn compile_time(&self) -> Duration {
+        self.jvp.compile_time() + self.grad.compile_time()
+    }
+
+    /// [`CompiledJacobian::jacobian`] into `out` (row by row, its length rows
+    /// times columns, [`CompiledJacobian::shape`]), by forward or reverse sweeps as
+    /// [`CompiledJacobian::jacobian`] chooses; the sweeps' buffers are kept in the
+    /// workspace, so once it has grown a call allocates nothing. `args` stay as
+    /// they are.
+    ///
+    /// ```
+    /// use gradlift::{Pipeline, Workspace, ir::{parse, interp::Val}};
+    ///
+    /// let module = parse("
+    ///     func @f(%x: f64, %y: f64, %z: f64) -> f64 {
+    ///     entry:
+    ///         %xy = fmul %x, %y
+    ///         %r = fmul %xy, %z
+    ///         ret %r
+    ///     }
+    /// ")?;
+    /// let j = Pipeline::new().compile_jacobian(&module, "f", None, 1)?;
+    /// let (mut ws, mut out) = (Workspace::new(), [0.0; 3]);
+    /// j.jacobian_into(&mut ws, &[Val::F64(2.0), Val::F64(3.0), Val::F64(5.0)], &mut out)?;
+    /// assert_eq!(out, [15.0, 10.0, 6.0]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn jacobian_into(
+        &self,
+        ws: &mut Workspace,
+        args: &[Val],
+        out: &mut [f64],
+    ) -> Result<(), Error> {
+        self.jacobian_args(ws, &views(args), out)
+    }
+
+    /// [`CompiledJacobian::jacobian_into`] on borrowed arguments (read only).
+    pub(crate) fn jacobian_args(
+        &self,
+        ws: &mut Workspace,
+        args: &[Arg<'_>],
+        out: &mut [f64],
+    ) -> Result<(), Error> {
+        if self.uses_forward_args(args) {
+            self.jvp.jacobian_args(ws, args, out)
         } else {
-            self.reverse(ws, args)
+            self.reverse_args(ws, args, out)
         }
+    }
+
+    /// The rows and columns of the Jacobian at `args`, as [`Matrix`] names them.
+    #[allow(clippy::type_complexity)]
+    fn coords(
+        &self,
+        args: &[Arg<'_>],
+    ) -> (Vec<(usize, Option<usize>)>, Vec<(usize, Option<usize>)>) {
+        let rule = self.grad.rule();
+        let layout = &rule.layout;
+        let sig = rule.module.sig(layout.primal);
+        let dual = |i: usize| {
+            layout
+                .config
+                .params
+                .get(i)
+                .is_some_and(|&a| a != Activity::Const)
+        };
+        let cols = input_coords(args, dual);
+        let mut rows: Vec<(usize, Option<usize>)> =
+            layout.seeded_results.iter().map(|&r| (r, None)).collect();
+        for (i, a) in args.iter().enumerate() {
+            if dual(i) && sig.params.get(i).is_some_and(|t| t.is_mut_slice()) {
+                rows.extend((0..a.slice_len().unwrap_or(0)).map(|e| (i, Some(e))));
+            }
+        }
+        (rows, cols)
     }
 
     /// The dense Jacobian by forward sweeps ([`CompiledJvp::jacobian`]).
@@ -572,58 +1101,10 @@ impl CompiledJacobian {
     /// `width` rows, lane `j` seeded with row `j` of the identity (on a result, or on
     /// an element of a `mut` slice's final contents through its shadow).
     pub fn reverse(&self, ws: &mut Workspace, args: &[Val]) -> Result<Matrix, Error> {
-        let rule = self.grad.rule();
-        let layout = &rule.layout;
-        let n = layout.width.max(1) as usize;
-        let sig = rule.module.sig(layout.primal);
-        let dual: Vec<bool> = layout
-            .config
-            .params
-            .iter()
-            .map(|&a| a != Activity::Const)
-            .collect();
-        let cols = input_coords(args, &dual);
-        let mut rows: Vec<(usize, Option<usize>)> =
-            layout.seeded_results.iter().map(|&r| (r, None)).collect();
-        for (i, a) in args.iter().enumerate() {
-            if dual[i] && sig.params[i].is_mut_slice() {
-                rows.extend((0..a.slice_len().unwrap_or(0)).map(|e| (i, Some(e))));
-            }
-        }
+        let args = views(args);
+        let (rows, cols) = self.coords(&args);
         let mut data = vec![0.0; rows.len() * cols.len()];
-        for start in (0..rows.len()).step_by(n) {
-            let mut seeds = vec![0.0; layout.seeded_results.len() * n];
-            let mut shadows: Vec<Option<Val>> = vec![None; args.len()];
-            for (j, &(p, e)) in rows[start..rows.len().min(start + n)].iter().enumerate() {
-                match e {
-                    None => {
-                        if let Some(k) = layout.seeded_results.iter().position(|&q| q == p) {
-                            seeds[k * n + j] = 1.0;
-                        }
-                    }
-                    Some(e) => {
-                        let len = args[p].slice_len().unwrap_or(0) * n;
-                        let s = shadows[p].get_or_insert_with(|| match args[p] {
-                            Val::F32s(_) => Val::F32s(vec![0.0; len]),
-                            _ => Val::F64s(vec![0.0; len]),
-                        });
-                        match s {
-                            Val::F64s(x) => x[e * n + j] = 1.0,
-                            Val::F32s(x) => x[e * n + j] = 1.0,
-                            _ => {}
-                        }
-                    }
-                }
-            }
-            let seeds = crate::Seeds::results(seeds).with_shadows(shadows);
-            let g = self.grad.value_and_pullback(ws, args, &seeds)?;
-            for j in 0..n.min(rows.len() - start) {
-                let row = &mut data[(start + j) * cols.len()..(start + j + 1) * cols.len()];
-                for (x, &(p, e)) in row.iter_mut().zip(&cols) {
-                    *x = g.gradient[p].as_ref().map_or(0.0, |v| lane(v, e, j, n));
-                }
-            }
-        }
+        self.reverse_args(ws, &args, &mut data)?;
         Ok(Matrix {
             rows: rows.len(),
             cols: cols.len(),
@@ -631,5 +1112,109 @@ impl CompiledJacobian {
             col_coords: cols,
             row_coords: rows,
         })
+    }
+
+    /// [`CompiledJacobian::reverse`] into `out`, with the workspace's buffers.
+    fn reverse_args(
+        &self,
+        ws: &mut Workspace,
+        args: &[Arg<'_>],
+        out: &mut [f64],
+    ) -> Result<(), Error> {
+        let rule = self.grad.rule();
+        let layout = &rule.layout;
+        let sig = rule.module.sig(layout.primal);
+        let fname = rule.module.name(layout.primal);
+        check_copied(fname, sig, args)?;
+        let (rows, cols) = self.shape_args(args);
+        if out.len() != rows * cols {
+            return Err(bad_out("Jacobian", rows, cols, out.len()));
+        }
+        let n_results = layout.seeded_results.len();
+        let n = layout.width.max(1) as usize;
+        let mut s = ws.take_scratch::<Scratch>();
+        let result = (|| -> Result<(), Error> {
+            let Scratch {
+                out: cts,
+                value,
+                args: a,
+                grads: shadows,
+                seeds,
+                ..
+            } = &mut *s;
+            a.resize(args.len(), Val::Bool(false));
+            shadows.resize(layout.shadow_params.len(), Val::Bool(false));
+            seeds.resize(n_results * n, 0.0);
+            // The rows: each seeded result, then each element of each `dup` `mut`
+            // slice (in the order of the shadows); `n` rows per pullback, row
+            // `start + j` seeded on lane `j`.
+            let mut_slices = layout
+                .shadow_params
+                .iter()
+                .enumerate()
+                .filter(|&(_, &i)| sig.params[i].is_mut_slice());
+            let slice_rows = mut_slices.flat_map(|(k, &i)| {
+                (0..args[i].slice_len().unwrap_or(0)).map(move |e| (Some(k), e))
+            });
+            let mut all_rows = (0..n_results).map(|r| (None, r)).chain(slice_rows);
+            let mut start = 0;
+            loop {
+                let mut chunk: SmallVec<[(Option<usize>, usize); 16]> = SmallVec::new();
+                chunk.extend(all_rows.by_ref().take(n));
+                if chunk.is_empty() {
+                    break;
+                }
+                for (d, src) in a.iter_mut().zip(args) {
+                    assign_arg(d, src);
+                }
+                for (sh, &i) in shadows.iter_mut().zip(&layout.shadow_params) {
+                    let len = args[i].slice_len().map(|l| l * n);
+                    set_zeros(sh, is_f32(sig.params[i]), len);
+                }
+                seeds.fill(0.0);
+                for (j, &(shadow, e)) in chunk.iter().enumerate() {
+                    match shadow {
+                        None => seeds[e * n + j] = 1.0,
+                        Some(k) => set_one(&mut shadows[k], e * n + j),
+                    }
+                }
+                {
+                    let mut av: SmallVec<[Arg<'_>; 8]> = a.iter_mut().map(Val::as_arg).collect();
+                    let mut sv: SmallVec<[Arg<'_>; 8]> =
+                        shadows.iter_mut().map(Val::as_arg).collect();
+                    self.grad
+                        .gradient_args(ws, &mut av, &mut sv, seeds, value, cts)?;
+                }
+                // The columns: each active scalar's cotangent, each element of each
+                // shadow, in the parameters' order; lane `j` for row `start + j`.
+                for j in 0..chunk.len() {
+                    let r = start + j;
+                    let row = &mut out[r * cols..(r + 1) * cols];
+                    let (mut c, mut ka, mut ks) = (0, 0, 0);
+                    for (arg, act) in args.iter().zip(&layout.config.params) {
+                        match act {
+                            Activity::Const => {}
+                            Activity::Active => {
+                                row[c] = lane(&cts[ka * n + j], None, 0, 1);
+                                ka += 1;
+                                c += 1;
+                            }
+                            Activity::Dup | Activity::DupNoNeed => {
+                                let sh = &shadows[ks];
+                                for e in 0..arg.slice_len().unwrap_or(0) {
+                                    row[c] = lane(sh, Some(e), j, n);
+                                    c += 1;
+                                }
+                                ks += 1;
+                            }
+                        }
+                    }
+                }
+                start += chunk.len();
+            }
+            Ok(())
+        })();
+        ws.keep_scratch(s);
+        result
     }
 }

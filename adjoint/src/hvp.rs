@@ -31,7 +31,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use gradlift_ir::engine::{Arg, Engine, Val};
+use gradlift_ir::engine::{Arg, Engine, Val, check_args};
 use gradlift_ir::{Elem, FuncId, Module, Type};
 use smallvec::SmallVec;
 
@@ -136,6 +136,9 @@ pub struct Hvp {
 /// parameter: `Some` for the `active` and `dup` ones, shaped as a forward rule's
 /// tangents ([`run_frule`](crate::run_frule)), `None` for the `const` ones).
 ///
+/// The arguments and directions are copied (the caller's stay as they are), then
+/// [`run_hvp`] runs on the copies: the one calling convention.
+///
 /// The tape is back where it was afterwards, whether the call succeeded or failed.
 pub fn hvp_vals<E: Engine>(
     engine: &mut E,
@@ -144,8 +147,8 @@ pub fn hvp_vals<E: Engine>(
     v: &[Option<Val>],
 ) -> Result<Hvp, EvalError> {
     let layout = &rule.layout;
-    let sig = rule.module.sig(layout.primal).clone();
-    let fname = rule.module.name(layout.primal).to_string();
+    let sig = rule.module.sig(layout.primal);
+    let fname = rule.module.name(layout.primal);
     let bad = |m: String| Err(EvalError::BadArguments(m));
     if args.len() != sig.params.len() {
         return bad(format!(
@@ -177,12 +180,126 @@ pub fn hvp_vals<E: Engine>(
         }
     }
     let width = rule.width() as usize;
-    // The directions' shapes, checked here so that the message names the function
-    // and says "direction" (the forward rule of the forward pass would check them
-    // too, in its own words).
-    for (i, d) in v.iter().enumerate() {
-        let Some(d) = d else { continue };
+    let mut args: Vec<Val> = args.to_vec();
+    let mut ts: Vec<Val> = v.iter().flatten().cloned().collect();
+    // The gradient and H v of each differentiated parameter, as `run_hvp` wants
+    // them: a slice of its length (1 for a scalar) and one of `width` times that.
+    let (mut gradient, mut hvp): (Vec<Val>, Vec<Val>) = v
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.is_some())
+        .map(|(i, _)| {
+            let len = args[i].slice_len().unwrap_or(1);
+            let f32 = sig.params[i].elem().map_or(sig.params[i], Elem::ty) == Type::F32;
+            if f32 {
+                (Val::F32s(vec![0.0; len]), Val::F32s(vec![0.0; len * width]))
+            } else {
+                (Val::F64s(vec![0.0; len]), Val::F64s(vec![0.0; len * width]))
+            }
+        })
+        .unzip();
+    let mut value = Vec::new();
+    {
+        let mut a: SmallVec<[Arg<'_>; 8]> = args.iter_mut().map(Val::as_arg).collect();
+        let mut t: SmallVec<[Arg<'_>; 8]> = ts.iter_mut().map(Val::as_arg).collect();
+        let mut g: SmallVec<[Arg<'_>; 8]> = gradient.iter_mut().map(Val::as_arg).collect();
+        let mut h: SmallVec<[Arg<'_>; 8]> = hvp.iter_mut().map(Val::as_arg).collect();
+        run_hvp(
+            engine,
+            rule,
+            &mut a,
+            &mut t,
+            &mut value,
+            &mut g,
+            &mut h,
+            &mut Vec::new(),
+        )?;
+    }
+    // Back to `Hvp`'s shapes: a scalar's gradient a scalar, its H v a scalar at
+    // width 1.
+    let mut gradient_out = vec![None; sig.params.len()];
+    let mut hvp_out = vec![None; sig.params.len()];
+    let differentiated = (0..sig.params.len()).filter(|&i| v[i].is_some());
+    for ((i, g), h) in differentiated.zip(gradient).zip(hvp) {
+        let scalar = !sig.params[i].is_slice();
+        let first = |x: &Val| match x {
+            Val::F32s(x) => Val::F32(x[0]),
+            Val::F64s(x) => Val::F64(x[0]),
+            other => other.clone(),
+        };
+        gradient_out[i] = Some(if scalar { first(&g) } else { g });
+        hvp_out[i] = Some(if scalar && width == 1 { first(&h) } else { h });
+    }
+    Ok(Hvp {
+        value: layout.config.needs_primal.then_some(value),
+        gradient: gradient_out,
+        hvp: hvp_out,
+    })
+}
+
+/// Runs `rule` (which `engine` must run: its module) with borrowed arguments,
+/// directions and outputs: the second-order rule's calling convention, in which
+/// nothing is copied and, once `value`, `scratch` and the engine have grown,
+/// nothing is allocated.
+///
+/// - `args` are the primal's arguments (`mut` slices are written in place, as the
+///   primal writes them);
+/// - `directions` has one entry per `active` and `dup` parameter, in order, shaped
+///   as a forward rule's tangents at the rule's width N: for a float scalar a
+///   scalar at width 1 and a slice of its N lanes at width N; for a float slice a
+///   slice N times its length, lane `j` of element `i` at `i * N + j` (writable
+///   when the parameter is `mut`: it ends holding the tangent of the slice's
+///   final contents);
+/// - `value` gets the primal results (empty when the rule does not return them);
+/// - `gradient` has one writable slice per `active` and `dup` parameter, in order,
+///   of its element type: of length 1 for a scalar, of the slice's length for a
+///   slice. It is overwritten with the gradient from unit seeds (for a `dup`
+///   slice, from a zero shadow);
+/// - `hvp` has one writable slice per `active` and `dup` parameter, N times as
+///   long as its `gradient` slice (lane `j` of element `i` at `i * N + j`): it is
+///   overwritten with the Hessian's products with the directions;
+/// - `scratch` holds the pullback's results during the call.
+///
+/// The numbers are those of [`hvp_vals`], which runs this on copies. The tape is
+/// back where it was afterwards, whether the call succeeded or failed.
+#[allow(clippy::too_many_arguments)]
+pub fn run_hvp<E: Engine>(
+    engine: &mut E,
+    rule: &HvpRule,
+    args: &mut [Arg<'_>],
+    directions: &mut [Arg<'_>],
+    value: &mut Vec<Val>,
+    gradient: &mut [Arg<'_>],
+    hvp: &mut [Arg<'_>],
+    scratch: &mut Vec<Val>,
+) -> Result<(), EvalError> {
+    let layout = &rule.layout;
+    let sig = rule.module.sig(layout.primal);
+    let fname = rule.module.name(layout.primal);
+    check_args(fname, sig, args).map_err(|k| EvalError::BadArguments(k.to_string()))?;
+    let bad = |m: String| Err(EvalError::BadArguments(m));
+    let width = rule.width() as usize;
+    let differentiated =
+        || (0..sig.params.len()).filter(|&i| layout.config.params[i] != Activity::Const);
+    let n_diff = differentiated().count();
+    for (what, n) in [
+        ("direction", directions.len()),
+        ("gradient buffer", gradient.len()),
+        ("H v buffer", hvp.len()),
+    ] {
+        if n != n_diff {
+            return bad(format!(
+                "the second-order rule of @{fname} takes {} (one per `active` or `dup` parameter), given {n}",
+                count(n_diff, what)
+            ));
+        }
+    }
+    for (k, i) in differentiated().enumerate() {
         let ty = sig.params[i];
+        // The direction's shape, checked here so that the message names the
+        // function and says "direction" (the forward rule of the forward pass would
+        // check it too, in its own words).
+        let d = &directions[k];
         let (want, len) = if ty.is_slice() {
             (
                 ty.elem().map(Type::slice).unwrap_or(ty),
@@ -212,7 +329,7 @@ pub fn hvp_vals<E: Engine>(
                 String::new()
             };
             let given = match d.slice_len() {
-                Some(n) => format!("{} of length {n}", article(d.ty())),
+                Some(n) => format!("{} of length {n}", article(d.shared().ty())),
                 None => article(d.ty()),
             };
             return bad(format!(
@@ -220,133 +337,162 @@ pub fn hvp_vals<E: Engine>(
                 i + 1
             ));
         }
+        if ty.is_mut_slice() && !d.fits(ty) {
+            return bad(format!(
+                "the direction of parameter {} of @{fname} must be writable (a {ty}): the forward pass writes the tangent of the slice's final contents into it",
+                i + 1
+            ));
+        }
+        // The output buffers: writable slices of the element type.
+        let elem = ty.elem().map_or(ty, Elem::ty);
+        let want = Type::slice_mut(if elem == Type::F32 {
+            Elem::F32
+        } else {
+            Elem::F64
+        });
+        let len = args[i].slice_len().unwrap_or(1);
+        for (what, b, len) in [
+            ("gradient buffer", &gradient[k], len),
+            ("H v buffer", &hvp[k], len * width),
+        ] {
+            if !(b.fits(want) && b.slice_len() == Some(len)) {
+                return bad(format!(
+                    "the {what} of parameter {} of @{fname} must be a {want} of length {len}, given {}{}",
+                    i + 1,
+                    article(b.ty()),
+                    b.slice_len()
+                        .map(|n| format!(" of length {n}"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
     }
     let before = engine.tape().scalars;
-    let result = run(engine, rule, &sig, args, v, width);
+    let result = run(
+        engine, rule, args, directions, value, gradient, hvp, scratch,
+    );
     let after = engine.tape().scalars;
     if before == 0 {
         engine.reset_tape();
     }
-    let out = result?;
+    result?;
     if after != before {
         return Err(EvalError::Tape { before, after });
     }
-    Ok(out)
+    Ok(())
 }
 
+/// Zeroes a writable float slice.
+fn zero(a: &mut Arg<'_>) {
+    match a {
+        Arg::F64sMut(x) => x.fill(0.0),
+        Arg::F32sMut(x) => x.fill(0.0),
+        _ => {}
+    }
+}
+
+/// Writes the float scalar `v` at index `k` of a writable float slice.
+fn put(a: &mut Arg<'_>, k: usize, v: &Val) {
+    match (a, v) {
+        (Arg::F64sMut(x), Val::F64(v)) => x[k] = *v,
+        (Arg::F32sMut(x), Val::F32(v)) => x[k] = *v,
+        _ => {}
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run<E: Engine>(
     engine: &mut E,
     rule: &HvpRule,
-    sig: &gradlift_ir::Signature,
-    args: &[Val],
-    v: &[Option<Val>],
-    width: usize,
-) -> Result<Hvp, EvalError> {
+    args: &mut [Arg<'_>],
+    directions: &mut [Arg<'_>],
+    value: &mut Vec<Val>,
+    gradient: &mut [Arg<'_>],
+    hvp: &mut [Arg<'_>],
+    scratch: &mut Vec<Val>,
+) -> Result<(), EvalError> {
     let layout = &rule.layout;
+    let sig = rule.module.sig(layout.primal);
+    let width = rule.width() as usize;
     // The forward pass, with the directions as tangents.
-    let mut args: Vec<Val> = args.to_vec();
-    let mut ts: Vec<Val> = v.iter().flatten().cloned().collect();
-    let mut value = Vec::new();
-    {
-        let mut a: SmallVec<[Arg<'_>; 8]> = args.iter_mut().map(Val::as_arg).collect();
-        let mut t: SmallVec<[Arg<'_>; 8]> = ts.iter_mut().map(Val::as_arg).collect();
-        call_frule(
-            engine,
-            &rule.module,
-            rule.forward,
-            &rule.forward_layout,
-            &mut a,
-            &mut t,
-            &mut value,
-        )?;
-    }
-    // Which tangent belongs to which parameter.
-    let mut tangent_of: Vec<Option<usize>> = vec![None; sig.params.len()];
-    let mut k = 0;
-    for (i, d) in v.iter().enumerate() {
-        if d.is_some() {
-            tangent_of[i] = Some(k);
-            k += 1;
-        }
-    }
+    call_frule(
+        engine,
+        &rule.module,
+        rule.forward,
+        &rule.forward_layout,
+        args,
+        directions,
+        value,
+    )?;
+    // The position of each differentiated parameter among them.
+    let diff_index = |i: usize| {
+        (0..i)
+            .filter(|&p| layout.config.params[p] != Activity::Const)
+            .count()
+    };
     // The pullback: slices as the forward pass left them (with their tangents),
-    // zero shadows (with zero tangents), unit seeds.
-    let mut rvs_args: Vec<Val> = Vec::new();
-    let mut rvs_ts: Vec<Val> = Vec::new();
-    for &i in &layout.slice_params {
-        rvs_args.push(args[i].clone());
-        if let Some(k) = tangent_of[i] {
-            rvs_ts.push(ts[k].clone());
+    // zero shadows (with zero tangents): the `gradient` and `hvp` buffers of the
+    // `dup` parameters, unit seeds.
+    let mut rvs_args: SmallVec<[Arg<'_>; 8]> = SmallVec::new();
+    let mut rvs_ts: SmallVec<[Arg<'_>; 8]> = SmallVec::new();
+    {
+        let mut dirs = directions.iter_mut().enumerate();
+        let mut grads = gradient.iter_mut().enumerate();
+        let mut hvps = hvp.iter_mut().enumerate();
+        let mut slices = layout.slice_params.iter().peekable();
+        for (i, a) in args.iter_mut().enumerate() {
+            if slices.next_if(|&&p| p == i).is_some() {
+                rvs_args.push(a.reborrow());
+            }
         }
-    }
-    for &i in &layout.shadow_params {
-        let mut s = args[i].clone();
-        s.assign_zeros_like(&args[i]);
-        let n = args[i].slice_len().unwrap_or(0) * width;
-        let t = match sig.params[i].elem().map(|e| e.ty()) {
-            Some(Type::F32) => Val::F32s(vec![0.0; n]),
-            _ => Val::F64s(vec![0.0; n]),
-        };
-        rvs_args.push(s);
-        rvs_ts.push(t);
+        // The tangents of the slices, in the order of the slices.
+        for &i in &layout.slice_params {
+            if layout.config.params[i] != Activity::Const {
+                let k = diff_index(i);
+                let (_, d) = dirs
+                    .find(|(j, _)| *j == k)
+                    .expect("one direction per differentiated parameter");
+                rvs_ts.push(d.reborrow());
+            }
+        }
+        for &i in &layout.shadow_params {
+            let k = diff_index(i);
+            let (_, g) = grads
+                .find(|(j, _)| *j == k)
+                .expect("one gradient buffer per differentiated parameter");
+            let (_, h) = hvps
+                .find(|(j, _)| *j == k)
+                .expect("one H v buffer per differentiated parameter");
+            zero(g);
+            zero(h);
+            rvs_args.push(g.reborrow());
+            rvs_ts.push(h.reborrow());
+        }
     }
     for &j in &layout.seeded_results {
         rvs_args.push(match sig.results[j] {
-            Type::F32 => Val::F32(1.0),
-            _ => Val::F64(1.0),
+            Type::F32 => Arg::F32(1.0),
+            _ => Arg::F64(1.0),
         });
     }
-    let mut out = Vec::new();
-    {
-        let mut a: SmallVec<[Arg<'_>; 8]> = rvs_args.iter_mut().map(Val::as_arg).collect();
-        let mut t: SmallVec<[Arg<'_>; 8]> = rvs_ts.iter_mut().map(Val::as_arg).collect();
-        call_frule(
-            engine,
-            &rule.module,
-            rule.pullback,
-            &rule.pullback_layout,
-            &mut a,
-            &mut t,
-            &mut out,
-        )?;
-    }
+    call_frule(
+        engine,
+        &rule.module,
+        rule.pullback,
+        &rule.pullback_layout,
+        &mut rvs_args,
+        &mut rvs_ts,
+        scratch,
+    )?;
+    drop((rvs_args, rvs_ts));
+    // The active parameters' cotangents, then N lanes of each one's H v.
     let n_active = layout.active_params.len();
-    let mut gradient = vec![None; sig.params.len()];
-    let mut hvp = vec![None; sig.params.len()];
     for (k, &i) in layout.active_params.iter().enumerate() {
-        gradient[i] = Some(out[k].clone());
-        let lanes = &out[n_active + k * width..n_active + (k + 1) * width];
-        hvp[i] = Some(if width == 1 {
-            lanes[0].clone()
-        } else if sig.params[i] == Type::F32 {
-            Val::F32s(
-                lanes
-                    .iter()
-                    .map(|v| if let Val::F32(x) = v { *x } else { 0.0 })
-                    .collect(),
-            )
-        } else {
-            Val::F64s(
-                lanes
-                    .iter()
-                    .map(|v| if let Val::F64(x) = v { *x } else { 0.0 })
-                    .collect(),
-            )
-        });
+        let p = diff_index(i);
+        put(&mut gradient[p], 0, &scratch[k]);
+        for j in 0..width {
+            put(&mut hvp[p], j, &scratch[n_active + k * width + j]);
+        }
     }
-    let n_slices = layout.slice_params.len();
-    let dual_slices = layout
-        .slice_params
-        .iter()
-        .filter(|&&i| tangent_of[i].is_some())
-        .count();
-    for (k, &i) in layout.shadow_params.iter().enumerate() {
-        gradient[i] = Some(rvs_args[n_slices + k].clone());
-        hvp[i] = Some(rvs_ts[dual_slices + k].clone());
-    }
-    Ok(Hvp {
-        value: layout.config.needs_primal.then_some(value),
-        gradient,
-        hvp,
-    })
+    Ok(())
 }

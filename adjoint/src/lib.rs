@@ -93,5 +93,5 @@ pub use eval::{
 };
 pub use frule::{DualActivity, DualRet, Frule, FruleConfig, FruleLayout, MAX_WIDTH, build_frule};
 pub use fwd_eval::{Jvp, jvp_vals, run_frule};
-pub use hvp::{Hvp, HvpRule, build_hvp, hvp_vals};
+pub use hvp::{Hvp, HvpRule, build_hvp, hvp_vals, run_hvp};
 pub use rrule::{MAX_REVERSE_WIDTH, Rule, RuleLayout, build_rrule, build_rrule_width};

@@ -522,6 +522,22 @@ pub struct Workspace {
     pub(crate) args: Vec<u64>,
     /// The result slots of the call being made.
     pub(crate) results: Vec<u64>,
+    /// Buffers a caller keeps here between calls ([`Workspace::take_scratch`]).
+    scratch: Scratch,
+}
+
+/// The one slot of [`Workspace::take_scratch`] and [`Workspace::keep_scratch`].
+#[derive(Default)]
+struct Scratch(Option<Box<dyn core::any::Any + Send + Sync>>);
+
+impl core::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Scratch(kept)"
+        } else {
+            "Scratch(empty)"
+        })
+    }
 }
 
 impl Default for Workspace {
@@ -541,7 +557,38 @@ impl Workspace {
             max_depth: Workspace::DEFAULT_MAX_DEPTH,
             args: Vec::new(),
             results: Vec::new(),
+            scratch: Scratch::default(),
         }
+    }
+
+    /// Takes the buffers of type `T` kept in this workspace by
+    /// [`Workspace::keep_scratch`], or a new `T::default()` when it keeps none (or
+    /// keeps another type). With [`Workspace::keep_scratch`], how code that calls
+    /// compiled functions keeps its own buffers with the workspace, so that once
+    /// they have grown its calls allocate nothing: moving the box out and back
+    /// allocates nothing.
+    ///
+    /// ```
+    /// let mut ws = gradlift_jit::Workspace::new();
+    /// let mut buf = ws.take_scratch::<Vec<f64>>();
+    /// buf.extend([1.0, 2.0]);
+    /// ws.keep_scratch(buf);
+    /// assert_eq!(*ws.take_scratch::<Vec<f64>>(), [1.0, 2.0]);
+    /// // Taken, and not kept again: the next take is a new one.
+    /// assert!(ws.take_scratch::<Vec<f64>>().is_empty());
+    /// ```
+    pub fn take_scratch<T: core::any::Any + Send + Sync + Default>(&mut self) -> Box<T> {
+        self.scratch
+            .0
+            .take()
+            .and_then(|b| b.downcast::<T>().ok())
+            .unwrap_or_default()
+    }
+
+    /// Keeps `scratch` in this workspace for the next [`Workspace::take_scratch`]
+    /// of its type. There is one slot: what was kept before is dropped.
+    pub fn keep_scratch<T: core::any::Any + Send + Sync>(&mut self, scratch: Box<T>) {
+        self.scratch.0 = Some(scratch);
     }
 
     /// Sets the deepest call nesting allowed (the outermost call is depth 1), as the
