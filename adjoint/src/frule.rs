@@ -946,9 +946,12 @@ impl Pass<'_, '_> {
         }
     }
 
+    /// The zero of a float type: the literal `0.0`, or for `f32` a `const f32 0.0`
+    /// instruction (an `f32` literal is refused where its type cannot be read from
+    /// another operand, as in `push`).
     fn zero(&mut self, ty: Type) -> Value {
         match ty {
-            Type::F32 => self.b.f32const(0.0),
+            Type::F32 => self.b.const_inst(gradlift_ir::Scalar::F32(0.0)),
             _ => self.b.fconst(0.0),
         }
     }

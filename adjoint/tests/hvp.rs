@@ -296,3 +296,35 @@ fn width_n_hvps_are_bit_identical_to_n_width_one_hvps() {
     }
     assert!(compared >= 300, "{compared}");
 }
+
+/// An `f32` function with a `const` `f32` parameter: the forward rule of the
+/// forward pass pushes the zero tangent of the constant, which must be written
+/// `const f32 0.0` (a literal `0.0` in a `push` reads as `f64`). Closed form:
+/// f = x² y k, so ∇f = (2xyk, x²k) and H (1, 0) = (2yk, 2xk).
+#[test]
+fn an_f32_function_with_a_const_f32_parameter_has_hvps() {
+    let m = module(
+        "func @g(%x: f32, %y: f32, %k: f32) -> f32 {
+        entry:
+            %a = fmul %x, %k
+            %b = fmul %a, %y
+            %c = fmul %b, %x
+            ret %c
+        }",
+    );
+    let f = m.func_by_name("g").unwrap();
+    let config = RuleConfig::default_for(m.sig(f)).with_params([
+        Activity::Active,
+        Activity::Active,
+        Activity::Const,
+    ]);
+    let rule = build_hvp(&m, f, &config, 1).unwrap_or_else(|e| panic!("{e}"));
+    let args = [Val::F32(1.5), Val::F32(2.0), Val::F32(3.0)];
+    let v = [Some(Val::F32(1.0)), Some(Val::F32(0.0)), None];
+    let out = hvp_vals(&mut Interpreter::new(&rule.module), &rule, &args, &v).unwrap();
+    assert_eq!(
+        out.gradient[..2],
+        [Some(Val::F32(18.0)), Some(Val::F32(6.75))]
+    );
+    assert_eq!(out.hvp[..2], [Some(Val::F32(12.0)), Some(Val::F32(9.0))]);
+}
