@@ -65,9 +65,9 @@ enum Command {
     Run(RunArgs),
     /// Value and gradient of one function; prints `{"value": V, "gradient": [G...]}`.
     ///
-    /// `gradient` holds, per parameter, the cotangent for `active`, the final shadow
-    /// for `dup`/`dupnoneed`, null for `const`. Both engines run the same derived
-    /// code.
+    /// `gradient` holds, per parameter, the cotangent for `active` (N lanes at
+    /// width N), the final shadow for `dup`/`dupnoneed` (N lanes per element at
+    /// width N), null for `const`. Both engines run the same derived code.
     Grad(GradArgs),
     /// Value and directional derivatives of one function (forward mode); prints
     /// `{"value": V, "tangent": T, "args": [A...], "tangents": [S...]}`.
