@@ -9,7 +9,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Run, gradlift, temp_file};
+use common::{Run, gradlift, root, shell_words, temp_file, transcripts};
 use serde_json::Value;
 
 /// `f(x, a, k, b) = (a Σ x_i sin x_i, k, k b² Σ b x_i)`: a `dup` slice, two
@@ -143,8 +143,8 @@ fn lane_j_of_width_3_is_the_width_1_gradient_from_lane_js_seeds_and_shadows() {
     assert_eq!(gradient[1].as_array().map(Vec::len), Some(N), "{out}");
     assert_eq!(gradient[2], Value::Null, "{out}");
     assert_eq!(gradient[3].as_array().map(Vec::len), Some(N), "{out}");
-    for j in 0..N {
-        let lane_seed = floats(&[seeds[0][j], seeds[1][j]]);
+    for (j, (&s0, &s1)) in seeds[0].iter().zip(&seeds[1]).enumerate() {
+        let lane_seed = floats(&[s0, s1]);
         let lane_shadow: Vec<f64> = shadow.iter().skip(j).step_by(N).copied().collect();
         let lane_shadows = format!("[{}, null, null, null]", floats(&lane_shadow));
         for engine in ["jit", "interp"] {
@@ -306,4 +306,42 @@ fn dump_pullback_at_width_2_takes_two_seeds_per_float_result_and_parses_back() {
     let plain = gradlift(&["dump", &shown, "--func", "f", "--stage", "pullback"]);
     assert_eq!(dump("pullback", "1").stdout, plain.stdout);
     assert!(plain.stdout.starts_with("func @f.rvs("), "{plain:?}");
+}
+
+/// Every transcript of docs/cli.md of `gradlift grad` (but those of `--time`,
+/// whose numbers vary, and those of a file the repository does not have) and of a
+/// reverse-mode `gradlift dump ... --width` is what the binary prints, byte for
+/// byte, run from the repository's root (a `...` in the transcript stands for the
+/// rest of the output: what precedes it must be a prefix).
+#[test]
+fn the_manuals_grad_transcripts_are_what_the_binary_prints() {
+    let mut checked = 0;
+    for (command, expected) in transcripts("docs/cli.md") {
+        let words = shell_words(&command);
+        let command_is = |c: &str| words.get(1).is_some_and(|w| w == c);
+        let wide = words.iter().any(|w| w == "--width");
+        let reverse_dump = command_is("dump") && !words.windows(2).any(|w| w == ["--stage", "jvp"]);
+        let timed = words.iter().any(|w| w == "--time");
+        let exists = words.get(2).is_some_and(|f| root().join(f).exists());
+        let grad = command_is("grad") && !timed;
+        if words[0] != "gradlift" || !exists || !(grad || (wide && reverse_dump)) {
+            continue;
+        }
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gradlift"))
+            .args(&words[1..])
+            .current_dir(root())
+            .output()
+            .expect("the gradlift binary runs");
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        match expected.split_once("...\n") {
+            Some((prefix, _)) => assert!(printed.starts_with(prefix), "{command}:\n{printed}"),
+            None => assert_eq!(printed, expected, "{command}"),
+        }
+        checked += 1;
+    }
+    assert!(checked >= 12, "only {checked} transcripts checked");
 }
