@@ -204,13 +204,18 @@ fn describe(json: &Value) -> String {
     }
 }
 
-/// `--seed`: a number (one float result) or an array of numbers (one per float
-/// result of `@func`, which has `n_float` of them).
+/// `--seed` at `width` (`grad --width`): at width 1 a number (one float result)
+/// or an array of numbers (one per float result of `@func`, which has `n_float` of
+/// them); at width N, N numbers per float result (see [`lane_seeds_from_json`]).
 pub(crate) fn seeds_from_json(
     func: &str,
     n_float: usize,
+    width: usize,
     json: &Value,
 ) -> Result<Vec<f64>, String> {
+    if width > 1 {
+        return lane_seeds_from_json(func, n_float, width, json);
+    }
     let results = match n_float {
         1 => "1 float result".to_string(),
         n => format!("{n} float results"),
@@ -242,14 +247,77 @@ pub(crate) fn seeds_from_json(
     }
 }
 
+/// `--seed` at width N > 1: for one float result an array of N numbers (lane 0
+/// first; an array holding that one array is taken too), for several an array with
+/// one array of N numbers per float result, for none `[]`. The seeds come out as
+/// the rule takes them: result `k`'s lane `j` at `k * N + j`.
+fn lane_seeds_from_json(
+    func: &str,
+    n_float: usize,
+    width: usize,
+    json: &Value,
+) -> Result<Vec<f64>, String> {
+    let lanes = |item: &Value, at: &str| -> Result<Vec<f64>, String> {
+        match item {
+            Value::Array(xs) if xs.len() == width => xs
+                .iter()
+                .enumerate()
+                .map(|(j, x)| float(x).map_err(|e| format!("--seed{at}, lane {j},{e}")))
+                .collect(),
+            _ => Err(format!(
+                "--seed{at}: at --width {width}, a float result takes an array of {width} \
+                 numbers (one seed per lane, lane 0 first), found {}",
+                describe(item)
+            )),
+        }
+    };
+    let expected = match n_float {
+        1 => format!("for its 1 float result an array of {width} numbers (lane 0 first)"),
+        n => format!(
+            "for its {n} float results an array of {n} arrays of {width} numbers (one per \
+             float result, lane 0 first)"
+        ),
+    };
+    let wrong = || {
+        Err(format!(
+            "--seed: at --width {width}, @{func} takes {width} seeds per float result: \
+             {expected}, found {}",
+            describe(json)
+        ))
+    };
+    match json {
+        Value::Array(items) if items.is_empty() && n_float == 0 => Ok(Vec::new()),
+        _ if n_float == 0 => Err(format!(
+            "--seed: @{func} has no float results, so it takes no seed"
+        )),
+        // One float result: its N lanes, or an array of that one array.
+        Value::Array(items) if n_float == 1 && items.iter().all(|v| !v.is_array()) => {
+            if items.len() == width {
+                lanes(json, "")
+            } else {
+                wrong()
+            }
+        }
+        Value::Array(items) if items.len() == n_float && items.iter().all(Value::is_array) => {
+            let mut seeds = Vec::with_capacity(n_float * width);
+            for (k, item) in items.iter().enumerate() {
+                seeds.extend(lanes(item, &format!(", element {k}"))?);
+            }
+            Ok(seeds)
+        }
+        _ => wrong(),
+    }
+}
+
 /// `--shadows`: one entry per parameter of `@func`, null or the initial contents of
-/// the shadow of a `dup`/`dupnoneed` slice (`activities`), as long as its argument in
-/// `args`.
+/// the shadow of a `dup`/`dupnoneed` slice (`activities`), `width` times as long as
+/// its argument in `args` (at width N, lane `j` of element `i` at `i * N + j`).
 pub(crate) fn shadows_from_json(
     func: &str,
     params: &[Param<'_>],
     activities: &[Activity],
     args: &[Val],
+    width: usize,
     json: &Value,
 ) -> Result<Vec<Option<Val>>, String> {
     let list = params
@@ -293,12 +361,21 @@ pub(crate) fn shadows_from_json(
             convert(p.ty, item).map_err(|e| format!("--shadows: the shadow of {which}{e}"))?;
         let (n, m) = (shadow.slice_len(), args.get(k).and_then(Val::slice_len));
         if let (Some(n), Some(m)) = (n, m)
-            && n != m
+            && n != m * width
         {
-            return Err(format!(
-                "--shadows: the shadow of {which} must have {m} elements, as the argument \
-                 has, found {n}"
-            ));
+            return Err(if width == 1 {
+                format!(
+                    "--shadows: the shadow of {which} must have {m} elements, as the \
+                     argument has, found {n}"
+                )
+            } else {
+                format!(
+                    "--shadows: at --width {width}, the shadow of {which} must have {} \
+                     elements ({width} lanes for each of the argument's {m}, lane j of \
+                     element i at i*{width}+j), found {n}",
+                    m * width
+                )
+            });
         }
         shadows.push(Some(shadow));
     }
@@ -728,7 +805,7 @@ mod tests {
     fn seeds_are_one_number_per_float_result() {
         let seeds = |n: usize, text: &str| {
             let json: Value = serde_json::from_str(text).expect("test JSON");
-            seeds_from_json("f", n, &json)
+            seeds_from_json("f", n, 1, &json)
         };
         assert_eq!(seeds(1, "2"), Ok(vec![2.0]));
         assert_eq!(seeds(1, "[-0.5]"), Ok(vec![-0.5]));
@@ -757,6 +834,87 @@ mod tests {
     }
 
     #[test]
+    fn seeds_at_width_n_are_n_lanes_per_float_result() {
+        let seeds = |n: usize, text: &str| {
+            let json: Value = serde_json::from_str(text).expect("test JSON");
+            seeds_from_json("f", n, 3, &json)
+        };
+        assert_eq!(seeds(1, "[1, 2, -3]"), Ok(vec![1.0, 2.0, -3.0]));
+        assert_eq!(seeds(1, "[[1, 2, -3]]"), Ok(vec![1.0, 2.0, -3.0]));
+        // Result k's lane j at k * 3 + j.
+        assert_eq!(
+            seeds(2, r#"[[1, 2, 3], [4, 5, "inf"]]"#),
+            Ok(vec![1.0, 2.0, 3.0, 4.0, 5.0, f64::INFINITY])
+        );
+        assert_eq!(seeds(0, "[]"), Ok(vec![]));
+        assert_eq!(
+            seeds(0, "[1, 2, 3]"),
+            Err("--seed: @f has no float results, so it takes no seed".into())
+        );
+        assert_eq!(
+            seeds(1, "2"),
+            Err(
+                "--seed: at --width 3, @f takes 3 seeds per float result: for its 1 float \
+                 result an array of 3 numbers (lane 0 first), found 2"
+                    .into()
+            )
+        );
+        assert_eq!(
+            seeds(1, "[1, 2]"),
+            Err(
+                "--seed: at --width 3, @f takes 3 seeds per float result: for its 1 float \
+                 result an array of 3 numbers (lane 0 first), found an array of 2 elements"
+                    .into()
+            )
+        );
+        assert_eq!(
+            seeds(2, "[1, 2, 3, 4, 5, 6]"),
+            Err(
+                "--seed: at --width 3, @f takes 3 seeds per float result: for its 2 float \
+                 results an array of 2 arrays of 3 numbers (one per float result, lane 0 \
+                 first), found an array of 6 elements"
+                    .into()
+            )
+        );
+        assert_eq!(
+            seeds(2, "[[1, 2, 3], [4, 5]]"),
+            Err(
+                "--seed, element 1: at --width 3, a float result takes an array of 3 \
+                 numbers (one seed per lane, lane 0 first), found an array of 2 elements"
+                    .into()
+            )
+        );
+        assert_eq!(
+            seeds(1, "[1, null, 3]"),
+            Err(r#"--seed, lane 1, must be a number (or "inf", "-inf", "nan"), found null"#.into())
+        );
+    }
+
+    #[test]
+    fn shadows_at_width_n_are_n_lanes_per_element() {
+        let params = [p("x", Type::slice(Elem::F64)), p("a", F64)];
+        let activities = [Activity::Dup, Activity::Active];
+        let args = [Val::F64s(vec![1.0, 2.0]), Val::F64(4.0)];
+        let shadows = |text: &str| {
+            let json: Value = serde_json::from_str(text).expect("test JSON");
+            shadows_from_json("f", &params, &activities, &args, 2, &json)
+        };
+        assert_eq!(
+            shadows("[[1, 0, 0, 1], null]"),
+            Ok(vec![Some(Val::F64s(vec![1.0, 0.0, 0.0, 1.0])), None])
+        );
+        assert_eq!(
+            shadows("[[1, 0], null]"),
+            Err(
+                "--shadows: at --width 2, the shadow of argument 1 (%x: [f64]) must have 4 \
+                 elements (2 lanes for each of the argument's 2, lane j of element i at \
+                 i*2+j), found 2"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
     fn shadows_are_checked_against_activities_and_arguments() {
         use Activity::{Active, Const, Dup, DupNoNeed};
         let params = [
@@ -774,7 +932,7 @@ mod tests {
         ];
         let shadows = |text: &str| {
             let json: Value = serde_json::from_str(text).expect("test JSON");
-            shadows_from_json("f", &params, &activities, &args, &json)
+            shadows_from_json("f", &params, &activities, &args, 1, &json)
         };
         assert_eq!(
             shadows("[[0.5, 1], [2], null, null]"),

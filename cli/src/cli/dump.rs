@@ -16,6 +16,9 @@
 //!   every function of the rule's module that the input module does not have and
 //!   whose name contains `.fwd` (`.rvs`), in the module's order, each after a blank
 //!   line. The derived names are legal in the text format, so the dump parses back.
+//!   With `--width N` (N > 1) the rule is widened as `grad --width N` widens it:
+//!   the names end in `.xN`, the pullback takes N seeds per float result and
+//!   returns N cotangents per `active` parameter.
 //! - `jvp`: the forward rule is derived as `jvp` derives it (`--activity` in forward
 //!   mode's words, `--width`), and `@F.jvp` is printed, followed in the same way by
 //!   the derived functions of its callees (names containing `.jvp`).
@@ -23,13 +26,15 @@
 //!   code ([`gradlift_jit::listing`]) of `@F` and every function it calls, then, when
 //!   the rule derives, of its forward pass, its pullback and the rules they call;
 //!   each function's trampoline after it, every function under a `; @name` line
-//!   (`; @name (entry)` for a trampoline).
+//!   (`; @name (entry)` for a trampoline). The rule is of width `--width`, as for
+//!   `forward`.
 //! - `dot`: Graphviz of the control-flow graphs ([`gradlift_ir::dot`]): one `digraph`
 //!   with the clusters `cluster_primal`, `cluster_forward` and `cluster_pullback` (the
-//!   rule derived as for `forward`). When the rule cannot be derived (a function
-//!   reverse mode refuses), the graph has the primal cluster alone, with a comment
-//!   saying why, and the reason is a warning on stderr (status 0); a request that is
-//!   wrong (activities that do not fit) is an error, as for `forward`.
+//!   rule derived as for `forward`, `--width` included). When the rule cannot be
+//!   derived (a function reverse mode refuses), the graph has the primal cluster
+//!   alone, with a comment saying why, and the reason is a warning on stderr (status
+//!   0); a request that is wrong (activities that do not fit) is an error, as for
+//!   `forward`.
 
 use std::path::Path;
 
@@ -58,7 +63,8 @@ pub(crate) struct Request<'a> {
     pub activity: Option<&'a ActivityList>,
     /// `--activity`, for `--stage jvp`.
     pub dual_activity: Option<&'a DualActivityList>,
-    /// `--width`, for `--stage jvp`.
+    /// `--width`: tangents per sweep for `--stage jvp`, cotangents per sweep for
+    /// the reverse-mode stages.
     pub width: u32,
     /// `--debug`, `--check-nan`, `--tape`.
     pub debug: DebugArgs,
@@ -88,6 +94,7 @@ pub(crate) fn dump(req: &Request<'_>) -> Outcome {
         id,
         pipeline: &pipeline,
         config: &config,
+        width: req.width,
     };
     let printed = match req.stage {
         Stage::Primal => print(&module, &[id]).map_err(|e| vec![e]),
@@ -116,6 +123,8 @@ struct Ctx<'a> {
     pipeline: &'a Pipeline,
     /// The rule's configuration (`--activity`, debug mode, tape policy).
     config: &'a RuleConfig,
+    /// The rule's width (`--width`).
+    width: u32,
 }
 
 impl Ctx<'_> {
@@ -126,10 +135,14 @@ impl Ctx<'_> {
             .map_err(|e| self.error(&e))
     }
 
-    /// The rule, derived as `grad` derives it.
+    /// The rule, derived (and widened) as `grad` derives it.
     fn rule(&self) -> Result<Rule, gradlift::Error> {
-        self.pipeline
-            .derive(self.module, self.module.name(self.id), Some(self.config))
+        self.pipeline.derive_width(
+            self.module,
+            self.module.name(self.id),
+            Some(self.config),
+            self.width,
+        )
     }
 
     /// A pipeline error, reported against the file.

@@ -1,16 +1,26 @@
 //! `gradlift grad FILE --func F (--args JSON | --args-file PATH) [--activity LIST]
-//! [--seed JSON] [--shadows JSON] [--no-primal] [--engine interp|jit] [--opt
-//! none|default] [--time N]`: the value and the gradient of one function.
+//! [--seed JSON] [--shadows JSON] [--width N] [--no-primal] [--debug] [--check-nan]
+//! [--tape minimal|save-all] [--engine interp|jit] [--opt none|default] [--time N]
+//! [--fuel N] [--timeout SECONDS]`: the value and the gradient of one function.
 //!
 //! The steps: load the module (parse and verify) and find `@F` as `run` does; convert
 //! the arguments; make the [`RuleConfig`] (the defaults of the text format, overridden
-//! by `--activity`, without the primal for `--no-primal`); derive the rule through
-//! the library's [`Pipeline`] (verify, optimise unless `--opt none`, derive); read
-//! `--seed` and `--shadows` into [`Seeds`]; run the rule with
-//! [`run_rule_vals`], the library's one implementation of the rule's calling
-//! convention, on the chosen engine. It prints `{"value": V, "gradient": [G...]}`:
-//! `value` as `run` prints it (null with `--no-primal`), `gradient` per parameter the
-//! cotangent for `active`, the final shadow for `dup`/`dupnoneed`, null for `const`.
+//! by `--activity`, without the primal for `--no-primal`); derive the rule of width
+//! `--width` through the library's [`Pipeline`] (verify, optimise unless `--opt
+//! none`, derive, widen: [`Pipeline::derive_width`]); read `--seed` and `--shadows`
+//! into [`Seeds`]; run the rule with [`run_rule_vals`], the library's one
+//! implementation of the rule's calling convention, on the chosen engine. It prints
+//! `{"value": V, "gradient": [G...]}`: `value` as `run` prints it (null with
+//! `--no-primal`), `gradient` per parameter the cotangent for `active`, the final
+//! shadow for `dup`/`dupnoneed`, null for `const`.
+//!
+//! At width N (reverse mode's vector mode) one pullback carries N cotangents per
+//! value: `--seed` takes N numbers per float result (one array of N for one float
+//! result, an array of such arrays for several; result `k`'s lane `j` goes to the
+//! rule at `k * N + j`), a `--shadows` entry is N times as long as its argument
+//! (lane `j` of element `i` at `i * N + j`), and in `gradient` an `active` scalar
+//! prints as the array of its N lanes, a `dup` slice as its N-lane shadow. Width 1
+//! is the plain rule, printed as before.
 //!
 //! The engine is chosen in one `match` in `try_grad`: the interpreter runs the
 //! derived module, the JIT (the default) compiles it ([`Pipeline::compile_rule`]);
@@ -51,6 +61,8 @@ pub(crate) struct Request<'a> {
     pub seed: Option<&'a str>,
     /// `--shadows`, the JSON text, if given.
     pub shadows: Option<&'a str>,
+    /// `--width`: cotangents per pullback, 1 to 64.
+    pub width: u32,
     /// `--no-primal`.
     pub no_primal: bool,
     /// `--debug`, `--check-nan`.
@@ -85,7 +97,7 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
     // derivation included.
     let start = Instant::now();
     let config = config(&module, id, req.activity, !req.no_primal, req.debug);
-    let rule = derive(&module, req.file, id, &pipeline, &config)?;
+    let rule = derive(&module, req.file, id, &pipeline, &config, req.width)?;
     let seeds = seeds(&module, id, &rule, &args, req).map_err(|e| vec![e])?;
     let derive_time = start.elapsed();
     let fail = |e: EvalError| vec![report::eval_error(req.file, &e)];
@@ -136,17 +148,18 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
     Ok(args::render(&json) + "\n")
 }
 
-/// The rule of `@id` under `config`, through `pipeline` (verified, optimised,
-/// derived); a refusal reported against `file`.
+/// The rule of `@id` under `config` at `width`, through `pipeline` (verified,
+/// optimised, derived, widened); a refusal reported against `file`.
 pub(crate) fn derive(
     module: &Module,
     file: &Path,
     id: FuncId,
     pipeline: &Pipeline,
     config: &RuleConfig,
+    width: u32,
 ) -> Result<Rule, Vec<Diagnostic>> {
     pipeline
-        .derive(module, module.name(id), Some(config))
+        .derive_width(module, module.name(id), Some(config), width)
         .map_err(|e| report::pipeline_error(file, module, id, &e))
 }
 
@@ -165,7 +178,8 @@ pub(crate) fn config(
         .with_tape(debug.tape)
 }
 
-/// `--seed` and `--shadows` as [`Seeds`], checked against `@id` and its rule.
+/// `--seed` and `--shadows` as [`Seeds`], checked against `@id` and its rule (of
+/// width `rule.layout.width`: N seeds per float result, N-lane shadows).
 fn seeds(
     module: &Module,
     id: FuncId,
@@ -176,6 +190,7 @@ fn seeds(
     let name = module.name(id);
     let sig = module.sig(id);
     let config = &rule.layout.config;
+    let width = rule.layout.width.max(1) as usize;
     let mut seeds = Seeds::default();
     if let Some(text) = req.seed {
         if config.ret == gradlift_adjoint::RetActivity::Const {
@@ -185,13 +200,20 @@ fn seeds(
         }
         let json = parse_json("--seed", text)?;
         let n_float = sig.results.iter().filter(|t| t.is_float()).count();
-        seeds.results = Some(args::seeds_from_json(name, n_float, &json).map_err(Diagnostic::new)?);
+        seeds.results =
+            Some(args::seeds_from_json(name, n_float, width, &json).map_err(Diagnostic::new)?);
     }
     if let Some(text) = req.shadows {
         let json = parse_json("--shadows", text)?;
-        seeds.shadows =
-            args::shadows_from_json(name, &run::params(module, id), &config.params, args, &json)
-                .map_err(Diagnostic::new)?;
+        seeds.shadows = args::shadows_from_json(
+            name,
+            &run::params(module, id),
+            &config.params,
+            args,
+            width,
+            &json,
+        )
+        .map_err(Diagnostic::new)?;
     }
     Ok(seeds)
 }

@@ -65,9 +65,9 @@ enum Command {
     Run(RunArgs),
     /// Value and gradient of one function; prints `{"value": V, "gradient": [G...]}`.
     ///
-    /// `gradient` holds, per parameter, the cotangent for `active`, the final shadow
-    /// for `dup`/`dupnoneed`, null for `const`. Both engines run the same derived
-    /// code.
+    /// `gradient` holds, per parameter, the cotangent for `active` (N lanes at
+    /// width N), the final shadow for `dup`/`dupnoneed` (N lanes per element at
+    /// width N), null for `const`. Both engines run the same derived code.
     Grad(GradArgs),
     /// Value and directional derivatives of one function (forward mode); prints
     /// `{"value": V, "tangent": T, "args": [A...], "tangents": [S...]}`.
@@ -255,13 +255,20 @@ struct GradArgs {
     #[arg(long, value_name = "LIST", allow_hyphen_values = true, value_parser = ActivityList::parse)]
     activity: Option<ActivityList>,
     /// The cotangent of the result (a number, or an array with one per float
+    /// result; at width N an array of N numbers, or one such array per float
     /// result); default 1 each.
     #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     seed: Option<String>,
     /// The initial contents of the shadows of `dup` parameters: a JSON array with one
-    /// element per parameter, null (zeros; and for every other parameter) or an array.
+    /// element per parameter, null (zeros; and for every other parameter) or an array
+    /// (len*N numbers at width N, lane j of element i at i*N+j).
     #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     shadows: Option<String>,
+    /// Cotangents per sweep, from 1 to 64 (reverse mode's vector mode): `--seed`
+    /// takes N numbers per float result, each shadow N lanes per element, and each
+    /// `active` scalar's gradient prints as its N lanes.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(gradlift_adjoint::MAX_REVERSE_WIDTH)))]
+    width: u32,
     /// The primal result is not needed (`value` is then null).
     #[arg(long)]
     no_primal: bool,
@@ -421,7 +428,9 @@ struct DumpArgs {
     /// `jvp` with `--stage jvp`).
     #[arg(long, value_name = "LIST", allow_hyphen_values = true, value_parser = AnyActivityList::parse)]
     activity: Option<AnyActivityList>,
-    /// Tangents per sweep for `--stage jvp`, as for `jvp`.
+    /// Tangents per sweep for `--stage jvp`, as for `jvp`; cotangents per sweep
+    /// for the reverse-mode stages (`forward`, `pullback`, `clif`, `asm`, `dot`),
+    /// as for `grad`.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(gradlift_adjoint::MAX_WIDTH)))]
     width: u32,
     /// Whether the optimiser runs before the derived and native stages (`none`: as
@@ -574,6 +583,7 @@ fn run_command(command: Command) -> Outcome {
             activity: a.activity.as_ref(),
             seed: a.seed.as_deref(),
             shadows: a.shadows.as_deref(),
+            width: a.width,
             no_primal: a.no_primal,
             debug: a.debug,
             engine: a.engine,
@@ -755,6 +765,26 @@ mod tests {
             a.activity.map(|l| l.to_string()).as_deref(),
             Some("dup,const->active")
         );
+    }
+
+    #[test]
+    fn grad_width_defaults_to_1_and_takes_1_to_64() {
+        let base = ["gradlift", "grad", "f.ir", "--func", "f", "--args", "[1]"];
+        let width = |extra: &[&'static str]| {
+            let mut argv = base.to_vec();
+            argv.extend_from_slice(extra);
+            match Cli::try_parse_from(argv).expect("parses").command {
+                Command::Grad(a) => a.width,
+                other => panic!("not grad: {other:?}"),
+            }
+        };
+        assert_eq!(width(&[]), 1);
+        assert_eq!(width(&["--width", "64"]), 64);
+        for bad in ["0", "65", "-1", "two"] {
+            let mut argv = base.to_vec();
+            argv.extend_from_slice(&["--width", bad]);
+            usage_error(&argv);
+        }
     }
 
     #[test]

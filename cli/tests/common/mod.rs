@@ -131,3 +131,71 @@ pub fn json_close(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+
+/// The repository's root.
+pub fn root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// A command line as the manual writes it: words separated by spaces, `'...'`
+/// quoting (no other shell syntax).
+pub fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                in_word = true;
+            }
+            ' ' if !quoted => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    assert!(!quoted, "an unclosed quote: {line}");
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+/// The transcripts of `file`'s fenced blocks: each `$ gradlift ...` line with the
+/// lines after it, up to the next `$` line or the block's end.
+pub fn transcripts(file: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(root().join(file)).expect("the doc exists");
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut fence: Option<usize> = None;
+    let mut current: Option<(String, String)> = None;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") {
+            if fence.is_some() {
+                out.extend(current.take());
+                fence = None;
+            } else {
+                fence = Some(line.len() - trimmed.len());
+            }
+            continue;
+        }
+        let Some(indent) = fence else { continue };
+        let line = line.get(indent..).unwrap_or("");
+        if let Some(command) = line.strip_prefix("$ ") {
+            out.extend(current.take());
+            current = Some((command.to_string(), String::new()));
+        } else if let Some((_, expected)) = &mut current {
+            expected.push_str(line);
+            expected.push('\n');
+        }
+    }
+    out
+}
