@@ -285,7 +285,7 @@ fn dump_pullback_at_width_2_takes_two_seeds_per_float_result_and_parses_back() {
     let first = run.stdout.lines().next().expect("a line");
     assert_eq!(
         first,
-        "func @f.rvs.x2(%x: [f64], %dx: mut [f64], %dy0.0: f64, %dy0.1: f64, %dy1.0: f64, \
+        "func @f.rvs.w2(%x: [f64], %dx: mut [f64], %dy0.0: f64, %dy0.1: f64, %dy1.0: f64, \
          %dy1.1: f64) -> (f64, f64, f64, f64) {",
         "{}",
         run.stdout
@@ -302,7 +302,7 @@ fn dump_pullback_at_width_2_takes_two_seeds_per_float_result_and_parses_back() {
     );
     // The forward pass is named for its width, and width 1 is today's dump.
     let fwd = dump("forward", "2");
-    assert!(fwd.stdout.starts_with("func @f.fwd.x2("), "{fwd:?}");
+    assert!(fwd.stdout.starts_with("func @f.fwd.w2("), "{fwd:?}");
     let plain = gradlift(&["dump", &shown, "--func", "f", "--stage", "pullback"]);
     assert_eq!(dump("pullback", "1").stdout, plain.stdout);
     assert!(plain.stdout.starts_with("func @f.rvs("), "{plain:?}");

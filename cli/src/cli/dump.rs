@@ -17,7 +17,7 @@
 //!   whose name contains `.fwd` (`.rvs`), in the module's order, each after a blank
 //!   line. The derived names are legal in the text format, so the dump parses back.
 //!   With `--width N` (N > 1) the rule is widened as `grad --width N` widens it:
-//!   the names end in `.xN`, the pullback takes N seeds per float result and
+//!   the names end in `.wN`, the pullback takes N seeds per float result and
 //!   returns N cotangents per `active` parameter.
 //! - `jvp`: the forward rule is derived as `jvp` derives it (`--activity` in forward
 //!   mode's words, `--width`), and `@F.jvp` is printed, followed in the same way by
