@@ -946,12 +946,9 @@ impl Pass<'_, '_> {
         }
     }
 
-    /// The zero of a float type: the literal `0.0`, or for `f32` a `const f32 0.0`
-    /// instruction (an `f32` literal is refused where its type cannot be read from
-    /// another operand, as in `push`).
     fn zero(&mut self, ty: Type) -> Value {
         match ty {
-            Type::F32 => self.b.const_inst(gradlift_ir::Scalar::F32(0.0)),
+            Type::F32 => self.b.f32const(0.0),
             _ => self.b.fconst(0.0),
         }
     }
@@ -1163,7 +1160,13 @@ impl Pass<'_, '_> {
                 let ty = primal.value_type(v);
                 if ty.is_float() {
                     for j in 0..self.width {
-                        let t = self.tangent_or_zero(v, j, ty);
+                        // An `f32` literal cannot be pushed (it would read as `f64`):
+                        // a zero tangent is a `const f32 0.0` here.
+                        let t = match (self.tangent(v, j), ty) {
+                            (Some(t), _) => t,
+                            (None, Type::F32) => self.b.const_inst(gradlift_ir::Scalar::F32(0.0)),
+                            (None, _) => self.zero(ty),
+                        };
                         self.b.push(t);
                     }
                 } else if self.handles.contains(v) {

@@ -1134,6 +1134,72 @@ pub fn check_module(
         None
     };
 
+    // The same request at a width above 1 (reverse mode's `Reverse(N)`), checked
+    // lane by lane against width 1 on the interpreter.
+    let wide: Option<Rule> = match &rule {
+        Some(_) if rng.chance(50) => {
+            let w = [2, 3, 5][rng.below(3) as usize];
+            match gpipe.derive_width(m, &name, Some(&config), w) {
+                Ok(r) => {
+                    stats.inc("rules of width N derived");
+                    if let Err(e) = verify(&r.module) {
+                        fail(
+                            out,
+                            "derived module of width N does not verify",
+                            format!("{e}\n--- derived:\n{}", r.module),
+                            None,
+                        );
+                        None
+                    } else {
+                        Some(r)
+                    }
+                }
+                Err(e) => {
+                    fail(
+                        out,
+                        "a rule derived at width 1 is refused at width N",
+                        e.to_string(),
+                        None,
+                    );
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    // Forward mode at a width above 1 (widened from width 1 for such code),
+    // checked lane by lane against the width-1 forward rule on the interpreter.
+    let wide_fwd: Option<Frule> = match &fwd {
+        Some(_) if rng.chance(50) => {
+            let w = [2, 3, 5][rng.below(3) as usize];
+            match gpipe.derive_jvp(m, &name, Some(&FruleConfig::matching(&config, w))) {
+                Ok(r) => {
+                    stats.inc("forward rules of width N derived");
+                    if let Err(e) = verify(&r.module) {
+                        fail(
+                            out,
+                            "derived forward module of width N does not verify",
+                            format!("{e}\n--- derived:\n{}", r.module),
+                            None,
+                        );
+                        None
+                    } else {
+                        Some(r)
+                    }
+                }
+                Err(e) => {
+                    fail(
+                        out,
+                        "a forward rule derived at width 1 is refused at width N",
+                        e.to_string(),
+                        None,
+                    );
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let mut ws_prim = Workspace::new().with_max_depth(DEPTH);
     let mut ws_grad = Workspace::new().with_max_depth(DEPTH);
     let mut ws_fd = Workspace::new().with_max_depth(DEPTH);
@@ -1280,6 +1346,34 @@ pub fn check_module(
                     with,
                 );
             }
+        }
+        if let Some(wide) = &wide {
+            let c = WidthCase {
+                one: rule,
+                wide,
+                module: m,
+                func: f,
+                hosts: case.hosts,
+                fuel: case.fuel * 20,
+            };
+            if let Some(d) = width_check(&c, &args, &seeds, &gi, rng, stats) {
+                fail(
+                    out,
+                    "a rule of width N differs from N rules of width 1",
+                    format!("{d}\nconfig: {config:?}"),
+                    with,
+                );
+            }
+        }
+        if let (Some(wf), Some((f1, _))) = (&wide_fwd, &fwd)
+            && let Some(d) = fwd_width_check(f1, wf, case.hosts, case.fuel * 20, &args, rng, stats)
+        {
+            fail(
+                out,
+                "a forward rule of width N differs from N of width 1",
+                format!("{d}\nconfig: {config:?}"),
+                with,
+            );
         }
         let gj: GradResult = g.value_and_pullback(&mut ws_grad, &args, &seeds);
         stats.inc("gradients compared (interpreter vs JIT)");
@@ -1698,6 +1792,269 @@ fn forward_checks(
                 g.gradient
             ),
         ));
+    }
+    None
+}
+
+/// A rule of width N and the width-1 rule of the same request.
+struct WidthCase<'a> {
+    one: &'a Rule,
+    wide: &'a Rule,
+    module: &'a Module,
+    func: FuncId,
+    hosts: &'a Hosts,
+    fuel: u64,
+}
+
+/// The interpreter for a width check, with the campaign's limits.
+fn interp<'m>(c: &WidthCase<'_>, m: &'m Module) -> Interpreter<'m> {
+    Interpreter::new(m)
+        .with_limits(Limits {
+            max_depth: DEPTH,
+            fuel: Some(c.fuel),
+        })
+        .with_hosts(c.hosts)
+}
+
+/// Lane `j` of a width-N gradient entry, shaped as width 1 has it.
+fn lane_of(v: &Val, n: usize, j: usize, scalar: bool) -> Val {
+    match (v, scalar) {
+        (Val::F64s(x), true) => Val::F64(x[j]),
+        (Val::F32s(x), true) => Val::F32(x[j]),
+        (Val::F64s(x), false) => Val::F64s(x.iter().skip(j).step_by(n).copied().collect()),
+        (Val::F32s(x), false) => Val::F32s(x.iter().skip(j).step_by(n).copied().collect()),
+        (v, _) => v.clone(),
+    }
+}
+
+/// The width-N rule on the interpreter, lane 0 seeded with `seeds` (whose width-1
+/// gradient is `gi`) and the other lanes with random seeds, against width 1 lane by
+/// lane, bit for bit (errors alike).
+fn width_check(
+    c: &WidthCase<'_>,
+    args: &[Val],
+    seeds: &Seeds,
+    gi: &GradResult,
+    rng: &mut Rng,
+    stats: &mut Stats,
+) -> Option<String> {
+    let n = c.wide.layout.width as usize;
+    let sig = c.module.sig(c.func);
+    let n_float = sig.results.iter().filter(|t| t.is_float()).count();
+    let mut lanes = vec![seeds.clone()];
+    for _ in 1..n {
+        lanes.push(random_seeds(rng, c.module, c.func, c.one, args));
+    }
+    // Interleave: result k's lane j at k*N+j; shadow element i's lane j at i*N+j.
+    let results = if c.wide.layout.seeded_results.is_empty() {
+        None
+    } else {
+        let mut r = vec![0.0; n_float * n];
+        for (j, l) in lanes.iter().enumerate() {
+            for k in 0..n_float {
+                r[k * n + j] = l.results.as_ref().map_or(1.0, |s| s[k]);
+            }
+        }
+        Some(r)
+    };
+    let shadows: Vec<Option<Val>> = (0..args.len())
+        .map(|i| {
+            if !c.wide.layout.shadow_params.contains(&i) {
+                return None;
+            }
+            let len = args[i].slice_len().unwrap_or(0);
+            let get = |l: &Seeds, e: usize| -> f64 {
+                match l.shadows.get(i).and_then(|s| s.as_ref()) {
+                    Some(Val::F64s(x)) => x[e],
+                    Some(Val::F32s(x)) => f64::from(x[e]),
+                    _ => 0.0,
+                }
+            };
+            let vals: Vec<f64> = (0..len * n).map(|k| get(&lanes[k % n], k / n)).collect();
+            Some(match &args[i] {
+                Val::F32s(_) => Val::F32s(vals.iter().map(|&x| x as f32).collect()),
+                _ => Val::F64s(vals),
+            })
+        })
+        .collect();
+    let wide_seeds = Seeds { results, shadows };
+    let gw = value_and_gradient(&mut interp(c, &c.wide.module), c.wide, args, &wide_seeds)
+        .map_err(Error::from);
+    if let Err(Error::Run(e)) = &gw
+        && matches!(e.kind, ErrorKind::OutOfFuel(_))
+    {
+        stats.inc("width-N gradients skipped: out of fuel");
+        return None;
+    }
+    let singles: Vec<GradResult> = lanes
+        .iter()
+        .enumerate()
+        .map(|(j, l)| {
+            if j == 0 {
+                gi.clone()
+            } else {
+                value_and_gradient(&mut interp(c, &c.one.module), c.one, args, l)
+                    .map_err(Error::from)
+            }
+        })
+        .collect();
+    if singles
+        .iter()
+        .any(|g| matches!(g, Err(Error::Run(e)) if matches!(e.kind, ErrorKind::OutOfFuel(_))))
+    {
+        stats.inc("width-N gradients skipped: out of fuel");
+        return None;
+    }
+    stats.inc("width-N gradients compared lane by lane");
+    let report = |j: usize, g1: &GradResult| {
+        format!(
+            "width {n}, lane {j}: width 1 {}\nwidth N {}\nseeds of width N: {wide_seeds:?}",
+            show_grad(g1),
+            show_grad(&gw)
+        )
+    };
+    match &gw {
+        // A failure of width N is one of some lane (the first to fail).
+        Err(Error::Run(e)) => {
+            let alike = singles
+                .iter()
+                .any(|g| matches!(g, Err(Error::Run(a)) if a.kind == e.kind));
+            if !alike {
+                return Some(report(0, &singles[0]));
+            }
+        }
+        Err(_) => return Some(report(0, &singles[0])),
+        Ok(b) => {
+            for (j, g1) in singles.iter().enumerate() {
+                let Ok(a) = g1 else {
+                    return Some(report(j, g1));
+                };
+                let values = match (&a.value, &b.value) {
+                    (Some(x), Some(y)) => same_vals(x, y, false),
+                    (x, y) => x.is_none() && y.is_none(),
+                };
+                let grads =
+                    a.gradient
+                        .iter()
+                        .zip(&b.gradient)
+                        .enumerate()
+                        .all(|(i, (x, y))| match (x, y) {
+                            (Some(x), Some(y)) => {
+                                let scalar = args[i].slice_len().is_none();
+                                same_val(x, &lane_of(y, n, j, scalar), false)
+                            }
+                            (x, y) => x.is_none() && y.is_none(),
+                        });
+                if !values || !grads {
+                    return Some(report(j, g1));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The forward rule of width N on the interpreter with random tangents, against
+/// the width-1 rule along each lane's tangents, bit for bit (errors alike).
+fn fwd_width_check(
+    one: &Frule,
+    wide: &Frule,
+    hosts: &Hosts,
+    fuel: u64,
+    args: &[Val],
+    rng: &mut Rng,
+    stats: &mut Stats,
+) -> Option<String> {
+    let n = wide.layout.config.width as usize;
+    let tangents: Vec<Option<Val>> = args
+        .iter()
+        .zip(&wide.layout.config.params)
+        .map(|(a, &d)| {
+            if d != DualActivity::Dual {
+                return None;
+            }
+            let len = a.slice_len().unwrap_or(1) * n;
+            Some(match a {
+                Val::F32(_) | Val::F32s(_) => {
+                    Val::F32s((0..len).map(|_| rng.uniform(-1.0, 1.0) as f32).collect())
+                }
+                _ => Val::F64s((0..len).map(|_| rng.uniform(-1.0, 1.0)).collect()),
+            })
+        })
+        .collect();
+    let run = |rule: &Frule, t: &[Option<Val>]| -> Result<Jvp, Error> {
+        let mut it = Interpreter::new(&rule.module)
+            .with_limits(Limits {
+                max_depth: DEPTH,
+                fuel: Some(fuel),
+            })
+            .with_hosts(hosts);
+        jvp_vals(&mut it, rule, args, t).map_err(Error::from)
+    };
+    let out_of_fuel = |r: &Result<Jvp, Error>| matches!(r, Err(Error::Run(e)) if matches!(e.kind, ErrorKind::OutOfFuel(_)));
+    let jw = run(wide, &tangents);
+    let singles: Vec<Result<Jvp, Error>> = (0..n)
+        .map(|j| {
+            let t: Vec<Option<Val>> = tangents
+                .iter()
+                .zip(args)
+                .map(|(t, a)| {
+                    t.as_ref()
+                        .map(|t| lane_of(t, n, j, a.slice_len().is_none()))
+                })
+                .collect();
+            run(one, &t)
+        })
+        .collect();
+    if out_of_fuel(&jw) || singles.iter().any(out_of_fuel) {
+        stats.inc("width-N jvps skipped: out of fuel");
+        return None;
+    }
+    stats.inc("width-N jvps compared lane by lane");
+    let show = |r: &Result<Jvp, Error>| match r {
+        Ok(j) => format!("{j:?}"),
+        Err(e) => format!("error: {e}"),
+    };
+    let report = |j: usize, s: &Result<Jvp, Error>| {
+        format!(
+            "width {n}, lane {j}: width 1 {}\nwidth N {}\ntangents of width N: {tangents:?}",
+            show(s),
+            show(&jw)
+        )
+    };
+    match &jw {
+        Err(Error::Run(e)) => {
+            if !singles
+                .iter()
+                .any(|s| matches!(s, Err(Error::Run(a)) if a.kind == e.kind))
+            {
+                return Some(report(0, &singles[0]));
+            }
+        }
+        Err(_) => return Some(report(0, &singles[0])),
+        Ok(w) => {
+            for (j, s) in singles.iter().enumerate() {
+                let Ok(a) = s else {
+                    return Some(report(j, s));
+                };
+                let values = match (&a.value, &w.value) {
+                    (Some(x), Some(y)) => same_vals(x, y, false),
+                    (x, y) => x.is_none() && y.is_none(),
+                };
+                let tans = a.tangents.len() == w.tangents.len()
+                    && a.tangents
+                        .iter()
+                        .zip(&w.tangents)
+                        .all(|(x, y)| same_val(x, &lane_of(y, n, j, true), false));
+                let slices = a.slices.iter().zip(&w.slices).all(|(x, y)| match (x, y) {
+                    (Some(x), Some(y)) => same_val(x, &lane_of(y, n, j, false), false),
+                    (x, y) => x.is_none() && y.is_none(),
+                });
+                if !values || !tans || !slices || !same_vals(&a.args, &w.args, false) {
+                    return Some(report(j, s));
+                }
+            }
+        }
     }
     None
 }
