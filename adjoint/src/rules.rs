@@ -317,17 +317,18 @@ pub(crate) fn op_rule(op: Opcode) -> OpRule {
             let other = r.arg(1 - k);
             Some(r.ct_times(other))
         }),
-        // ∂/∂x = 1/y; ∂/∂y = -x/y², written -(ct x / y) / y so that y² cannot overflow.
-        Fdiv => float(&[Some(ARG1), Some(ARGS01)], |r, k| {
+        // ∂/∂x = 1/y; ∂/∂y = -x/y² = -(x/y)/y, written -(ct / y) (x / y) with the
+        // saved result x / y: one division instead of two (y² cannot overflow,
+        // and x / y overflows only where x / y² does).
+        Fdiv => float(&[Some(ARG1), Some(READS_ARG1_RESULT)], |r, k| {
             let (g, y) = (r.ct(), r.arg(1));
+            let q = r.b.fdiv(g, y);
             if k == 0 {
-                return Some(r.b.fdiv(g, y));
+                return Some(q);
             }
-            let x = r.arg(0);
-            let gx = r.b.fmul(g, x);
-            let q = r.b.fdiv(gx, y);
-            let q = r.b.fdiv(q, y);
-            Some(r.b.fneg(q))
+            let t = r.result();
+            let p = r.b.fmul(q, t);
+            Some(r.b.fneg(p))
         }),
         // Ties (x = y) give the cotangent to the first operand: x <= y picks x.
         Fmin => float(&[Some(ARGS01), Some(ARGS01)], |r, k| {
