@@ -166,30 +166,40 @@ fn compare(
     }
 }
 
-#[test]
-fn every_function_of_both_corpora_at_width_thirteen() {
-    let tally = support::big_stack(|| {
+/// Every function of `file` (its table's points and generic ones) at width 13.
+fn corpus_at_width_thirteen(
+    file: &'static str,
+    table: Vec<(&'static str, Vec<Vec<Val>>)>,
+) -> Tally {
+    support::big_stack(move || {
         let mut tally = Tally::default();
         let mut rng = Rng(5);
-        for (file, table) in [
-            ("scalars.ir", inputs::scalar_inputs()),
-            ("memory.ir", inputs::memory_inputs()),
-        ] {
-            let m = corpus(file);
-            for (id, _) in m.defined() {
-                let name = m.name(id);
-                let Ok(one) = Pipeline::new().compile_gradient(&m, name, None) else {
-                    continue;
-                };
-                let mut points = support::generic_points(m.sig(id), 4);
-                if let Some((_, ps)) = table.iter().find(|(n, _)| *n == name) {
-                    points.extend(ps.iter().cloned());
-                }
-                compare(&m, name, &one, 13, &points, &mut rng, &mut tally);
+        let m = corpus(file);
+        for (id, _) in m.defined() {
+            let name = m.name(id);
+            let Ok(one) = Pipeline::new().compile_gradient(&m, name, None) else {
+                continue;
+            };
+            let mut points = support::generic_points(m.sig(id), 4);
+            if let Some((_, ps)) = table.iter().find(|(n, _)| *n == name) {
+                points.extend(ps.iter().cloned());
             }
+            compare(&m, name, &one, 13, &points, &mut rng, &mut tally);
         }
         tally
-    });
+    })
+}
+
+#[test]
+fn every_function_of_the_scalar_corpus_at_width_thirteen() {
+    let tally = corpus_at_width_thirteen("scalars.ir", inputs::scalar_inputs());
     eprintln!("{tally:?}");
-    assert!(tally.gradients >= 400 && tally.errors >= 5, "{tally:?}");
+    assert!(tally.gradients >= 250, "{tally:?}");
+}
+
+#[test]
+fn every_function_of_the_memory_corpus_at_width_thirteen() {
+    let tally = corpus_at_width_thirteen("memory.ir", inputs::memory_inputs());
+    eprintln!("{tally:?}");
+    assert!(tally.gradients >= 150 && tally.errors >= 5, "{tally:?}");
 }

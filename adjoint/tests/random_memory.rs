@@ -1078,20 +1078,32 @@ fn run(seeds: std::ops::Range<u64>, all_variants: bool) -> Stats {
     stats
 }
 
-#[test]
-fn random_memory_programs_pass_check_derived() {
-    let stats = run(0..150, false);
+/// Seeds 0 to 74 and 75 to 149 are two tests, so that the two halves run side by
+/// side.
+fn check_seeds(seeds: core::ops::Range<u64>) {
+    let n = (seeds.end - seeds.start) as usize;
+    let stats = run(seeds, false);
     if std::env::var("RANDOM_MEMORY_SEED").is_err() {
-        assert_eq!(stats.modules, 150);
+        assert_eq!(stats.modules, n);
         // The variant with `y` const is often refused (`y` is written with varied
         // values and read back), not always.
-        assert!(stats.const_y_derived >= 5, "{stats:?}");
+        assert!(stats.const_y_derived >= 2, "{stats:?}");
         // Most checks compare nonzero gradients (the `const` return's are zero).
         assert!(
             stats.nonzero_gradients * 10 >= stats.checks * 7,
             "{stats:?}"
         );
     }
+}
+
+#[test]
+fn random_memory_programs_pass_check_derived() {
+    check_seeds(0..75);
+}
+
+#[test]
+fn random_memory_programs_pass_check_derived_second_half() {
+    check_seeds(75..150);
 }
 
 /// The generator makes what it promises: calls of every kind, buffers, stores,
