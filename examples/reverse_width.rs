@@ -23,7 +23,6 @@ mod timing;
 use timing::{fastest_tenth, median, samples_each};
 
 #[path = "../benches/forward_programs.rs"]
-#[allow(dead_code)]
 mod forward_programs;
 use forward_programs::Program;
 
