@@ -1138,9 +1138,12 @@ fn grad_cases(
     (out, failed)
 }
 
-/// The directory for the drivers and programs.
-fn work_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("qemu");
+/// The directory for the drivers and programs: one of its own per test (they run
+/// side by side).
+fn work_dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("qemu-tests")
+        .join(test);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("gradlift.h"), c_abi::ctx_header()).unwrap();
     std::fs::write(dir.join("qemu_runtime.c"), RUNTIME_C).unwrap();
@@ -1216,7 +1219,7 @@ fn aarch64_code_under_qemu_computes_what_the_interpreter_computes() {
     if !tools_present() {
         return;
     }
-    let dir = work_dir();
+    let dir = work_dir("own");
 
     // A handful of functions written for this test.
     let own = module(&format!("{OWN}\n{ROSENBROCK}"));
@@ -1290,14 +1293,30 @@ fn aarch64_code_under_qemu_computes_what_the_interpreter_computes() {
         t.values >= 25 && t.errors >= 6 && t.gradients >= 20,
         "{t:?}"
     );
+}
 
-    // The corpora at their inputs and at generic points; gradients at their inputs.
+// The corpora at their inputs and at generic points; gradients at their inputs.
+// Each corpus is a test of its own, so that the three run side by side.
+
+#[test]
+fn the_scalar_corpus_under_qemu_computes_what_the_interpreter_computes() {
+    if !tools_present() {
+        return;
+    }
+    let dir = work_dir("scalars");
     let scalars = module(SCALARS);
     let mut pts = points(&scalars, inputs::scalar_inputs(), 0);
     pts.extend(points(&scalars, Vec::new(), 8));
     let t = program(&dir, "scalars", &scalars, pts, 2);
     assert!(t.values >= 400 && t.gradients >= 60, "{t:?}");
+}
 
+#[test]
+fn the_memory_corpus_under_qemu_computes_what_the_interpreter_computes() {
+    if !tools_present() {
+        return;
+    }
+    let dir = work_dir("memory");
     let memory = module(MEMORY);
     let mut pts = points(&memory, inputs::memory_inputs(), 0);
     pts.extend(points(&memory, Vec::new(), 8));
