@@ -318,11 +318,20 @@ pub(crate) fn op_rule(op: Opcode) -> OpRule {
             Some(r.ct_times(other))
         }),
         // ∂/∂x = 1/y; ∂/∂y = -x/y² = -(x/y)/y, written -(ct / y) (x / y) with the
-        // saved result x / y: one division instead of two (y² cannot overflow,
-        // and x / y overflows only where x / y² does).
+        // saved result x / y (y² cannot overflow, and x / y overflows only where
+        // x / y² does). When y varies, `ct / y` is written `ct * (1 / y)`: the
+        // reciprocal does not depend on the cotangent (or tangent), so the lanes
+        // of a rule of width N share its one division, and a divisor invariant in
+        // a loop has it hoisted. A constant divisor keeps the exact `ct / y`.
         Fdiv => float(&[Some(ARG1), Some(READS_ARG1_RESULT)], |r, k| {
             let (g, y) = (r.ct(), r.arg(1));
-            let q = r.b.fdiv(g, y);
+            let q = if r.arg_const(1).is_some() {
+                r.b.fdiv(g, y)
+            } else {
+                let one = r.lit(1.0);
+                let inv = r.b.fdiv(one, y);
+                r.b.fmul(g, inv)
+            };
             if k == 0 {
                 return Some(q);
             }
