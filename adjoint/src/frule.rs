@@ -1250,6 +1250,12 @@ impl Pass<'_, '_> {
                         let Some(t) = self.tangent(a, j) else {
                             continue;
                         };
+                        // A tangent known to be zero contributes nothing (every rule
+                        // is linear in it; reverse mode's symbolic zeros alike), and
+                        // two `f32` zero literals in one op would not verify.
+                        if is_zero_literal(self.b.func(), t) {
+                            continue;
+                        }
                         let mut cx =
                             RevCtx::new(&mut self.b, &argvals, &arg_types, Some(ny), ty, t);
                         let c = rule.emit(&mut cx, k);
@@ -1536,4 +1542,13 @@ fn tape_funcs(module: &Module) -> HashSet<FuncId> {
         }
     }
     set
+}
+
+/// Whether `v` is the literal `+0.0` (`f64` or `f32`): a tangent known to be zero.
+fn is_zero_literal(func: &Function, v: Value) -> bool {
+    match func.value_def(v) {
+        ValueDef::Const(gradlift_ir::Scalar::F64(x)) => x.to_bits() == 0,
+        ValueDef::Const(gradlift_ir::Scalar::F32(x)) => x.to_bits() == 0,
+        _ => false,
+    }
 }

@@ -519,3 +519,52 @@ fn a_callee_with_a_vjp_but_no_jvp_is_refused_naming_the_declaration_it_needs() {
         .unwrap();
     assert_eq!(out, [Val::F64(9.0), Val::F64(3.0)]);
 }
+
+/// A tangent known to be zero (here of `pow` with a constant zero base) is not
+/// fed to the rules of its uses: `fadd` of two zero `f32` tangents was written
+/// `fadd 0.0, 0.0`, two `f32` literals, which does not verify (found by the fuzz
+/// campaign, seed 2026, program 6496). Its tangent is 0, as reverse mode's
+/// gradient is, at widths 1 and 3.
+#[test]
+fn a_tangent_known_to_be_zero_feeds_no_rule() {
+    let m = module(
+        "func @z(%y: f32) -> f32 {
+        entry:
+            %c = const f32 -0.0
+            %p = pow %c, %y
+            %s = fadd %p, %p
+            ret %s
+        }",
+    );
+    // The optimiser folds `%c` into a literal, as the pipeline does before it
+    // derives: the rule of `pow` then knows the base is a constant zero.
+    let mut m = m;
+    gradlift_ir::optimize(&mut m, &gradlift_ir::OptConfig::default()).unwrap();
+    let f = m.func_by_name("z").unwrap();
+    let args = [Val::F32(1.5)];
+    let g = build_rrule(&m, f, &RuleConfig::default_for(m.sig(f))).unwrap();
+    let grad = value_and_gradient(
+        &mut Interpreter::new(&g.module),
+        &g,
+        &args,
+        &Seeds::default(),
+    )
+    .unwrap();
+    assert_eq!(grad.gradient, [Some(Val::F32(0.0))]);
+    for width in [1, 3] {
+        let config = FruleConfig::default_for(m.sig(f)).with_width(width);
+        let rule = build_frule(&m, f, &config).unwrap_or_else(|e| panic!("width {width}: {e}"));
+        let t = if width == 1 {
+            Val::F32s(vec![1.0])
+        } else {
+            Val::F32s(vec![1.0, -2.0, 0.5])
+        };
+        let out = run(&rule, &args, &[Some(t)]);
+        assert_eq!(out.value, [Val::F32(0.0)]);
+        assert!(
+            out.tangents.iter().all(|t| *t == Val::F32(0.0)),
+            "width {width}: {:?}",
+            out.tangents
+        );
+    }
+}
