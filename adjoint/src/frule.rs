@@ -1160,13 +1160,7 @@ impl Pass<'_, '_> {
                 let ty = primal.value_type(v);
                 if ty.is_float() {
                     for j in 0..self.width {
-                        // An `f32` literal cannot be pushed (it would read as `f64`):
-                        // a zero tangent is a `const f32 0.0` here.
-                        let t = match (self.tangent(v, j), ty) {
-                            (Some(t), _) => t,
-                            (None, Type::F32) => self.b.const_inst(gradlift_ir::Scalar::F32(0.0)),
-                            (None, _) => self.zero(ty),
-                        };
+                        let t = self.tangent_or_zero(v, j, ty);
                         self.b.push(t);
                     }
                 } else if self.handles.contains(v) {

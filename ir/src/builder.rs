@@ -102,7 +102,7 @@ use core::fmt;
 use smallvec::SmallVec;
 
 use crate::entities::{Block, FuncId, Inst, Value};
-use crate::function::{Function, Pos, Terminator};
+use crate::function::{Function, Pos, Terminator, ValueDef};
 use crate::module::{Module, Signature};
 use crate::ops::{self, CmpPred, Imm, Opcode};
 use crate::ssa::{SsaBuilder, Variable, describe_block};
@@ -649,7 +649,13 @@ impl<'m> FunctionBuilder<'m> {
     }
 
     /// `push v`: saves the scalar `v` on the tape (see [`ops`](crate::ops#the-tape)).
+    /// An `f32` constant is pushed through a `const f32` instruction: nothing gives
+    /// a literal operand of `push` its type, so it would read back as `f64`.
     pub fn push(&mut self, v: Value) {
+        let v = match self.func.value_def(v) {
+            ValueDef::Const(c @ Scalar::F32(_)) => self.const_inst(c),
+            _ => v,
+        };
         self.ins(Opcode::Push, Imm::None, &[v]);
     }
 
