@@ -1134,69 +1134,63 @@ pub fn check_module(
         None
     };
 
-    // The same request at a width above 1 (reverse mode's `Reverse(N)`), checked
-    // lane by lane against width 1 on the interpreter.
+    // The same request at a width above 1, reverse mode's `Reverse(N)` and forward
+    // mode's (widened from width 1 for such code), each checked lane by lane against
+    // width 1 on the interpreter. A rule of width N must derive and verify wherever
+    // width 1 does.
+    let wide_ok = |out: &mut Vec<Finding>,
+                   stats: &mut Stats,
+                   (derived, refused, unverified): (&'static str, &str, &str),
+                   r: Result<&Module, String>| match r {
+        Ok(wm) => {
+            stats.inc(derived);
+            if let Err(e) = verify(wm) {
+                fail(out, unverified, format!("{e}\n--- derived:\n{wm}"), None);
+                false
+            } else {
+                true
+            }
+        }
+        Err(e) => {
+            fail(out, refused, e, None);
+            false
+        }
+    };
     let wide: Option<Rule> = match &rule {
         Some(_) if rng.chance(50) => {
             let w = [2, 3, 5][rng.below(3) as usize];
-            match gpipe.derive_width(m, &name, Some(&config), w) {
-                Ok(r) => {
-                    stats.inc("rules of width N derived");
-                    if let Err(e) = verify(&r.module) {
-                        fail(
-                            out,
-                            "derived module of width N does not verify",
-                            format!("{e}\n--- derived:\n{}", r.module),
-                            None,
-                        );
-                        None
-                    } else {
-                        Some(r)
-                    }
-                }
-                Err(e) => {
-                    fail(
-                        out,
-                        "a rule derived at width 1 is refused at width N",
-                        e.to_string(),
-                        None,
-                    );
-                    None
-                }
-            }
+            let r = gpipe.derive_width(m, &name, Some(&config), w);
+            let what = (
+                "rules of width N derived",
+                "a rule derived at width 1 is refused at width N",
+                "derived module of width N does not verify",
+            );
+            let ok = wide_ok(
+                out,
+                stats,
+                what,
+                r.as_ref().map(|r| &r.module).map_err(|e| e.to_string()),
+            );
+            r.ok().filter(|_| ok)
         }
         _ => None,
     };
-    // Forward mode at a width above 1 (widened from width 1 for such code),
-    // checked lane by lane against the width-1 forward rule on the interpreter.
     let wide_fwd: Option<Frule> = match &fwd {
         Some(_) if rng.chance(50) => {
             let w = [2, 3, 5][rng.below(3) as usize];
-            match gpipe.derive_jvp(m, &name, Some(&FruleConfig::matching(&config, w))) {
-                Ok(r) => {
-                    stats.inc("forward rules of width N derived");
-                    if let Err(e) = verify(&r.module) {
-                        fail(
-                            out,
-                            "derived forward module of width N does not verify",
-                            format!("{e}\n--- derived:\n{}", r.module),
-                            None,
-                        );
-                        None
-                    } else {
-                        Some(r)
-                    }
-                }
-                Err(e) => {
-                    fail(
-                        out,
-                        "a forward rule derived at width 1 is refused at width N",
-                        e.to_string(),
-                        None,
-                    );
-                    None
-                }
-            }
+            let r = gpipe.derive_jvp(m, &name, Some(&FruleConfig::matching(&config, w)));
+            let what = (
+                "forward rules of width N derived",
+                "a forward rule derived at width 1 is refused at width N",
+                "derived forward module of width N does not verify",
+            );
+            let ok = wide_ok(
+                out,
+                stats,
+                what,
+                r.as_ref().map(|r| &r.module).map_err(|e| e.to_string()),
+            );
+            r.ok().filter(|_| ok)
         }
         _ => None,
     };
