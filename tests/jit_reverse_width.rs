@@ -71,9 +71,10 @@ fn compare(
     tally: &mut Tally,
 ) {
     let p = Pipeline::new();
-    let Ok(wide) = p.derive_width(m, name, None, n) else {
-        return;
-    };
+    // Width 1 compiled (`one`), so width N must derive too.
+    let wide = p
+        .derive_width(m, name, None, n)
+        .unwrap_or_else(|e| panic!("@{name}: width 1 derives, width {n} does not: {e}"));
     let wide_rule = wide.clone();
     let wide = p.compile_rule(wide).unwrap();
     let n = n as usize;
