@@ -660,3 +660,78 @@ fn prepared_forms_allocate_nothing_once_warm() {
     });
     assert_eq!(n, 0, "Autodiff::hvp");
 }
+
+#[test]
+fn autodiff_widths_give_the_entries_of_width_one() {
+    // Hessians of rosenbrock's code over 11 coordinates, by 1 to 13 rows per sweep:
+    // against the closed form, and bit for bit against width 1.
+    let mut f = autodiff("rosen", |x: Slice<f64>| {
+        let mut s = Var::from(0.0);
+        for i in 0..10 {
+            let (a, b) = (x.at(i), x.at(i + 1));
+            let d = b - a * a;
+            s = s + 100.0 * d * d + (1.0 - a) * (1.0 - a);
+        }
+        s
+    })
+    .unwrap();
+    let x: Vec<f64> = (0..11)
+        .map(|i| 0.5 * (0.37 * i as f64 + 0.1).sin())
+        .collect();
+    let mut dx = vec![0.0; x.len()];
+    let h1 = f.hessian((Duplicated(&x[..], &mut dx[..]),)).unwrap();
+    assert_all_close(&h1.data, &rosenbrock_hessian(&x), 1e-12, "width 1");
+    for w in [2, 4, 8, 13] {
+        let h = f
+            .hessian_width((Duplicated(&x[..], &mut dx[..]),), w)
+            .unwrap();
+        assert_eq!(bits_of(&h.data), bits_of(&h1.data), "hessian width {w}");
+    }
+    assert_eq!(dx, vec![0.0; x.len()], "the shadow stays as it was");
+    assert_eq!(f.hvp_patterns().len(), 5, "one pattern per width");
+
+    // Jacobians by forward sweeps (2 columns, 3 rows) and by reverse sweeps
+    // (4 columns, 3 rows at width 1; at width 4 one sweep either way, so forward).
+    let mut g = autodiff("g", |a: Var, b: Var, x: Slice<f64>| {
+        let s = x.at(0) * x.at(1);
+        (a * b.sin() + s, (a * x.at(0)).exp(), b * b * x.at(1) - a)
+    })
+    .unwrap();
+    let (a, b, xs) = (0.7, -1.1, [0.3, 1.9]);
+    let mut dxs = [0.0; 2];
+    let want = fd_jacobian(&[a, b, xs[0], xs[1]], 3, &mut |z| {
+        let (p, q, r) = g.call((z[0], z[1], &z[2..])).unwrap();
+        vec![p, q, r]
+    });
+    let j1 = g
+        .jacobian((Active(a), Active(b), Duplicated(&xs[..], &mut dxs[..])))
+        .unwrap();
+    assert_all_close(&j1.data, &want, 1e-7, "jacobian width 1");
+    for w in [2, 3, 4, 8] {
+        let j = g
+            .jacobian_width((Active(a), Active(b), Duplicated(&xs[..], &mut dxs[..])), w)
+            .unwrap();
+        assert_eq!(bits_of(&j.data), bits_of(&j1.data), "jacobian width {w}");
+        let k = g
+            .jacobian_width((Active(a), Active(b), Const(&xs[..])), w)
+            .unwrap();
+        let k1 = g.jacobian((Active(a), Active(b), Const(&xs[..]))).unwrap();
+        assert_eq!(bits_of(&k.data), bits_of(&k1.data), "forward, width {w}");
+    }
+
+    // A width outside 1..=64 is an error naming the width, not a panic.
+    for w in [0, 65] {
+        let e = g
+            .jacobian_width((Active(a), Active(b), Const(&xs[..])), w)
+            .unwrap_err();
+        assert!(e.to_string().contains(&format!("width of {w}")), "{e}");
+        let e = f
+            .hessian_width((Duplicated(&x[..], &mut dx[..]),), w)
+            .unwrap_err();
+        assert!(e.to_string().contains(&format!("width of {w}")), "{e}");
+    }
+}
+
+fn bits_of(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| x.to_bits()).collect()
+}

@@ -55,6 +55,7 @@ use crate::activity::ActivityInfo;
 use crate::config::{Activity, RetActivity, RuleConfig};
 use crate::error::{AdError, InternalError};
 use crate::plan::{check_const_writes, describe_inst};
+use crate::pullback::{drop_unused_negs, negated};
 use crate::rrule::{check_request, has_decl, wrapper};
 use crate::rules::{ArgVal, OpRule, RevCtx, op_rule};
 use crate::widen::{LaneFunc, ParamLanes, widen_funcs};
@@ -676,6 +677,7 @@ impl Deriver<'_> {
                 .b
                 .finish()
                 .map_err(|e| internal(InternalError::Build(e)))?;
+            drop_unused_negs(&mut body);
             // Positions are the primal's, so that a run-time error of the derived
             // function points at the statement the user wrote.
             let src = &primal.srcmap;
@@ -1237,6 +1239,7 @@ impl Pass<'_, '_> {
                 let mut lanes: SmallVec<[Value; 4]> = SmallVec::new();
                 for j in 0..self.width {
                     let mut acc: Option<Value> = None;
+                    let mut first: Option<(Value, Value)> = None;
                     for (k, &a) in d.args.iter().enumerate() {
                         if rule.operands.get(k).is_none_or(|o| o.is_none()) {
                             continue;
@@ -1250,16 +1253,35 @@ impl Pass<'_, '_> {
                         if is_zero_literal(self.b.func(), t) {
                             continue;
                         }
-                        let mut cx =
-                            RevCtx::new(&mut self.b, &argvals, &arg_types, Some(ny), ty, t);
-                        let c = rule.emit(&mut cx, k);
-                        if let Some(m) = cx.missing.take() {
-                            self.missing.get_or_insert(m);
+                        // `fmul %x, %x` and `fadd %x, %x`: both operands contribute
+                        // the same value (`dx·x`, `dx`), written once.
+                        let c = match first {
+                            Some((a0, c0))
+                                if a0 == a && matches!(op, Opcode::Fmul | Opcode::Fadd) =>
+                            {
+                                Some(c0)
+                            }
+                            _ => {
+                                let mut cx =
+                                    RevCtx::new(&mut self.b, &argvals, &arg_types, Some(ny), ty, t);
+                                let c = rule.emit(&mut cx, k);
+                                if let Some(m) = cx.missing.take() {
+                                    self.missing.get_or_insert(m);
+                                }
+                                c
+                            }
+                        };
+                        if let (0, Some(c)) = (k, c) {
+                            first = Some((a, c));
                         }
                         if let Some(c) = c {
                             acc = Some(match acc {
                                 None => c,
-                                Some(s) => self.b.fadd(s, c),
+                                // `s + -g` is `s - g` exactly, as in the pullback.
+                                Some(s) => match negated(self.b.func(), c) {
+                                    Some(g) => self.b.fsub(s, g),
+                                    None => self.b.fadd(s, c),
+                                },
                             });
                         }
                     }

@@ -127,7 +127,16 @@ impl Cotangents {
         };
         let cur = b.use_var(var);
         let zero = self.zero(primal.value_type(v));
-        let sum = if cur == zero { c } else { b.fadd(cur, c) };
+        let sum = if cur == zero {
+            c
+        } else if let Some(g) = negated(b.func(), c) {
+            // `cur + -g` is `cur - g` exactly (IEEE defines subtraction so): one
+            // instruction instead of a sign flip and an addition (the `fneg`, now
+            // unused, is left to the JIT).
+            b.fsub(cur, g)
+        } else {
+            b.fadd(cur, c)
+        };
         b.def_var(var, sum);
     }
 
@@ -138,6 +147,16 @@ impl Cotangents {
         let zero = self.zero(primal.value_type(v));
         b.def_var(var, zero);
         Some(g)
+    }
+}
+
+/// `g` when `c` is `fneg g`.
+pub(crate) fn negated(func: &Function, c: Value) -> Option<Value> {
+    match func.value_def(c) {
+        ValueDef::Result(inst, 0) if func.insts[inst].opcode == Opcode::Fneg => {
+            Some(func.insts[inst].args[0])
+        }
+        _ => None,
     }
 }
 
@@ -685,6 +704,7 @@ fn finish(
     let mut func = b.finish().map_err(InternalError::Build)?;
     let zeros: SmallVec<[Value; 2]> = cts.zero_f32.into_iter().chain([cts.zero_f64]).collect();
     drop_zero_adds(&mut func, &zeros);
+    drop_unused_negs(&mut func);
     let mut layout = vec![blocks.entry];
     layout.extend(blocks.entry_aux);
     for (rb, aux) in blocks.owned {
@@ -1152,6 +1172,38 @@ fn dispatch(
             sealer.check(b, &[t, next]);
             b.switch_to(next);
         }
+    }
+}
+
+/// Removes the `fneg`s that no instruction reads: a negated contribution added
+/// into a cotangent became an `fsub` ([`Cotangents::add`]).
+pub(crate) fn drop_unused_negs(func: &mut Function) {
+    let mut used: hashbrown::HashSet<Value> = hashbrown::HashSet::new();
+    for &blk in &func.layout {
+        let data = &func.blocks[blk];
+        for phi in &data.phis {
+            used.extend(phi.incoming.iter().map(|&(_, v)| v));
+        }
+        for &inst in &data.insts {
+            used.extend(func.insts[inst].args.iter().copied());
+        }
+        match &data.term {
+            Some(Terminator::Br { cond, .. }) => {
+                used.insert(*cond);
+            }
+            Some(Terminator::Ret(vals)) => used.extend(vals.iter().copied()),
+            _ => {}
+        }
+    }
+    let dead: Vec<(Block, Inst)> = func
+        .placed_insts()
+        .filter(|&(_, inst)| {
+            let d = &func.insts[inst];
+            d.opcode == Opcode::Fneg && !used.contains(&d.results[0])
+        })
+        .collect();
+    for (blk, inst) in dead {
+        func.remove_inst(blk, inst);
     }
 }
 

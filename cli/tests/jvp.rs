@@ -679,8 +679,7 @@ fn dump_jvp_prints_the_derived_function() {
 entry:
     %xx = fmul %x, %x
     %0 = fmul %dx, %x
-    %1 = fmul %dx, %x
-    %dxx = fadd %0, %1
+    %dxx = fadd %0, %0
     %y3 = fmul 3.0, %y
     %dy3 = fmul %dy, 3.0
     %r = fadd %xx, %y3

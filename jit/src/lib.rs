@@ -98,7 +98,12 @@
 //! signal handlers. The next call resets the context, so a workspace stays usable.
 //!
 //! - Bounds: every `load` and `store` compares the index (unsigned, so negative
-//!   indices fail too) with the slice's length.
+//!   indices fail too) with the slice's length, or is inside a range of one slice
+//!   already checked in its block: where loads read `x[k]`, `x[k + 1]`, ...,
+//!   `x[k + c]` (the lanes of a rule of width N) with nothing between that can
+//!   fail or write, both ends are compared once before the first load, and a
+//!   cold path repeats the loads' compares in order, so the error raised is the
+//!   first failing load's, as in the interpreter.
 //! - Depth: `ctx` counts active calls (1 in the outermost function). A `call` made
 //!   at the limit fails with [`ErrorKind::RecursionLimit`], at the `call`, as in
 //!   the interpreter (default 10,000, [`Workspace::with_max_depth`]).

@@ -156,7 +156,33 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
     tape: TapeRegions,
     /// The tape as the block being lowered left it in registers ([`TapeState`]).
     tape_state: Option<TapeState>,
+    /// Index ranges already checked in the block being lowered ([`Checked`]).
+    checked: Checked,
 }
+
+/// The bounds already checked in the IR block being lowered: for a slice value
+/// and an index base, the offsets `lo..=hi` with `base + c` known to be inside
+/// the slice for every `c` between (both ends were checked, and `base + lo` is not
+/// negative, so nothing between wraps). A load or store of `slice[base + c]` with
+/// `c` in the range needs no check of its own.
+///
+/// Ranges come from runs of loads ([`Lower::check_run`]): where a block reads
+/// `x[k]`, `x[k + 1]`, ..., `x[k + 7]` (the lanes of a rule of width 8) with only
+/// instructions between that cannot fail and write nothing, the two ends are
+/// checked once before the first load, and a cold path repeats the loads'
+/// checks one by one in their order when either end fails, so the error is the
+/// one the first failing load would have raised. Nothing between can be observed
+/// (it neither fails nor writes), so checking early changes no result.
+/// Later stores into the same elements (a shadow's lanes, read then written) are
+/// covered too. Ranges live for one IR block.
+type Checked = HashMap<(Value, Value), (i64, i64)>;
+
+/// The largest offset of an index from its base that [`Checked`] follows.
+const MAX_RUN_OFFSET: i64 = 1024;
+
+/// The most instructions a run of loads spans ([`Checked`]): it bounds the
+/// look-ahead from each load, so lowering stays linear in the block's length.
+const MAX_RUN_INSTS: usize = 256;
 
 /// The tape within one IR block, kept in registers: its height, read from the
 /// context at the block's first `push` or `pop` (`dirty` once one changed it),
@@ -294,6 +320,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             arena_mark: None,
             tape,
             tape_state: None,
+            checked: HashMap::new(),
         };
         lower.b.switch_to_block(centry);
         let allocates = func
@@ -321,7 +348,14 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         // Every block ends with the context's tape right (below), so the next one
         // starts from the context.
         self.tape_state = None;
-        for &inst in &self.func.blocks[blk].insts {
+        self.checked.clear();
+        let func = self.func;
+        let insts = &func.blocks[blk].insts;
+        let mut run_end = 0;
+        for (at, &inst) in insts.iter().enumerate() {
+            if at >= run_end && func.insts[inst].opcode == Opcode::Load {
+                run_end = self.check_run(&insts[at..])? + at;
+            }
             self.inst(inst)?;
         }
         let Some(term) = &self.func.blocks[blk].term else {
@@ -429,26 +463,151 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
     /// Fails with `code` (payloads `a`, `b`) at `inst` when `cond` is nonzero, and
     /// goes on in a new block otherwise.
     fn fail_if(&mut self, cond: cl::Value, code: u32, inst: Inst, a: cl::Value, b: cl::Value) {
+        // Every check has its own cold block that materialises the error's code
+        // and position: the hot path is the compare and the branch alone (with
+        // the arguments on the branch, both constants were set on every pass).
+        let cont = self.b.create_block();
+        let cold = self.b.create_block();
+        self.b.set_cold_block(cold);
+        self.b.ins().brif(cond, cold, &[], cont, &[]);
+        self.b.switch_to_block(cold);
+        self.fail(code, inst, a, b);
+        self.b.switch_to_block(cont);
+    }
+
+    /// Jumps to the error block with error `code` at `inst` (the current block is
+    /// a cold one).
+    fn fail(&mut self, code: u32, inst: Inst, a: cl::Value, b: cl::Value) {
+        if let Some(st) = self.tape_state
+            && (st.dirty || st.tags.is_some())
+        {
+            // The error leaves the tape in the context: write it back on the
+            // cold path only.
+            self.write_back(st);
+        }
         let code = self.b.ins().iconst(types::I32, i64::from(code));
         let at = self.b.ins().iconst(types::I32, inst.index() as i64);
-        let cont = self.b.create_block();
         let args = [code, at, a, b].map(BlockArg::Value);
-        match self.tape_state {
-            Some(st) if st.dirty || st.tags.is_some() => {
-                // The error leaves the tape in the context: write it back on the
-                // cold path only.
-                let save = self.b.create_block();
-                self.b.set_cold_block(save);
-                self.b.ins().brif(cond, save, &[], cont, &[]);
-                self.b.switch_to_block(save);
-                self.write_back(st);
-                self.b.ins().jump(self.err_block, &args);
+        self.b.ins().jump(self.err_block, &args);
+    }
+
+    /// The index `v` as a base and a constant offset: `(x, c)` for `iadd x, c`
+    /// with a literal `c` in `0..=MAX_RUN_OFFSET`, else `(v, 0)`.
+    fn split_index(&self, v: Value) -> (Value, i64) {
+        if let ValueDef::Result(inst, 0) = self.func.value_def(v) {
+            let d = &self.func.insts[inst];
+            if d.opcode == Opcode::Iadd {
+                for (x, y) in [(d.args[0], d.args[1]), (d.args[1], d.args[0])] {
+                    if let ValueDef::Const(Scalar::I64(c)) = self.func.value_def(y)
+                        && (0..=MAX_RUN_OFFSET).contains(&c)
+                        && !matches!(self.func.value_def(x), ValueDef::Const(_))
+                    {
+                        return (x, c);
+                    }
+                }
             }
-            _ => {
-                self.b.ins().brif(cond, self.err_block, &args, cont, &[]);
+        }
+        (v, 0)
+    }
+
+    /// Whether `slice[index]` is inside a range already checked ([`Checked`]).
+    fn is_checked(&self, slice: Value, index: Value) -> bool {
+        let (base, c) = self.split_index(index);
+        self.checked
+            .get(&(slice, base))
+            .is_some_and(|&(lo, hi)| lo <= c && c <= hi)
+    }
+
+    /// At a `load`, the first of `insts`: finds the run of loads that starts
+    /// here ([`Checked`]) and, where checking its ranges' ends takes fewer
+    /// compares than checking each load, emits those checks and records the
+    /// ranges. Returns the length of the run (1 when there is none).
+    fn check_run(&mut self, insts: &[Inst]) -> Result<usize, CompileError> {
+        // The loads of the run: (inst, slice, base, offset).
+        let mut loads: Vec<(Inst, Value, Value, i64)> = Vec::new();
+        let mut len = 0;
+        for &inst in insts.iter().take(MAX_RUN_INSTS) {
+            let d = &self.func.insts[inst];
+            match d.opcode {
+                Opcode::Load => {
+                    let (slice, index) = (d.args[0], d.args[1]);
+                    let (base, c) = self.split_index(index);
+                    // Both must be known before the run, where the checks go.
+                    let known = |v: Value| {
+                        self.vals.get(v).copied().flatten().is_some()
+                            || matches!(self.func.value_def(v), ValueDef::Const(_))
+                    };
+                    if !known(slice) || !known(base) {
+                        break;
+                    }
+                    if !self.is_checked(slice, index) {
+                        loads.push((inst, slice, base, c));
+                    }
+                }
+                op if quiet(op) => {}
+                _ => break,
+            }
+            len += 1;
+        }
+        // The ranges, in order of first appearance.
+        let mut ranges: Vec<((Value, Value), i64, i64)> = Vec::new();
+        for &(_, slice, base, c) in &loads {
+            match ranges.iter_mut().find(|(k, ..)| *k == (slice, base)) {
+                Some((_, lo, hi)) => (*lo, *hi) = ((*lo).min(c), (*hi).max(c)),
+                None => ranges.push(((slice, base), c, c)),
+            }
+        }
+        let compares: usize = ranges
+            .iter()
+            .map(|&(_, lo, hi)| if lo == hi { 1 } else { 2 })
+            .sum();
+        if compares >= loads.len() {
+            // No run: a later load may start one (it knows more values).
+            return Ok(1);
+        }
+        let cold = self.b.create_block();
+        self.b.set_cold_block(cold);
+        for &((slice, base), lo, hi) in &ranges {
+            let (Lv::Slice(_, n), Lv::One(b)) = (self.val(slice)?, self.val(base)?) else {
+                return Err(self.internal("a load from a scalar"));
+            };
+            let ends: &[i64] = if lo == hi { &[lo] } else { &[lo, hi] };
+            for &c in ends {
+                let i = self.b.ins().iadd_imm_s(b, c);
+                let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
+                let cont = self.b.create_block();
+                self.b.ins().brif(out, cold, &[], cont, &[]);
+                self.b.switch_to_block(cont);
+            }
+        }
+        let cont = self.b.current_block().expect("inside a block");
+        // The cold path: the loads' checks in their order; one of them fails
+        // (an end of a range did), so the last needs no test.
+        self.b.switch_to_block(cold);
+        for (k, &(inst, slice, base, c)) in loads.iter().enumerate() {
+            let (Lv::Slice(_, n), Lv::One(b)) = (self.val(slice)?, self.val(base)?) else {
+                return Err(self.internal("a load from a scalar"));
+            };
+            let i = self.b.ins().iadd_imm_s(b, c);
+            if k + 1 == loads.len() {
+                self.fail(code::OUT_OF_BOUNDS, inst, i, n);
+            } else {
+                // As `fail_if`, with the continuation cold too.
+                let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
+                let (bad, next) = (self.b.create_block(), self.b.create_block());
+                self.b.set_cold_block(bad);
+                self.b.set_cold_block(next);
+                self.b.ins().brif(out, bad, &[], next, &[]);
+                self.b.switch_to_block(bad);
+                self.fail(code::OUT_OF_BOUNDS, inst, i, n);
+                self.b.switch_to_block(next);
             }
         }
         self.b.switch_to_block(cont);
+        for (key, lo, hi) in ranges {
+            self.checked.insert(key, (lo, hi));
+        }
+        Ok(len.max(1))
     }
 
     /// Writes the tape's height (if changed) and its pending tags to the context
@@ -685,7 +844,11 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 let (Lv::Slice(p, n), Some(elem)) = (a[0], elem) else {
                     return Err(self.internal("load from a scalar"));
                 };
-                let addr = self.element(inst, p, n, a[1].one(), elem);
+                let addr = if self.is_checked(args[0], args[1]) {
+                    self.address(p, a[1].one(), elem)
+                } else {
+                    self.element(inst, p, n, a[1].one(), elem)
+                };
                 Some(self.b.ins().load(elem_type(elem), trusted(), addr, 0))
             }
             Shape::Store => {
@@ -693,7 +856,11 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 let (Lv::Slice(p, n), Some(elem)) = (a[0], elem) else {
                     return Err(self.internal("store into a scalar"));
                 };
-                let addr = self.element(inst, p, n, a[1].one(), elem);
+                let addr = if self.is_checked(args[0], args[1]) {
+                    self.address(p, a[1].one(), elem)
+                } else {
+                    self.element(inst, p, n, a[1].one(), elem)
+                };
                 self.b.ins().store(trusted(), a[2].one(), addr, 0);
                 None
             }
@@ -971,6 +1138,11 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         // Unsigned: a negative index is a huge one.
         let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
         self.fail_if(out, code::OUT_OF_BOUNDS, inst, i, n);
+        self.address(p, i, elem)
+    }
+
+    /// The address of element `i` of the slice at `p`, known to be in bounds.
+    fn address(&mut self, p: cl::Value, i: cl::Value, elem: Elem) -> cl::Value {
         let off = self.b.ins().ishl_imm_u(i, elem_shift(elem));
         self.b.ins().iadd(p, off)
     }
@@ -1366,5 +1538,29 @@ fn internal(module: &Module, fid: FuncId, message: &str) -> CompileError {
     CompileError::Codegen {
         func: module.funcs.get(fid).map(|d| d.name.clone()),
         message: format!("lowering bug: {message}"),
+    }
+}
+
+/// Whether `op` can neither fail nor write memory, so that a run of loads may
+/// pass it ([`Checked`]): arithmetic except integer division, comparisons,
+/// casts, constants, `select` and `len`.
+fn quiet(op: Opcode) -> bool {
+    match op.shape() {
+        Shape::IntBinary => !matches!(op, Opcode::Idiv | Opcode::Irem),
+        Shape::FloatBinary
+        | Shape::FloatUnary
+        | Shape::FloatTernary
+        | Shape::Powi
+        | Shape::IntUnary
+        | Shape::FloatCmp
+        | Shape::IntCmp
+        | Shape::BoolBinary
+        | Shape::BoolUnary
+        | Shape::Select
+        | Shape::Cast
+        | Shape::Bitcast
+        | Shape::Const
+        | Shape::Len => true,
+        _ => false,
     }
 }

@@ -6,10 +6,11 @@
 //! [`Const`](super::Const)): the `Active` scalars and the elements of the
 //! `Duplicated` slices are the coordinates differentiated, in the order of the
 //! arguments. Each pattern of activities is derived and compiled on its first call
-//! through the one [`Pipeline`] ([`Pipeline::compile_hvp`] at width 1 for `hvp`
-//! and `hessian`, which share it; [`Pipeline::compile_jacobian`] at width 1 for
-//! `jacobian`) and kept with its own [`CallState`], as the gradients' patterns
-//! are. The calls go through [`CompiledHvp::hvp_args`],
+//! through the one [`Pipeline`] ([`Pipeline::compile_hvp`] for `hvp` and
+//! `hessian`, which share it at width 1, and for `hessian_width`;
+//! [`Pipeline::compile_jacobian`] for `jacobian` and `jacobian_width`) and kept
+//! with its own [`CallState`], as the gradients' patterns are (one per pattern
+//! and width). The calls go through [`CompiledHvp::hvp_args`],
 //! [`CompiledHvp::hessian_into`]'s code and [`CompiledJacobian::jacobian_into`]'s:
 //! no calling convention of their own.
 
@@ -26,6 +27,7 @@ use crate::pipeline::Pipeline;
 /// A compiled second-order rule of one pattern, with its buffers.
 pub(super) struct HvpPattern {
     params: Vec<Activity>,
+    width: u32,
     hvp: CompiledHvp,
     state: CallState,
 }
@@ -34,6 +36,7 @@ pub(super) struct HvpPattern {
 /// buffers.
 pub(super) struct JacobianPattern {
     params: Vec<Activity>,
+    width: u32,
     jacobian: CompiledJacobian,
     state: CallState,
 }
@@ -116,7 +119,7 @@ impl<A: Args, R: Native> Autodiff<A, R> {
         v: &[f64],
         hv: &mut [f64],
     ) -> Result<(R::Value, X::Grad), Error> {
-        let k = self.hvp_pattern(X::PATTERN)?;
+        let k = self.hvp_pattern(X::PATTERN, 1)?;
         let n_params = self.n_params;
         let p = &mut self.hvps[k];
         let grad = run_hvp(&p.hvp, n_params, &mut p.state, args, v, hv)?;
@@ -150,7 +153,39 @@ impl<A: Args, R: Native> Autodiff<A, R> {
     /// # Ok::<(), gradlift::Error>(())
     /// ```
     pub fn hessian<X: Activities<A>>(&mut self, args: X) -> Result<Matrix, Error> {
-        let k = self.hvp_pattern(X::PATTERN)?;
+        self.hessian_width(args, 1)
+    }
+
+    /// [`Autodiff::hessian`] by Hessian-vector products of width `width`: `width`
+    /// rows per forward-over-reverse sweep ([`CompiledHvp::hessian`]), from 1 to
+    /// [`MAX_WIDTH`](crate::adjoint::MAX_WIDTH). The rows are bit for bit those
+    /// of width 1; the sweeps are fewer. Each width is a pattern of its own,
+    /// compiled on its first call.
+    ///
+    /// ```
+    /// use gradlift::trace::prelude::*;
+    /// use gradlift::{Duplicated, autodiff};
+    ///
+    /// let mut f = autodiff("f", |x: Slice<f64>| {
+    ///     let mut s = Var::from(0.0);
+    ///     for i in 0..3 {
+    ///         s = s + x.at(i) * x.at(i) * x.at(i);
+    ///     }
+    ///     s
+    /// })?;
+    /// let (x, mut dx) = ([1.0, 2.0, 3.0], [0.0; 3]);
+    /// let h1 = f.hessian((Duplicated(&x[..], &mut dx[..]),))?;
+    /// let h4 = f.hessian_width((Duplicated(&x[..], &mut dx[..]),), 4)?;
+    /// assert_eq!(h4.data, h1.data);
+    /// assert_eq!(h4.data, [6.0, 0.0, 0.0, 0.0, 12.0, 0.0, 0.0, 0.0, 18.0]);
+    /// # Ok::<(), gradlift::Error>(())
+    /// ```
+    pub fn hessian_width<X: Activities<A>>(
+        &mut self,
+        args: X,
+        width: u32,
+    ) -> Result<Matrix, Error> {
+        let k = self.hvp_pattern(X::PATTERN, width)?;
         let n_params = self.n_params;
         let p = &mut self.hvps[k];
         with_args(&mut p.state, n_params, args, |ws, args| {
@@ -182,7 +217,32 @@ impl<A: Args, R: Native> Autodiff<A, R> {
     /// # Ok::<(), gradlift::Error>(())
     /// ```
     pub fn jacobian<X: Activities<A>>(&mut self, args: X) -> Result<Matrix, Error> {
-        let k = self.jacobian_pattern(X::PATTERN)?;
+        self.jacobian_width(args, 1)
+    }
+
+    /// [`Autodiff::jacobian`] with `width` columns per forward sweep or rows per
+    /// reverse sweep ([`CompiledJacobian`]; from 1 to
+    /// [`MAX_WIDTH`](crate::adjoint::MAX_WIDTH)), the sweeps chosen as at width
+    /// 1: forward when `ceil(cols / width) <= ceil(rows / width)`. The entries
+    /// are bit for bit those of width 1. Each width is a pattern of its own,
+    /// compiled on its first call.
+    ///
+    /// ```
+    /// use gradlift::trace::prelude::*;
+    /// use gradlift::{Active, autodiff};
+    ///
+    /// let mut polar = autodiff("polar", |r: Var, t: Var| (r * t.cos(), r * t.sin()))?;
+    /// let j1 = polar.jacobian((Active(2.0), Active(0.5)))?;
+    /// let j2 = polar.jacobian_width((Active(2.0), Active(0.5)), 2)?;
+    /// assert_eq!(j2.data, j1.data);
+    /// # Ok::<(), gradlift::Error>(())
+    /// ```
+    pub fn jacobian_width<X: Activities<A>>(
+        &mut self,
+        args: X,
+        width: u32,
+    ) -> Result<Matrix, Error> {
+        let k = self.jacobian_pattern(X::PATTERN, width)?;
         let n_params = self.n_params;
         let p = &mut self.jacobians[k];
         with_args(&mut p.state, n_params, args, |ws, args| {
@@ -203,8 +263,12 @@ impl<A: Args, R: Native> Autodiff<A, R> {
 
     /// The index of the compiled second-order pattern, compiling it first if
     /// needed.
-    fn hvp_pattern(&mut self, params: &[Activity]) -> Result<usize, Error> {
-        if let Some(k) = self.hvps.iter().position(|p| p.params == params) {
+    fn hvp_pattern(&mut self, params: &[Activity], width: u32) -> Result<usize, Error> {
+        if let Some(k) = self
+            .hvps
+            .iter()
+            .position(|p| p.params == params && p.width == width)
+        {
             return Ok(k);
         }
         let config = self.second_config(params)?;
@@ -212,11 +276,12 @@ impl<A: Args, R: Native> Autodiff<A, R> {
             &self.module,
             &self.name,
             Some(&config),
-            1,
+            width,
         )?;
         self.compile_time += hvp.compile_time();
         self.hvps.push(HvpPattern {
             params: params.to_vec(),
+            width,
             hvp,
             state: CallState::new(),
         });
@@ -224,17 +289,22 @@ impl<A: Args, R: Native> Autodiff<A, R> {
     }
 
     /// The index of the compiled Jacobian pattern, compiling it first if needed.
-    fn jacobian_pattern(&mut self, params: &[Activity]) -> Result<usize, Error> {
-        if let Some(k) = self.jacobians.iter().position(|p| p.params == params) {
+    fn jacobian_pattern(&mut self, params: &[Activity], width: u32) -> Result<usize, Error> {
+        if let Some(k) = self
+            .jacobians
+            .iter()
+            .position(|p| p.params == params && p.width == width)
+        {
             return Ok(k);
         }
         let config = self.second_config(params)?;
         let jacobian = Pipeline::new()
             .with_hosts(self.hosts.clone())
-            .compile_jacobian(&self.module, &self.name, Some(&config), 1)?;
+            .compile_jacobian(&self.module, &self.name, Some(&config), width)?;
         self.compile_time += jacobian.compile_time();
         self.jacobians.push(JacobianPattern {
             params: params.to_vec(),
+            width,
             jacobian,
             state: CallState::new(),
         });
