@@ -204,3 +204,59 @@ fn every_function_of_the_memory_corpus_at_width_thirteen() {
     eprintln!("{tally:?}");
     assert!(tally.gradients >= 150 && tally.errors >= 5, "{tally:?}");
 }
+
+/// The CLIF and the machine code of the functions `ids` of `m`, joined.
+fn clif_of(m: &Module, ids: &[gradlift::ir::FuncId]) -> String {
+    gradlift::jit::listing(m, ids)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.clif + &l.asm)
+        .collect()
+}
+
+/// The host's packed `f64` multiply and add.
+const PACKED: [&str; 2] = if cfg!(target_arch = "aarch64") {
+    ["fmul v", "fadd v"]
+} else {
+    ["mulpd", "addpd"]
+};
+
+#[test]
+fn rules_of_width_n_compute_pairs_of_lanes_as_f64x2() {
+    // The suite's sumsq and rosenbrock: reverse width 4 and forward width 8 read,
+    // multiply and add their lanes two at a time (`jit/src/lanes.rs`); width 1
+    // has no vector. Their values are checked lane by lane against width 1 above
+    // and in `examples/forward_suite.rs`.
+    let p = Pipeline::new();
+    for file in ["sumsq.ir", "rosenbrock.ir"] {
+        let path = format!("{}/examples/ir/{file}", env!("CARGO_MANIFEST_DIR"));
+        let m = parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let name = file.trim_end_matches(".ir");
+        let one = p.derive(&m, name, None).unwrap();
+        let code = clif_of(&one.module, &[one.pullback]);
+        assert!(!code.contains("f64x2"), "{file} width 1:\n{code}");
+        let wide = p.derive_width(&m, name, None, 4).unwrap();
+        let code = clif_of(&wide.module, &[wide.pullback]);
+        for what in ["load.f64x2", PACKED[0], PACKED[1]] {
+            assert!(
+                code.contains(what),
+                "{file} reverse width 4, {what}:\n{code}"
+            );
+        }
+        let config =
+            gradlift::adjoint::FruleConfig::default_for(m.sig(m.func_by_name(name).unwrap()))
+                .with_width(8);
+        let fwd = p.derive_jvp(&m, name, Some(&config)).unwrap();
+        let code = clif_of(&fwd.module, &[fwd.func]);
+        let vectors = code.matches("load.f64x2").count();
+        assert_eq!(
+            vectors % 4,
+            0,
+            "{file} forward width 8: the 8 lanes are 4 pairs\n{code}"
+        );
+        assert!(
+            vectors >= 4 && code.contains(PACKED[1]),
+            "{file} forward width 8:\n{code}"
+        );
+    }
+}

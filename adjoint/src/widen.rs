@@ -527,6 +527,15 @@ impl<'a> Widen<'a> {
                 }
             }
         }
+        // The lanes of each value, for the JIT to pair (`Function::lane_groups`).
+        let mut groups: Vec<Vec<Value>> = self
+            .lanes
+            .values()
+            .filter(|vs| vs.len() >= 2)
+            .map(|vs| vs.to_vec())
+            .collect();
+        groups.sort();
+        self.new.lane_groups = groups;
         Ok((self.new, self.new_sig))
     }
 

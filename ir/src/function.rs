@@ -234,6 +234,12 @@ pub struct Function {
     pub layout: Vec<Block>,
     /// Source positions, for parsed functions.
     pub srcmap: SourceMap,
+    /// Groups of values that are the lanes of one value of a rule of width N
+    /// (lane `j` at index `j`), as the widening pass made them; not part of the
+    /// text form. A hint only: the JIT pairs lanes `2m` and `2m + 1` into one
+    /// vector operation after checking that they compute the same operation on
+    /// paired or shared operands, so no meaning depends on it.
+    pub lane_groups: Vec<Vec<Value>>,
     consts: HashMap<Scalar, Value>,
     /// The message made for each text by [`Function::make_msg`].
     msgs: HashMap<String, Msg>,

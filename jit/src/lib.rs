@@ -226,6 +226,7 @@ mod compiled;
 mod error;
 mod helpers;
 mod isa;
+mod lanes;
 mod lower;
 mod object;
 mod runtime;

@@ -40,6 +40,7 @@ use std::collections::HashMap;
 
 use crate::error::CompileError;
 use crate::helpers::{Helper, MathFn, MathFn2};
+use crate::lanes::{self, LanePlan, quiet};
 use crate::runtime::{Offsets, code, elem_code, scalar_code};
 
 /// The Cranelift types one IR type is passed as: a scalar one value, a slice two
@@ -101,6 +102,12 @@ fn trusted() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
+/// A vector access to two elements checked in bounds: no trap, and aligned to
+/// the element only.
+fn vector_flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
 /// Log2 of an element's size.
 fn elem_shift(e: Elem) -> i64 {
     match e {
@@ -158,6 +165,15 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
     tape_state: Option<TapeState>,
     /// Index ranges already checked in the block being lowered ([`Checked`]).
     checked: Checked,
+    /// The pairs of lanes lowered as `f64x2` ([`lanes`]).
+    lanes: LanePlan,
+    /// The vector of each pair made so far, by its first value.
+    vecs: HashMap<Value, cl::Value>,
+    /// The address of the first load of a pair, loaded with the second.
+    pending_loads: HashMap<Value, cl::Value>,
+    /// The first store of a store pair, made with the second: the second store,
+    /// the address and the value of the first.
+    pending_store: Option<(Inst, cl::Value, Value)>,
 }
 
 /// The bounds already checked in the IR block being lowered: for a slice value
@@ -264,10 +280,22 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         // One Cranelift block per reachable IR block; phis become parameters.
         let mut blocks = SecondaryMap::new();
         let mut vals: SecondaryMap<Value, Option<Lv>> = SecondaryMap::new();
+        let plan = LanePlan::new(func);
+        let mut vecs = HashMap::new();
         for &blk in &rpo {
             let cb = b.create_block();
             blocks[blk] = Some(cb);
             for phi in &func.blocks[blk].phis {
+                // A pair of phis is one `f64x2` parameter (its lanes are
+                // extracted where the block starts).
+                match plan.pair(phi.value) {
+                    Some((first, _)) if first == phi.value => {
+                        vecs.insert(first, b.append_block_param(cb, types::F64X2));
+                        continue;
+                    }
+                    Some(_) => continue,
+                    None => {}
+                }
                 let lv = match *clif_types(func.value_type(phi.value)) {
                     [t] => Lv::One(b.append_block_param(cb, t)),
                     [p, n] => {
@@ -321,6 +349,10 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             tape,
             tape_state: None,
             checked: HashMap::new(),
+            lanes: plan,
+            vecs,
+            pending_loads: HashMap::new(),
+            pending_store: None,
         };
         lower.b.switch_to_block(centry);
         let allocates = func
@@ -349,6 +381,18 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         // starts from the context.
         self.tape_state = None;
         self.checked.clear();
+        self.pending_loads.clear();
+        self.pending_store = None;
+        for phi in &self.func.blocks[blk].phis {
+            if let Some((first, second)) = self.lanes.pair(phi.value)
+                && first == phi.value
+            {
+                let Some(&v) = self.vecs.get(&first) else {
+                    return Err(self.internal("a pair of phis without its parameter"));
+                };
+                self.define_pair(first, second, v);
+            }
+        }
         let func = self.func;
         let insts = &func.blocks[blk].insts;
         let mut run_end = 0;
@@ -403,11 +447,27 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
     fn edge_args(&mut self, from: Block, to: Block) -> Result<Vec<BlockArg>, CompileError> {
         let mut out = Vec::new();
         let func = self.func;
+        let incoming = |this: &Self, phi: Value| -> Result<Value, CompileError> {
+            func.blocks[to]
+                .phis
+                .iter()
+                .find(|p| p.value == phi)
+                .and_then(|p| p.incoming.iter().find(|(q, _)| *q == from))
+                .map(|&(_, v)| v)
+                .ok_or_else(|| this.internal("a phi without an entry for its predecessor"))
+        };
         for phi in &func.blocks[to].phis {
-            let Some(&(_, v)) = phi.incoming.iter().find(|(p, _)| *p == from) else {
-                return Err(self.internal("a phi without an entry for its predecessor"));
-            };
-            self.val(v)?.push_to(&mut out);
+            match self.lanes.pair(phi.value) {
+                Some((first, second)) if first == phi.value => {
+                    let (x, y) = (incoming(self, first)?, incoming(self, second)?);
+                    out.push(self.vec_of(x, y)?);
+                }
+                Some(_) => {}
+                None => {
+                    let v = incoming(self, phi.value)?;
+                    self.val(v)?.push_to(&mut out);
+                }
+            }
         }
         Ok(out.into_iter().map(BlockArg::Value).collect())
     }
@@ -491,23 +551,95 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         self.b.ins().jump(self.err_block, &args);
     }
 
-    /// The index `v` as a base and a constant offset: `(x, c)` for `iadd x, c`
-    /// with a literal `c` in `0..=MAX_RUN_OFFSET`, else `(v, 0)`.
-    fn split_index(&self, v: Value) -> (Value, i64) {
-        if let ValueDef::Result(inst, 0) = self.func.value_def(v) {
-            let d = &self.func.insts[inst];
-            if d.opcode == Opcode::Iadd {
-                for (x, y) in [(d.args[0], d.args[1]), (d.args[1], d.args[0])] {
-                    if let ValueDef::Const(Scalar::I64(c)) = self.func.value_def(y)
-                        && (0..=MAX_RUN_OFFSET).contains(&c)
-                        && !matches!(self.func.value_def(x), ValueDef::Const(_))
-                    {
-                        return (x, c);
-                    }
-                }
+    /// A statement whose result is in a pair of lanes ([`lanes`]): the first
+    /// makes nothing (a load checks its bounds and keeps its address), the
+    /// second makes the pair's vector and both lanes' scalars.
+    fn lane_inst(
+        &mut self,
+        inst: Inst,
+        (first, second): (Value, Value),
+    ) -> Result<(), CompileError> {
+        let func = self.func;
+        let d = &func.insts[inst];
+        let r = d.results[0];
+        let v = if d.opcode == Opcode::Load {
+            let (slice, index) = (d.args[0], d.args[1]);
+            let (Lv::Slice(p, n), Lv::One(i)) = (self.val(slice)?, self.val(index)?) else {
+                return Err(self.internal("a load from a scalar"));
+            };
+            let addr = if self.is_checked(slice, index) {
+                self.address(p, i, Elem::F64)
+            } else {
+                self.element(inst, p, n, i, Elem::F64)
+            };
+            if r == first {
+                self.pending_loads.insert(first, addr);
+                return Ok(());
             }
+            let Some(a0) = self.pending_loads.remove(&first) else {
+                return Err(self.internal("the second load of a pair before the first"));
+            };
+            self.b.ins().load(types::F64X2, vector_flags(), a0, 0)
+        } else {
+            if r == first {
+                return Ok(());
+            }
+            let ValueDef::Result(ia, 0) = func.value_def(first) else {
+                return Err(self.internal("a pair of a statement and no statement"));
+            };
+            let args_a = func.insts[ia].args.clone();
+            let mut ops: Vec<cl::Value> = Vec::with_capacity(args_a.len());
+            for (&x, &y) in args_a.iter().zip(&d.args) {
+                ops.push(self.vec_of(x, y)?);
+            }
+            let ins = self.b.ins();
+            match (d.opcode, ops.as_slice()) {
+                (Opcode::Fadd, &[x, y]) => ins.fadd(x, y),
+                (Opcode::Fsub, &[x, y]) => ins.fsub(x, y),
+                (Opcode::Fmul, &[x, y]) => ins.fmul(x, y),
+                (Opcode::Fdiv, &[x, y]) => ins.fdiv(x, y),
+                (Opcode::Fneg, &[x]) => ins.fneg(x),
+                (Opcode::Fabs, &[x]) => ins.fabs(x),
+                (Opcode::Sqrt, &[x]) => ins.sqrt(x),
+                _ => return Err(self.internal("a pair of an op with no vector form")),
+            }
+        };
+        self.define_pair(first, second, v);
+        Ok(())
+    }
+
+    /// Records the vector `v` of the pair and extracts its lanes' scalars (which
+    /// Cranelift drops where nothing reads them).
+    fn define_pair(&mut self, first: Value, second: Value, v: cl::Value) {
+        self.vecs.insert(first, v);
+        let x = self.b.ins().extractlane(v, 0);
+        let y = self.b.ins().extractlane(v, 1);
+        self.vals[first] = Some(Lv::One(x));
+        self.vals[second] = Some(Lv::One(y));
+    }
+
+    /// `(x, y)` as one `f64x2`: the vector of a pair, a splat of one value, or
+    /// two scalars put together.
+    fn vec_of(&mut self, x: Value, y: Value) -> Result<cl::Value, CompileError> {
+        if self.lanes.pair(x) == Some((x, y)) {
+            return self
+                .vecs
+                .get(&x)
+                .copied()
+                .ok_or_else(|| self.internal("a pair used before it is made"));
         }
-        (v, 0)
+        let vx = self.val(x)?.one();
+        let v = self.b.ins().splat(types::F64X2, vx);
+        if x == y {
+            return Ok(v);
+        }
+        let vy = self.val(y)?.one();
+        Ok(self.b.ins().insertlane(v, vy, 1))
+    }
+
+    /// The index `v` as a base and a constant offset ([`lanes::split_index`]).
+    fn split_index(&self, v: Value) -> (Value, i64) {
+        lanes::split_index(self.func, v, MAX_RUN_OFFSET)
     }
 
     /// Whether `slice[index]` is inside a range already checked ([`Checked`]).
@@ -769,6 +901,9 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
 
     fn inst(&mut self, inst: Inst) -> Result<(), CompileError> {
         let data = &self.func.insts[inst];
+        if let Some(pair) = data.results.first().and_then(|&r| self.lanes.pair(r)) {
+            return self.lane_inst(inst, pair);
+        }
         let op = data.opcode;
         let imm = data.imm;
         let args: Vec<Value> = data.args.to_vec();
@@ -856,11 +991,29 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 let (Lv::Slice(p, n), Some(elem)) = (a[0], elem) else {
                     return Err(self.internal("store into a scalar"));
                 };
+                if let Some((second, addr, first_val)) = self.pending_store
+                    && second == inst
+                {
+                    // The second of a store pair: both elements with one store.
+                    self.pending_store = None;
+                    let v = self.vec_of(first_val, args[2])?;
+                    self.b.ins().store(vector_flags(), v, addr, 0);
+                    return Ok(());
+                }
                 let addr = if self.is_checked(args[0], args[1]) {
                     self.address(p, a[1].one(), elem)
                 } else {
                     self.element(inst, p, n, a[1].one(), elem)
                 };
+                if let Some(second) = self.lanes.store_pair(inst)
+                    && self.is_checked(args[0], args[1])
+                    && self.is_checked(args[0], self.func.insts[second].args[1])
+                {
+                    // Both elements are in bounds: the pair is stored at the
+                    // second store (only quiet statements are between).
+                    self.pending_store = Some((second, addr, args[2]));
+                    return Ok(());
+                }
                 self.b.ins().store(trusted(), a[2].one(), addr, 0);
                 None
             }
@@ -1538,29 +1691,5 @@ fn internal(module: &Module, fid: FuncId, message: &str) -> CompileError {
     CompileError::Codegen {
         func: module.funcs.get(fid).map(|d| d.name.clone()),
         message: format!("lowering bug: {message}"),
-    }
-}
-
-/// Whether `op` can neither fail nor write memory, so that a run of loads may
-/// pass it ([`Checked`]): arithmetic except integer division, comparisons,
-/// casts, constants, `select` and `len`.
-fn quiet(op: Opcode) -> bool {
-    match op.shape() {
-        Shape::IntBinary => !matches!(op, Opcode::Idiv | Opcode::Irem),
-        Shape::FloatBinary
-        | Shape::FloatUnary
-        | Shape::FloatTernary
-        | Shape::Powi
-        | Shape::IntUnary
-        | Shape::FloatCmp
-        | Shape::IntCmp
-        | Shape::BoolBinary
-        | Shape::BoolUnary
-        | Shape::Select
-        | Shape::Cast
-        | Shape::Bitcast
-        | Shape::Const
-        | Shape::Len => true,
-        _ => false,
     }
 }

@@ -1326,3 +1326,30 @@ fn the_memory_corpus_under_qemu_computes_what_the_interpreter_computes() {
         "{t:?}"
     );
 }
+
+// Pairs of lanes as f64x2 (NEON): `support/lanes.ir` with the lane groups a
+// widening pass records, every slice length up to 13 (so the last pair's first or
+// second load is out of bounds) and loop counts up to 3.
+#[test]
+fn lanes_paired_as_vectors_under_qemu_compute_what_the_interpreter_computes() {
+    if !tools_present() {
+        return;
+    }
+    let dir = work_dir("lanes");
+    let mut m = module(include_str!("support/lanes.ir"));
+    let id = m.func_by_name("lanes").unwrap();
+    let groups = support::lanes_by_name(&m, "lanes");
+    m.function_mut(id).unwrap().lane_groups = groups;
+    let mut pts = Vec::new();
+    for len in 0..=13 {
+        for n in 0..=3 {
+            let x: Vec<f64> = (0..len).map(|i| 0.5 + i as f64 * 0.375).collect();
+            let mut args = vec![Val::F64s(x)];
+            args.extend([0.25, -0.0, 1e-300, 3.0].map(Val::F64));
+            args.push(Val::I64(n));
+            pts.push((id, args));
+        }
+    }
+    let t = run_program(&dir, "lanes", &m, &cases(&m, pts), &[]);
+    assert!(t.values >= 20 && t.errors >= 20, "{t:?}");
+}

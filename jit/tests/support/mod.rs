@@ -23,6 +23,31 @@ pub fn module(text: &str) -> Module {
     m
 }
 
+/// The lane groups of `@func` as a widening pass of width N would record them
+/// (`Function::lane_groups`), read from the names: the values `%P.0`, `%P.1`,
+/// ... of each prefix `P`, in lane order.
+pub fn lanes_by_name(m: &Module, func: &str) -> Vec<Vec<gradlift_ir::Value>> {
+    let f = m.function(m.func_by_name(func).unwrap()).unwrap();
+    let mut by: std::collections::BTreeMap<String, Vec<(usize, gradlift_ir::Value)>> =
+        std::collections::BTreeMap::new();
+    for (v, d) in f.values.iter() {
+        let Some(name) = d.name.as_deref() else {
+            continue;
+        };
+        if let Some((p, j)) = name.rsplit_once('.')
+            && let Ok(j) = j.parse::<usize>()
+        {
+            by.entry(p.to_string()).or_default().push((j, v));
+        }
+    }
+    by.into_values()
+        .map(|mut g| {
+            g.sort();
+            g.into_iter().map(|(_, v)| v).collect()
+        })
+        .collect()
+}
+
 /// The file `examples/ir/NAME`, parsed and verified.
 pub fn example(name: &str) -> Module {
     let path = format!("{}/../examples/ir/{name}", env!("CARGO_MANIFEST_DIR"));
