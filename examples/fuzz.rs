@@ -37,7 +37,12 @@
 //!   interpreter and the JIT agree (values, tangents, tangent slices, arguments,
 //!   or the same error); and the dot-product test `<J v, w> = <v, Jᵀ w>` holds
 //!   against the reverse-mode gradient with the same seeds (relative 1e-8, where
-//!   finite differences could judge: f64 programs, no huge constants).
+//!   finite differences could judge: f64 programs, no huge constants);
+//! - widths, for half the requests each: the reverse rule and the forward rule of
+//!   width 2, 3 or 5 derive and verify wherever width 1 does; on the interpreter
+//!   each lane equals the width-1 rule along that lane's seeds or tangents, bit
+//!   for bit (errors alike); and the compiled rules of width N (their lanes paired
+//!   as `f64x2`) equal the interpreter's, bit for bit.
 //!
 //! **Malformed texts.** `--malformed M` mutants of valid texts (see
 //! `fuzz/mutate.rs`): parsing and verifying never panic and every error has a

@@ -1175,6 +1175,19 @@ pub fn check_module(
         }
         _ => None,
     };
+    // The rule of width N compiled, where width 1 compiled: its lanes paired as
+    // vectors (`jit/src/lanes.rs`), compared with the interpreter's.
+    let wide_jit: Option<CompiledGradient> = match (&wide, &grad) {
+        (Some(w), Some(_)) => match gpipe.compile_rule(w.clone()) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                fail(out, "JIT refused a rule of width N", e.to_string(), None);
+                None
+            }
+        },
+        _ => None,
+    };
+    let mut ws_wide = Workspace::new().with_max_depth(DEPTH);
     let wide_fwd: Option<Frule> = match &fwd {
         Some(_) if rng.chance(50) => {
             let w = [2, 3, 5][rng.below(3) as usize];
@@ -1192,6 +1205,21 @@ pub fn check_module(
             );
             r.ok().filter(|_| ok)
         }
+        _ => None,
+    };
+    let wide_fwd_jit: Option<CompiledJvp> = match (&wide_fwd, &fwd) {
+        (Some(w), Some(_)) => match gpipe.compile_frule(w.clone()) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                fail(
+                    out,
+                    "JIT refused a forward rule of width N",
+                    e.to_string(),
+                    None,
+                );
+                None
+            }
+        },
         _ => None,
     };
     let mut ws_prim = Workspace::new().with_max_depth(DEPTH);
@@ -1342,15 +1370,16 @@ pub fn check_module(
             }
         }
         if let Some(wide) = &wide {
-            let c = WidthCase {
+            let mut c = WidthCase {
                 one: rule,
                 wide,
                 module: m,
                 func: f,
                 hosts: case.hosts,
                 fuel: case.fuel * 20,
+                jit: wide_jit.as_ref().map(|g| (g, &mut ws_wide)),
             };
-            if let Some(d) = width_check(&c, &args, &seeds, &gi, rng, stats) {
+            if let Some(d) = width_check(&mut c, &args, &seeds, &gi, rng, stats) {
                 fail(
                     out,
                     "a rule of width N differs from N rules of width 1",
@@ -1360,7 +1389,16 @@ pub fn check_module(
             }
         }
         if let (Some(wf), Some((f1, _))) = (&wide_fwd, &fwd)
-            && let Some(d) = fwd_width_check(f1, wf, case.hosts, case.fuel * 20, &args, rng, stats)
+            && let Some(d) = fwd_width_check(
+                f1,
+                wf,
+                wide_fwd_jit.as_ref().map(|g| (g, &mut ws_wide)),
+                case.hosts,
+                case.fuel * 20,
+                &args,
+                rng,
+                stats,
+            )
         {
             fail(
                 out,
@@ -1798,6 +1836,8 @@ struct WidthCase<'a> {
     func: FuncId,
     hosts: &'a Hosts,
     fuel: u64,
+    /// The wide rule compiled, and its workspace.
+    jit: Option<(&'a CompiledGradient, &'a mut Workspace)>,
 }
 
 /// The interpreter for a width check, with the campaign's limits.
@@ -1825,7 +1865,7 @@ fn lane_of(v: &Val, n: usize, j: usize, scalar: bool) -> Val {
 /// gradient is `gi`) and the other lanes with random seeds, against width 1 lane by
 /// lane, bit for bit (errors alike).
 fn width_check(
-    c: &WidthCase<'_>,
+    c: &mut WidthCase<'_>,
     args: &[Val],
     seeds: &Seeds,
     gi: &GradResult,
@@ -1900,6 +1940,38 @@ fn width_check(
         return None;
     }
     stats.inc("width-N gradients compared lane by lane");
+    if let Some((g, ws)) = &mut c.jit {
+        let gj = g.value_and_pullback(ws, args, &wide_seeds);
+        let jit_only = matches!(&gj, Err(Error::Run(e)) if matches!(e.kind, ErrorKind::StackExhausted(_) | ErrorKind::TapeFull(_)));
+        let agree = match (&gw, &gj) {
+            (Ok(a), Ok(b)) => {
+                let values = match (&a.value, &b.value) {
+                    (Some(x), Some(y)) => same_vals(x, y, false),
+                    (x, y) => x.is_none() && y.is_none(),
+                };
+                values
+                    && a.gradient
+                        .iter()
+                        .zip(&b.gradient)
+                        .all(|(x, y)| match (x, y) {
+                            (Some(x), Some(y)) => same_val(x, y, false),
+                            (x, y) => x.is_none() && y.is_none(),
+                        })
+            }
+            (Err(Error::Run(a)), Err(Error::Run(b))) => {
+                core::mem::discriminant(&a.kind) == core::mem::discriminant(&b.kind)
+            }
+            _ => jit_only,
+        };
+        if !agree {
+            return Some(format!(
+                "width {n}: the JIT's rule {} and the interpreter's {} differ\nseeds of width N: {wide_seeds:?}",
+                show_grad(&gj),
+                show_grad(&gw)
+            ));
+        }
+        stats.inc("width-N gradients compared on the JIT");
+    }
     let report = |j: usize, g1: &GradResult| {
         format!(
             "width {n}, lane {j}: width 1 {}\nwidth N {}\nseeds of width N: {wide_seeds:?}",
@@ -1950,9 +2022,11 @@ fn width_check(
 
 /// The forward rule of width N on the interpreter with random tangents, against
 /// the width-1 rule along each lane's tangents, bit for bit (errors alike).
+#[allow(clippy::too_many_arguments)]
 fn fwd_width_check(
     one: &Frule,
     wide: &Frule,
+    jit: Option<(&CompiledJvp, &mut Workspace)>,
     hosts: &Hosts,
     fuel: u64,
     args: &[Val],
@@ -2009,6 +2083,40 @@ fn fwd_width_check(
         Ok(j) => format!("{j:?}"),
         Err(e) => format!("error: {e}"),
     };
+    if let Some((g, ws)) = jit {
+        // The compiled rule of width N (lanes paired as vectors) against the
+        // interpreter's, bit for bit.
+        let jj = g.jvp(ws, args, &tangents);
+        let jit_only = matches!(&jj, Err(Error::Run(e)) if matches!(e.kind, ErrorKind::StackExhausted(_) | ErrorKind::TapeFull(_)));
+        let agree = match (&jw, &jj) {
+            (Ok(a), Ok(b)) => {
+                let opt = |x: &Option<Vec<Val>>, y: &Option<Vec<Val>>| match (x, y) {
+                    (Some(x), Some(y)) => same_vals(x, y, false),
+                    (x, y) => x.is_none() && y.is_none(),
+                };
+                opt(&a.value, &b.value)
+                    && same_vals(&a.tangents, &b.tangents, false)
+                    && same_vals(&a.args, &b.args, false)
+                    && a.slices.len() == b.slices.len()
+                    && a.slices.iter().zip(&b.slices).all(|(x, y)| match (x, y) {
+                        (Some(x), Some(y)) => same_val(x, y, false),
+                        (x, y) => x.is_none() && y.is_none(),
+                    })
+            }
+            (Err(Error::Run(a)), Err(Error::Run(b))) => {
+                core::mem::discriminant(&a.kind) == core::mem::discriminant(&b.kind)
+            }
+            _ => jit_only,
+        };
+        if !agree {
+            return Some(format!(
+                "width {n}: the JIT's forward rule {} and the interpreter's {} differ\ntangents: {tangents:?}",
+                show(&jj),
+                show(&jw)
+            ));
+        }
+        stats.inc("width-N jvps compared on the JIT");
+    }
     let report = |j: usize, s: &Result<Jvp, Error>| {
         format!(
             "width {n}, lane {j}: width 1 {}\nwidth N {}\ntangents of width N: {tangents:?}",
