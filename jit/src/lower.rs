@@ -1150,7 +1150,17 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         };
         let ins = self.b.ins();
         let h = match op {
-            Opcode::Fneg => return Ok(ins.fneg(x)),
+            // The sign flipped by `bxor` with -0.0, a constant of its own that
+            // Cranelift hoists out of loops (its x86-64 `fneg` builds the mask
+            // in two instructions at every use).
+            Opcode::Fneg => {
+                let mask = if f32 {
+                    ins.f32const(Ieee32::with_bits(0x8000_0000))
+                } else {
+                    ins.f64const(Ieee64::with_bits(0x8000_0000_0000_0000))
+                };
+                return Ok(self.b.ins().bxor(x, mask));
+            }
             Opcode::Fabs => return Ok(ins.fabs(x)),
             Opcode::Sqrt => return Ok(ins.sqrt(x)),
             Opcode::Floor => return Ok(ins.floor(x)),
