@@ -659,6 +659,39 @@ fn prepared_forms_allocate_nothing_once_warm() {
         }
     });
     assert_eq!(n, 0, "Autodiff::hvp");
+
+    // Autodiff::hessian_into and jacobian_into in steady state, equal to the
+    // allocating forms.
+    let mut h8 = vec![0.0; 64];
+    let mut j8 = vec![0.0; 8];
+    for w in [1, 4] {
+        f.hessian_into((Duplicated(&x[..], &mut dx[..]),), w, &mut h8)
+            .unwrap();
+        f.jacobian_into((Duplicated(&x[..], &mut dx[..]),), w, &mut j8)
+            .unwrap();
+        let n = allocations(|| {
+            for _ in 0..3 {
+                f.hessian_into((Duplicated(&x[..], &mut dx[..]),), w, &mut h8)
+                    .unwrap();
+                f.jacobian_into((Duplicated(&x[..], &mut dx[..]),), w, &mut j8)
+                    .unwrap();
+            }
+        });
+        assert_eq!(
+            n, 0,
+            "Autodiff::hessian_into and jacobian_into at width {w}"
+        );
+        let h = f.hessian((Duplicated(&x[..], &mut dx[..]),)).unwrap();
+        assert_eq!(h.data, h8, "width {w}");
+        let j = f.jacobian((Duplicated(&x[..], &mut dx[..]),)).unwrap();
+        assert_eq!(j.data, j8, "width {w}");
+    }
+    assert_all_close(&h8, &rosenbrock_hessian(&x), 1e-12, "hessian_into");
+    // A wrong length is an error, not a panic.
+    let e = f
+        .hessian_into((Duplicated(&x[..], &mut dx[..]),), 1, &mut h8[..10])
+        .unwrap_err();
+    assert!(e.to_string().contains("64"), "{e}");
 }
 
 #[test]

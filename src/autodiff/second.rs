@@ -250,6 +250,66 @@ impl<A: Args, R: Native> Autodiff<A, R> {
         })
     }
 
+    /// [`Autodiff::hessian_width`] into `out` (row by row, `m * m` entries for
+    /// `m` coordinates, in the order of [`Autodiff::hessian`]'s columns): the
+    /// allocation-free form. The pattern's buffers stay in it, so once warm a
+    /// call allocates nothing ([`CompiledHvp::hessian_into`]). A wrong length of
+    /// `out` is an error that says the length expected.
+    ///
+    /// ```
+    /// use gradlift::trace::prelude::*;
+    /// use gradlift::{Active, autodiff};
+    ///
+    /// let mut f = autodiff("f", |x: Var, y: Var| x * x * y)?;
+    /// let mut h = [0.0; 4];
+    /// f.hessian_into((Active(3.0), Active(2.0)), 2, &mut h)?;
+    /// assert_eq!(h, [4.0, 6.0, 6.0, 0.0]);
+    /// # Ok::<(), gradlift::Error>(())
+    /// ```
+    pub fn hessian_into<X: Activities<A>>(
+        &mut self,
+        args: X,
+        width: u32,
+        out: &mut [f64],
+    ) -> Result<(), Error> {
+        let k = self.hvp_pattern(X::PATTERN, width)?;
+        let n_params = self.n_params;
+        let p = &mut self.hvps[k];
+        with_args(&mut p.state, n_params, args, |ws, args| {
+            p.hvp.hessian_args(ws, args, out)
+        })
+    }
+
+    /// [`Autodiff::jacobian_width`] into `out` (row by row, rows times columns
+    /// in the order of [`Autodiff::jacobian`]): the allocation-free form
+    /// ([`CompiledJacobian::jacobian_into`]). A wrong length of `out` is an error
+    /// that says the length expected.
+    ///
+    /// ```
+    /// use gradlift::trace::prelude::*;
+    /// use gradlift::{Active, autodiff};
+    ///
+    /// let mut polar = autodiff("polar", |r: Var, t: Var| (r * t.cos(), r * t.sin()))?;
+    /// let (r, t) = (2.0_f64, 0.5_f64);
+    /// let mut j = [0.0; 4];
+    /// polar.jacobian_into((Active(r), Active(t)), 1, &mut j)?;
+    /// assert_eq!(j, [t.cos(), -r * t.sin(), t.sin(), r * t.cos()]);
+    /// # Ok::<(), gradlift::Error>(())
+    /// ```
+    pub fn jacobian_into<X: Activities<A>>(
+        &mut self,
+        args: X,
+        width: u32,
+        out: &mut [f64],
+    ) -> Result<(), Error> {
+        let k = self.jacobian_pattern(X::PATTERN, width)?;
+        let n_params = self.n_params;
+        let p = &mut self.jacobians[k];
+        with_args(&mut p.state, n_params, args, |ws, args| {
+            p.jacobian.jacobian_args(ws, args, out)
+        })
+    }
+
     /// The configuration of a pattern: the activities, an active return.
     fn second_config(&self, params: &[Activity]) -> Result<RuleConfig, Error> {
         let func = self
