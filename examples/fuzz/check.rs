@@ -1942,27 +1942,9 @@ fn width_check(
     stats.inc("width-N gradients compared lane by lane");
     if let Some((g, ws)) = &mut c.jit {
         let gj = g.value_and_pullback(ws, args, &wide_seeds);
-        let jit_only = matches!(&gj, Err(Error::Run(e)) if matches!(e.kind, ErrorKind::StackExhausted(_) | ErrorKind::TapeFull(_)));
-        let agree = match (&gw, &gj) {
-            (Ok(a), Ok(b)) => {
-                let values = match (&a.value, &b.value) {
-                    (Some(x), Some(y)) => same_vals(x, y, false),
-                    (x, y) => x.is_none() && y.is_none(),
-                };
-                values
-                    && a.gradient
-                        .iter()
-                        .zip(&b.gradient)
-                        .all(|(x, y)| match (x, y) {
-                            (Some(x), Some(y)) => same_val(x, y, false),
-                            (x, y) => x.is_none() && y.is_none(),
-                        })
-            }
-            (Err(Error::Run(a)), Err(Error::Run(b))) => {
-                core::mem::discriminant(&a.kind) == core::mem::discriminant(&b.kind)
-            }
-            _ => jit_only,
-        };
+        let agree = same_outcome(&gw, &gj, |a, b| {
+            same_value(&a.value, &b.value) && same_opt_vals(&a.gradient, &b.gradient, false)
+        });
         if !agree {
             return Some(format!(
                 "width {n}: the JIT's rule {} and the interpreter's {} differ\nseeds of width N: {wide_seeds:?}",
@@ -2018,6 +2000,37 @@ fn width_check(
         }
     }
     None
+}
+
+/// Whether the interpreter's outcome `want` and the JIT's `got` agree: both
+/// values alike by `same`, or errors of one kind; or the JIT alone ran out of
+/// native stack or tape.
+fn same_outcome<T>(
+    want: &Result<T, Error>,
+    got: &Result<T, Error>,
+    same: impl Fn(&T, &T) -> bool,
+) -> bool {
+    match (want, got) {
+        (Ok(a), Ok(b)) => same(a, b),
+        (Err(Error::Run(a)), Err(Error::Run(b))) => {
+            core::mem::discriminant(&a.kind) == core::mem::discriminant(&b.kind)
+        }
+        (_, Err(Error::Run(e))) => {
+            matches!(
+                e.kind,
+                ErrorKind::StackExhausted(_) | ErrorKind::TapeFull(_)
+            )
+        }
+        _ => false,
+    }
+}
+
+/// Both `None`, or values alike bit for bit.
+fn same_value(a: &Option<Vec<Val>>, b: &Option<Vec<Val>>) -> bool {
+    match (a, b) {
+        (Some(x), Some(y)) => same_vals(x, y, false),
+        (x, y) => x.is_none() && y.is_none(),
+    }
 }
 
 /// The forward rule of width N on the interpreter with random tangents, against
@@ -2087,27 +2100,12 @@ fn fwd_width_check(
         // The compiled rule of width N (lanes paired as vectors) against the
         // interpreter's, bit for bit.
         let jj = g.jvp(ws, args, &tangents);
-        let jit_only = matches!(&jj, Err(Error::Run(e)) if matches!(e.kind, ErrorKind::StackExhausted(_) | ErrorKind::TapeFull(_)));
-        let agree = match (&jw, &jj) {
-            (Ok(a), Ok(b)) => {
-                let opt = |x: &Option<Vec<Val>>, y: &Option<Vec<Val>>| match (x, y) {
-                    (Some(x), Some(y)) => same_vals(x, y, false),
-                    (x, y) => x.is_none() && y.is_none(),
-                };
-                opt(&a.value, &b.value)
-                    && same_vals(&a.tangents, &b.tangents, false)
-                    && same_vals(&a.args, &b.args, false)
-                    && a.slices.len() == b.slices.len()
-                    && a.slices.iter().zip(&b.slices).all(|(x, y)| match (x, y) {
-                        (Some(x), Some(y)) => same_val(x, y, false),
-                        (x, y) => x.is_none() && y.is_none(),
-                    })
-            }
-            (Err(Error::Run(a)), Err(Error::Run(b))) => {
-                core::mem::discriminant(&a.kind) == core::mem::discriminant(&b.kind)
-            }
-            _ => jit_only,
-        };
+        let agree = same_outcome(&jw, &jj, |a, b| {
+            same_value(&a.value, &b.value)
+                && same_vals(&a.tangents, &b.tangents, false)
+                && same_vals(&a.args, &b.args, false)
+                && same_opt_vals(&a.slices, &b.slices, false)
+        });
         if !agree {
             return Some(format!(
                 "width {n}: the JIT's forward rule {} and the interpreter's {} differ\ntangents: {tangents:?}",

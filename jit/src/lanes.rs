@@ -49,26 +49,11 @@ fn vector_op(op: Opcode) -> bool {
     )
 }
 
-/// Whether `op` neither fails nor touches memory (as `quiet` of the lowering).
+/// Whether `op` neither fails nor touches memory: the scalar ops but integer
+/// division (by zero, an error), and `len`.
 pub(crate) fn quiet(op: Opcode) -> bool {
-    match op.shape() {
-        Shape::IntBinary => !matches!(op, Opcode::Idiv | Opcode::Irem),
-        Shape::FloatBinary
-        | Shape::FloatUnary
-        | Shape::FloatTernary
-        | Shape::Powi
-        | Shape::IntUnary
-        | Shape::FloatCmp
-        | Shape::IntCmp
-        | Shape::BoolBinary
-        | Shape::BoolUnary
-        | Shape::Select
-        | Shape::Cast
-        | Shape::Bitcast
-        | Shape::Const
-        | Shape::Len => true,
-        _ => false,
-    }
+    (op.shape().is_scalar() || op.shape() == Shape::Len)
+        && !matches!(op, Opcode::Idiv | Opcode::Irem)
 }
 
 /// The index `v` as a base and a constant offset: `(x, c)` for `iadd x, c` with
