@@ -103,7 +103,10 @@
 //!   `x[k + c]` (the lanes of a rule of width N) with nothing between that can
 //!   fail or write, both ends are compared once before the first load, and a
 //!   cold path repeats the loads' compares in order, so the error raised is the
-//!   first failing load's, as in the interpreter.
+//!   first failing load's, as in the interpreter. An access is also left
+//!   unchecked where the index is proved inside the slice (`ranges.rs`): a
+//!   counted loop's `x[i + c]` in a block reached only when `icmp lt %i, len(x) - k`
+//!   held, with `%i` proved non-negative and `0 <= c <= k`.
 //! - Depth: `ctx` counts active calls (1 in the outermost function). A `call` made
 //!   at the limit fails with [`ErrorKind::RecursionLimit`], at the `call`, as in
 //!   the interpreter (default 10,000, [`Workspace::with_max_depth`]).
@@ -229,6 +232,7 @@ mod isa;
 mod lanes;
 mod lower;
 mod object;
+mod ranges;
 mod runtime;
 
 pub use codegen::Listing;

@@ -41,6 +41,7 @@ use std::collections::HashMap;
 use crate::error::CompileError;
 use crate::helpers::{Helper, MathFn, MathFn2};
 use crate::lanes::{self, LanePlan, quiet};
+use crate::ranges::Ranges;
 use crate::runtime::{Offsets, code, elem_code, scalar_code};
 
 /// The Cranelift types one IR type is passed as: a scalar one value, a slice two
@@ -167,6 +168,10 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
     checked: Checked,
     /// The pairs of lanes lowered as `f64x2` ([`lanes`]).
     lanes: LanePlan,
+    /// Indices proved in bounds ([`Ranges`]).
+    ranges: Ranges,
+    /// The IR block being lowered.
+    cur_block: Block,
     /// The vector of each pair made so far, by its first value.
     vecs: HashMap<Value, cl::Value>,
     /// The address of the first load of a pair, loaded with the second.
@@ -350,6 +355,8 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             tape_state: None,
             checked: HashMap::new(),
             lanes: plan,
+            ranges: Ranges::new(func, &cfg),
+            cur_block: entry,
             vecs,
             pending_loads: HashMap::new(),
             pending_store: None,
@@ -380,6 +387,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         // Every block ends with the context's tape right (below), so the next one
         // starts from the context.
         self.tape_state = None;
+        self.cur_block = blk;
         self.checked.clear();
         self.pending_loads.clear();
         self.pending_store = None;
@@ -642,12 +650,16 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         lanes::split_index(self.func, v, MAX_RUN_OFFSET)
     }
 
-    /// Whether `slice[index]` is inside a range already checked ([`Checked`]).
+    /// Whether `slice[index]` is inside a range already checked ([`Checked`]) or
+    /// proved in bounds ([`Ranges`]).
     fn is_checked(&self, slice: Value, index: Value) -> bool {
         let (base, c) = self.split_index(index);
         self.checked
             .get(&(slice, base))
             .is_some_and(|&(lo, hi)| lo <= c && c <= hi)
+            || self
+                .ranges
+                .in_bounds(self.func, self.cur_block, slice, index)
     }
 
     /// At a `load`, the first of `insts`: finds the run of loads that starts
