@@ -930,7 +930,25 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             self.save_tape();
         }
         let out = match op.shape() {
-            Shape::FloatBinary => Some(self.float_binary(op, a[0].one(), a[1].one())?),
+            Shape::FloatBinary => {
+                // A literal first operand of a commutative op goes second, where
+                // x86-64 reads it from the constant pool as a memory operand
+                // instead of building it in two instructions at each use (`a * b`
+                // is `b * a` bit for bit, NaN payloads aside).
+                let (x, y) = match (
+                    op,
+                    self.func.value_def(args[0]),
+                    self.func.value_def(args[1]),
+                ) {
+                    (Opcode::Fadd | Opcode::Fmul, ValueDef::Const(_), d)
+                        if !matches!(d, ValueDef::Const(_)) =>
+                    {
+                        (a[1].one(), a[0].one())
+                    }
+                    _ => (a[0].one(), a[1].one()),
+                };
+                Some(self.float_binary(op, x, y)?)
+            }
             Shape::FloatUnary => Some(self.float_unary(op, a[0].one())?),
             // `fma` is the one ternary float op: Cranelift's `fma` (see
             // `helpers::libcalls` for the targets without the instruction).
