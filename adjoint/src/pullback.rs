@@ -131,8 +131,8 @@ impl Cotangents {
             c
         } else if let Some(g) = negated(b.func(), c) {
             // `cur + -g` is `cur - g` exactly (IEEE defines subtraction so): one
-            // instruction instead of a sign flip and an addition (the `fneg`, now
-            // unused, is left to the JIT).
+            // instruction instead of a sign flip and an addition (the `fneg`, if
+            // now unused, goes in `finish`: `drop_unused_negs`).
             b.fsub(cur, g)
         } else {
             b.fadd(cur, c)

@@ -56,15 +56,20 @@ pub(crate) fn quiet(op: Opcode) -> bool {
         && !matches!(op, Opcode::Idiv | Opcode::Irem)
 }
 
+/// The largest offset of an index from its base that the lowering follows (lane
+/// offsets of a rule of width N, small literal offsets of loops): small enough
+/// that no addition of it to an index inside a slice can wrap.
+pub(crate) const MAX_INDEX_OFFSET: i64 = 1 << 20;
+
 /// The index `v` as a base and a constant offset: `(x, c)` for `iadd x, c` with
-/// a literal `c` in `0..=max`, else `(v, 0)`.
-pub(crate) fn split_index(func: &Function, v: Value, max: i64) -> (Value, i64) {
+/// a literal `c` in `0..=MAX_INDEX_OFFSET`, else `(v, 0)`.
+pub(crate) fn split_index(func: &Function, v: Value) -> (Value, i64) {
     if let ValueDef::Result(inst, 0) = func.value_def(v) {
         let d = &func.insts[inst];
         if d.opcode == Opcode::Iadd {
             for (x, y) in [(d.args[0], d.args[1]), (d.args[1], d.args[0])] {
                 if let ValueDef::Const(Scalar::I64(c)) = func.value_def(y)
-                    && (0..=max).contains(&c)
+                    && (0..=MAX_INDEX_OFFSET).contains(&c)
                     && !matches!(func.value_def(x), ValueDef::Const(_))
                 {
                     return (x, c);
@@ -74,9 +79,6 @@ pub(crate) fn split_index(func: &Function, v: Value, max: i64) -> (Value, i64) {
     }
     (v, 0)
 }
-
-/// The largest offset [`split_index`] follows here.
-const MAX_OFFSET: i64 = 1 << 20;
 
 /// The pairs of a function ([module docs](self)).
 #[derive(Default)]
@@ -157,8 +159,8 @@ impl LanePlan {
                 if e.opcode != Opcode::Store || e.args[0] != d.args[0] {
                     continue;
                 }
-                let (ba, ca) = split_index(func, d.args[1], MAX_OFFSET);
-                let (bb, cb) = split_index(func, e.args[1], MAX_OFFSET);
+                let (ba, ca) = split_index(func, d.args[1]);
+                let (bb, cb) = split_index(func, e.args[1]);
                 if ba == bb
                     && cb == ca + 1
                     && cands.contains(&(d.args[2], e.args[2]))
@@ -240,8 +242,8 @@ fn valid(
             match da.opcode {
                 Opcode::Load => {
                     let (sa, sb) = (da.args[0], db.args[0]);
-                    let (ka, ca) = split_index(func, da.args[1], MAX_OFFSET);
-                    let (kb, cb) = split_index(func, db.args[1], MAX_OFFSET);
+                    let (ka, ca) = split_index(func, da.args[1]);
+                    let (kb, cb) = split_index(func, db.args[1]);
                     sa == sb
                         && ka == kb
                         && cb == ca + 1

@@ -198,9 +198,6 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
 /// covered too. Ranges live for one IR block.
 type Checked = HashMap<(Value, Value), (i64, i64)>;
 
-/// The largest offset of an index from its base that [`Checked`] follows.
-const MAX_RUN_OFFSET: i64 = 1024;
-
 /// The most instructions a run of loads spans ([`Checked`]): it bounds the
 /// look-ahead from each load, so lowering stays linear in the block's length.
 const MAX_RUN_INSTS: usize = 256;
@@ -647,7 +644,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
 
     /// The index `v` as a base and a constant offset ([`lanes::split_index`]).
     fn split_index(&self, v: Value) -> (Value, i64) {
-        lanes::split_index(self.func, v, MAX_RUN_OFFSET)
+        lanes::split_index(self.func, v)
     }
 
     /// Whether `slice[index]` is inside a range already checked ([`Checked`]) or

@@ -14,7 +14,7 @@
 //!   `isub (len s), k` or `iadd (len s), -k` with a literal `k`.
 //! - **Non-negative values** are the greatest set closed under: literals `>= 0`,
 //!   `len`, phis whose incoming values all are, and `iadd x, c` with a literal
-//!   `0 <= c <= 2^20` where `x` is and is bounded above by a slice's length in the
+//!   `0 <= c <= MAX_INDEX_OFFSET` (2^20) where `x` is and is bounded above by a slice's length in the
 //!   block of the addition (so the addition cannot wrap: lengths are below 2^61).
 //!
 //! An access `s[b + c]` (`b` non-negative, `0 <= c <= k`) in a block with the fact
@@ -30,9 +30,6 @@ use gradlift_ir::{
 };
 
 use crate::lanes::split_index;
-
-/// The largest offset from a base followed (the lanes' widest index offset).
-const MAX_OFFSET: i64 = 1 << 20;
 
 /// Functions with more values are not analysed (the fixpoint is quadratic at
 /// worst); their accesses keep their checks.
@@ -155,7 +152,7 @@ impl Ranges {
                 match d.opcode {
                     Opcode::Len => true,
                     Opcode::Iadd => {
-                        let (x, c) = split_index(func, v, MAX_OFFSET);
+                        let (x, c) = split_index(func, v);
                         x != v
                             && c >= 0
                             && set.contains(&x)
@@ -170,7 +167,7 @@ impl Ranges {
 
     /// Whether `s[index]` in block `b` is proved in bounds.
     pub(crate) fn in_bounds(&self, func: &Function, b: Block, s: Value, index: Value) -> bool {
-        let (base, c) = split_index(func, index, MAX_OFFSET);
+        let (base, c) = split_index(func, index);
         (self.nonneg.contains(&base) && self.below(b, base, s, c))
             || (base != index && self.nonneg.contains(&index) && self.below(b, index, s, 0))
     }

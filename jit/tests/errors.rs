@@ -606,16 +606,7 @@ fn a_run_of_loads_checked_at_once_fails_at_the_first_failing_load() {
         );
     }
     // Two compares for the four lanes of %x, one for %y, none for the stores.
-    let listing = gradlift_jit::listing(&m, &[id]).unwrap();
-    let clif = &listing.iter().find(|l| l.name == "lanes").unwrap().clif;
-    // The compares outside cold blocks (the cold path repeats them one by one).
-    let mut hot = true;
-    let mut checks = 0;
-    for line in clif.lines() {
-        if line.starts_with("block") {
-            hot = !line.ends_with(" cold:");
-        }
-        checks += usize::from(hot && line.contains("icmp") && line.contains(" uge "));
-    }
+    let clif = support::clif(&m, "lanes");
+    let checks = support::hot_bounds_checks(&clif);
     assert_eq!(checks, 3, "{clif}");
 }

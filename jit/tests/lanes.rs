@@ -10,7 +10,7 @@ mod support;
 
 use gradlift_ir::interp::{ErrorKind, Val};
 use gradlift_ir::{Module, Type, Value, ValueDef};
-use gradlift_jit::{Workspace, compile, listing};
+use gradlift_jit::{Workspace, compile};
 use support::{Compared, compare, lanes_by_name, module};
 
 /// Four lanes of a tangent, as a widened rule of width 4 has them: `%d.j` is
@@ -49,13 +49,7 @@ fn compare_all(m: &Module) -> (usize, usize) {
 }
 
 fn clif(m: &Module) -> String {
-    let id = m.func_by_name("lanes").unwrap();
-    listing(m, &[id])
-        .unwrap()
-        .into_iter()
-        .find(|l| l.name == "lanes")
-        .unwrap()
-        .clif
+    support::clif(m, "lanes")
 }
 
 #[test]

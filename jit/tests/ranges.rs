@@ -8,7 +8,7 @@
 mod support;
 
 use gradlift_ir::interp::Val;
-use gradlift_jit::{Workspace, compile, listing};
+use gradlift_jit::{Workspace, compile};
 use support::{Compared, compare, module};
 
 /// Loops that index `%x` inside what their guards prove.
@@ -164,24 +164,9 @@ out:
 }
 "#;
 
-/// The compares outside cold blocks in `@name`'s CLIF.
+/// The bounds checks on `@name`'s hot path.
 fn hot_checks(m: &gradlift_ir::Module, name: &str) -> usize {
-    let id = m.func_by_name(name).unwrap();
-    let clif = listing(m, &[id])
-        .unwrap()
-        .into_iter()
-        .find(|l| l.name == name)
-        .unwrap()
-        .clif;
-    let mut hot = true;
-    let mut n = 0;
-    for line in clif.lines() {
-        if line.starts_with("block") {
-            hot = !line.ends_with(" cold:");
-        }
-        n += usize::from(hot && line.contains("icmp") && line.contains(" uge "));
-    }
-    n
+    support::hot_bounds_checks(&support::clif(m, name))
 }
 
 /// Compares every function of `m` on both engines at slices of 0 to 5 elements

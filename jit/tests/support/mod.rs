@@ -48,6 +48,31 @@ pub fn lanes_by_name(m: &Module, func: &str) -> Vec<Vec<gradlift_ir::Value>> {
         .collect()
 }
 
+/// The Cranelift IR the JIT makes of `@name` (`gradlift_jit::listing`).
+pub fn clif(m: &Module, name: &str) -> String {
+    let id = m.func_by_name(name).unwrap_or_else(|| panic!("no @{name}"));
+    gradlift_jit::listing(m, &[id])
+        .unwrap()
+        .into_iter()
+        .find(|l| l.name == name)
+        .unwrap_or_else(|| panic!("no listing of @{name}"))
+        .clif
+}
+
+/// The bounds checks (unsigned `icmp ... uge`) of `clif` outside cold blocks:
+/// what the hot path compares (a cold path may repeat checks one by one).
+pub fn hot_bounds_checks(clif: &str) -> usize {
+    let mut hot = true;
+    let mut n = 0;
+    for line in clif.lines() {
+        if line.starts_with("block") {
+            hot = !line.ends_with(" cold:");
+        }
+        n += usize::from(hot && line.contains("icmp") && line.contains(" uge "));
+    }
+    n
+}
+
 /// The file `examples/ir/NAME`, parsed and verified.
 pub fn example(name: &str) -> Module {
     let path = format!("{}/../examples/ir/{name}", env!("CARGO_MANIFEST_DIR"));
