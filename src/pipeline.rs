@@ -348,7 +348,7 @@ impl Pipeline {
     /// [`build_rrule`](crate::adjoint::build_rrule)); the last stage alone.
     pub fn compile_rule(&self, rule: Rule) -> Result<CompiledGradient, Error> {
         let start = Instant::now();
-        let roots = [rule.forward, rule.pullback];
+        let roots = rule.entries();
         let compiled = compile_with_options(&rule.module, &roots, &self.hosts, &self.compile)
             .map_err(Error::Compile)?;
         Ok(CompiledGradient::new_compiled(

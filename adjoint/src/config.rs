@@ -178,6 +178,14 @@ pub struct RuleConfig {
     /// the caller may write into later is not). Entries for other types are ignored;
     /// a missing entry is false.
     pub frozen: Vec<bool>,
+    /// Whether [`build_rrule`](crate::build_rrule()) may also write the fused
+    /// value-and-gradient function ([`Rule::fused`](crate::Rule::fused)), which
+    /// runs a reduction loop's reverse inside the loop itself (one sweep instead
+    /// of two, no tape). It rounds as the forward pass and pullback do, except that
+    /// terms added into one shadow element or one cotangent from several iterations
+    /// are added in another order (see `docs/reverse-mode.md`, "Fused sweeps").
+    /// True by default; a callee's rule is never fused.
+    pub fuse: bool,
 }
 
 /// Whether a parameter of type `ty` may be [frozen](RuleConfig::frozen): a
@@ -207,7 +215,14 @@ impl RuleConfig {
                 .iter()
                 .map(|t| t.is_slice() && !t.is_mut_slice())
                 .collect(),
+            fuse: true,
         }
+    }
+
+    /// The same configuration with fusion on or off (see [`RuleConfig::fuse`]).
+    pub fn with_fuse(mut self, fuse: bool) -> RuleConfig {
+        self.fuse = fuse;
+        self
     }
 
     /// The same configuration with another tape policy.

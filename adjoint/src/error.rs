@@ -199,6 +199,12 @@ pub enum InternalError {
         /// What.
         what: String,
     },
+    /// The fused value-and-gradient function (`fuse`) met a function that is not
+    /// of the shape the shape check accepted.
+    Fuse {
+        /// What.
+        what: &'static str,
+    },
 }
 
 impl fmt::Display for InternalError {
@@ -230,6 +236,7 @@ impl fmt::Display for InternalError {
             InternalError::Widen { func, what } => {
                 write!(f, "widening @{func} to several lanes: {what}")
             }
+            InternalError::Fuse { what } => write!(f, "fusing the sweeps: {what}"),
         }
     }
 }

@@ -238,6 +238,34 @@ pub fn run_rule<E: Engine>(
         }
         Err(e)
     };
+    if let Some(fused) = rule.fused {
+        // One call: the arguments, the shadows, one seed per float result; the
+        // results, then the cotangents.
+        let mut all: SmallVec<[Arg<'_>; 8]> = SmallVec::new();
+        all.extend(args.iter_mut().map(|a| a.reborrow()));
+        all.extend(shadows.iter_mut().map(Arg::reborrow));
+        for (k, &j) in seeded.iter().enumerate() {
+            let s = seeds.get(k).copied().unwrap_or(1.0);
+            all.push(match sig.results[j] {
+                Type::F32 => Arg::F32(s as f32),
+                _ => Arg::F64(s),
+            });
+        }
+        if let Err(e) = call(engine, rule, fused, &mut all, value) {
+            drop(all);
+            return fail(engine, e);
+        }
+        grads.clear();
+        grads.extend(value.drain(sig.results.len()..));
+        let tape = engine.tape();
+        if before == 0 {
+            engine.reset_tape();
+        }
+        if !layout.config.needs_primal {
+            value.clear();
+        }
+        return Ok(tape.peak_bytes);
+    }
     if let Err(e) = call(engine, rule, rule.forward, args, value) {
         return fail(engine, e);
     }

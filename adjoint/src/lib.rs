@@ -73,6 +73,7 @@ mod error;
 mod eval;
 mod forward;
 mod frule;
+mod fuse;
 mod fwd_eval;
 mod hvp;
 mod liveness;

@@ -567,6 +567,7 @@ fn callee_config(
         check_nan: config.check_nan,
         tape: config.tape,
         frozen,
+        fuse: false,
     }
 }
 

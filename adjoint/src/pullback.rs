@@ -46,16 +46,16 @@ use crate::tape::{How, MAX_DEPTH, TapePlan};
 /// definition adds the value's cotangent into its operands' and then defines the
 /// value's variable as 0 again, so that in a loop each iteration's instance of the
 /// value starts from zero: instances never mix their cotangents.
-struct Cotangents {
-    vars: SecondaryMap<Value, Option<Variable>>,
-    zero_f64: Value,
-    zero_f32: Option<Value>,
+pub(crate) struct Cotangents {
+    pub(crate) vars: SecondaryMap<Value, Option<Variable>>,
+    pub(crate) zero_f64: Value,
+    pub(crate) zero_f32: Option<Value>,
 }
 
 impl Cotangents {
     /// The zeros, made first thing in the pullback's entry: the literal `0.0`, and
     /// when the primal has any `f32`, `%zero = const f32 0.0`. No variables yet.
-    fn new(b: &mut FunctionBuilder<'_>, primal: &Function) -> Cotangents {
+    pub(crate) fn new(b: &mut FunctionBuilder<'_>, primal: &Function) -> Cotangents {
         let needs_f32 = primal
             .values
             .values()
@@ -72,17 +72,17 @@ impl Cotangents {
         cts
     }
 
-    /// Declares the variable `%dNAME` of every active value of the primal, defined
-    /// as its zero here (in the entry).
-    fn declare(
+    /// Declares the variable `%dNAME` of every value of the primal that is
+    /// `active`, defined as its zero here (in the entry).
+    pub(crate) fn declare(
         &mut self,
         b: &mut FunctionBuilder<'_>,
         primal: &Function,
         names: &Names,
-        plan: &Plan,
+        active: &dyn Fn(Value) -> bool,
     ) {
         for (v, d) in primal.values.iter() {
-            if plan.activity.is_active(v, primal) {
+            if active(v) {
                 let var = b.declare_named_var(&format!("d{}", names.value(v)), d.ty);
                 b.def_var(var, self.zero(d.ty));
                 self.vars[v] = Some(var);
@@ -92,7 +92,7 @@ impl Cotangents {
 
     /// The cotangents of the primal parameters `active` (by index) here: their
     /// variables, or the zero for a parameter nothing flows into.
-    fn of_params(
+    pub(crate) fn of_params(
         &self,
         b: &mut FunctionBuilder<'_>,
         primal: &Function,
@@ -113,7 +113,7 @@ impl Cotangents {
     /// The zero of a float type, as the pullback writes it: the literal `0.0` for
     /// `f64`; for `f32`, a `const f32 0.0` instruction in the entry (an `f32`
     /// literal next to another literal would parse back as `f64`).
-    fn zero(&self, ty: Type) -> Value {
+    pub(crate) fn zero(&self, ty: Type) -> Value {
         match ty {
             Type::F32 => self.zero_f32.unwrap_or(self.zero_f64),
             _ => self.zero_f64,
@@ -121,7 +121,7 @@ impl Cotangents {
     }
 
     /// `ct[v] += c`, or `ct[v] = c` while `ct[v]` is the zero.
-    fn add(&self, b: &mut FunctionBuilder<'_>, primal: &Function, v: Value, c: Value) {
+    pub(crate) fn add(&self, b: &mut FunctionBuilder<'_>, primal: &Function, v: Value, c: Value) {
         let Some(var) = self.vars[v] else {
             return;
         };
@@ -141,7 +141,12 @@ impl Cotangents {
     }
 
     /// The cotangent of `v` here, and resets it to zero.
-    fn take(&self, b: &mut FunctionBuilder<'_>, primal: &Function, v: Value) -> Option<Value> {
+    pub(crate) fn take(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        primal: &Function,
+        v: Value,
+    ) -> Option<Value> {
         let var = self.vars[v]?;
         let g = b.use_var(var);
         let zero = self.zero(primal.value_type(v));
@@ -285,7 +290,9 @@ pub(crate) fn pullback_ir(
         b.ret(&vals);
         return Ok((b.finish().map_err(InternalError::Build)?, Vec::new()));
     }
-    cts.declare(&mut b, primal, names, plan);
+    cts.declare(&mut b, primal, names, &|v| {
+        plan.activity.is_active(v, primal)
+    });
     let pb = Pullback {
         module,
         primal,
@@ -1213,7 +1220,7 @@ pub(crate) fn drop_unused_negs(func: &mut Function) {
 /// later find trivial and replace by the zero; the addition into it is then an
 /// addition of zero. (`0.0 + -0.0` is `0.0`, so the sign of a zero cotangent may
 /// differ; nothing else does.)
-fn drop_zero_adds(func: &mut Function, zeros: &[Value]) {
+pub(crate) fn drop_zero_adds(func: &mut Function, zeros: &[Value]) {
     let mut alias: HashMap<Value, Value> = HashMap::new();
     let resolve = |alias: &HashMap<Value, Value>, mut v: Value| {
         while let Some(&w) = alias.get(&v) {

@@ -21,6 +21,7 @@ use smallvec::SmallVec;
 use crate::config::{Activity, RetActivity, RuleConfig, freezable};
 use crate::error::{AdError, InternalError};
 use crate::forward::forward_ir;
+use crate::fuse;
 use crate::plan::{Plan, describe_inst};
 use crate::pullback::{DebugChecks, ParamSets, pullback_ir};
 use crate::rules::{OpRule, op_rule};
@@ -43,8 +44,30 @@ pub struct Rule {
     /// `@f.rvs(dy...) -> (dx...)`: one cotangent per float result (when the return is
     /// active) to one cotangent per active parameter.
     pub pullback: FuncId,
+    /// `@f.vg(params..., shadows..., dy...) -> (results..., dx...)`: the forward
+    /// pass and the pullback in one function, whose reduction loop runs its reverse
+    /// inside itself (one sweep, no tape), when the function has the shape that
+    /// allows it and [`RuleConfig::fuse`] is on (width 1, no debug mode, an active
+    /// return). Its parameters are the primal's, one shadow per
+    /// [`RuleLayout::shadow_params`] and one seed per float result; its results the
+    /// primal's, then one cotangent per [`RuleLayout::active_params`].
+    /// [`run_rule`](crate::run_rule()) calls it instead of the two passes when it
+    /// exists. See `docs/reverse-mode.md`, "Fused sweeps".
+    pub fused: Option<FuncId>,
     /// How the derived functions' parameters and results relate to the primal's.
     pub layout: RuleLayout,
+}
+
+impl Rule {
+    /// The functions [`run_rule`](crate::run_rule()) calls, so the ones an engine
+    /// must compile: the fused function when there is one, else the forward pass
+    /// and the pullback.
+    pub fn entries(&self) -> Vec<FuncId> {
+        match self.fused {
+            Some(f) => vec![f],
+            None => vec![self.forward, self.pullback],
+        }
+    }
 }
 
 /// How a rule's functions line up with the primal.
@@ -166,11 +189,35 @@ pub fn build_rrule_width(
         pullbacks: Vec::new(),
         forwards: Vec::new(),
     };
-    let (forward, pullback) = deriver.request(func, config.clone())?;
+    // The forward pass and the pullback are the same whether or not a fused
+    // function is made too; their configuration says not (as callees' do), so
+    // that a recursive call finds the rule being derived.
+    let (forward, pullback) = deriver.request(func, config.clone().with_fuse(false))?;
     while let Some(job) = deriver.queue.pop_front() {
         deriver.derive(&job)?;
     }
     let mut out = deriver.out;
+    let mut derived = deriver.derived;
+    let fused = match decl.function() {
+        Some(primal) if width == 1 && !has_decl(module, func) => {
+            let stem = format!("{}.vg", out.name(forward).trim_end_matches(".fwd"));
+            let mut name = stem.clone();
+            let mut k = 1;
+            while out.func_by_name(&name).is_some() {
+                name = format!("{stem}.{k}");
+                k += 1;
+            }
+            let fused = fuse::fused_rule(module, func, primal, config, &mut out, &name).map_err(
+                |error| AdError::Internal {
+                    func: fname.clone(),
+                    error,
+                },
+            )?;
+            derived.extend(fused);
+            fused
+        }
+        _ => None,
+    };
     widen_rules(
         &mut out,
         &deriver.pullbacks,
@@ -181,7 +228,7 @@ pub fn build_rrule_width(
         func: fname.clone(),
         error,
     })?;
-    for &id in &deriver.derived {
+    for &id in &derived {
         let errors = verify_function(&out, id);
         if !errors.is_empty() {
             return Err(AdError::Internal {
@@ -209,6 +256,7 @@ pub fn build_rrule_width(
         module: out,
         forward,
         pullback,
+        fused,
         layout,
     })
 }

@@ -39,6 +39,7 @@ fn hand_rule(text: &str, name: &str, config: RuleConfig) -> Rule {
         module,
         forward,
         pullback,
+        fused: None,
         layout,
     }
 }

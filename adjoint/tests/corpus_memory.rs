@@ -264,6 +264,9 @@ fn round_trips(rule: &Rule, primal: &Module, id: FuncId, args: &[Val]) {
         module: back.clone(),
         forward: back.func_by_name(rule.module.name(rule.forward)).unwrap(),
         pullback: back.func_by_name(rule.module.name(rule.pullback)).unwrap(),
+        fused: rule
+            .fused
+            .map(|f| back.func_by_name(rule.module.name(f)).unwrap()),
         layout: rule.layout.clone(),
     };
     let a = value_and_gradient(

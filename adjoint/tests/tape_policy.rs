@@ -111,7 +111,8 @@ fn compare(m: &Module, name: &str, config: &RuleConfig, points: &[Vec<Val>]) -> 
 /// The default activities and the corpus variants.
 fn configs(m: &Module, name: &str) -> Vec<RuleConfig> {
     let id = m.func_by_name(name).unwrap();
-    let default = RuleConfig::default_for(m.sig(id));
+    // The two passes, whose tape the policies shape (a fused rule keeps none).
+    let default = RuleConfig::default_for(m.sig(id)).with_fuse(false);
     let (consts, always) = inputs::config_variants(&default);
     let mut all = vec![default];
     all.extend(consts);

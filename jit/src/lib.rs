@@ -106,7 +106,9 @@
 //!   first failing load's, as in the interpreter. An access is also left
 //!   unchecked where the index is proved inside the slice (`ranges.rs`): a
 //!   counted loop's `x[i + c]` in a block reached only when `icmp lt %i, len(x) - k`
-//!   held, with `%i` proved non-negative and `0 <= c <= k`.
+//!   held, with `%i` proved non-negative and `0 <= c <= k` (or with `len(y) - k`,
+//!   where `trap_if (icmp ne (len x), (len y))` in the entry block says `x` and `y`
+//!   have one length).
 //! - Depth: `ctx` counts active calls (1 in the outermost function). A `call` made
 //!   at the limit fails with [`ErrorKind::RecursionLimit`], at the `call`, as in
 //!   the interpreter (default 10,000, [`Workspace::with_max_depth`]).

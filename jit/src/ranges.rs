@@ -17,6 +17,11 @@
 //!   `0 <= c <= MAX_INDEX_OFFSET` (2^20) where `x` is and is bounded above by a slice's length in the
 //!   block of the addition (so the addition cannot wrap: lengths are below 2^61).
 //!
+//! - **Equal lengths** come from the entry block: after `trap_if %c` there, with
+//!   `%c = icmp ne (len a), (len b)`, every other block runs only if `a` and `b`
+//!   have one length (derived code says so of a slice and its shadow), so a fact
+//!   about one is a fact about the other.
+//!
 //! An access `s[b + c]` (`b` non-negative, `0 <= c <= k`) in a block with the fact
 //! `b < len(s) - k` is in bounds. Anything else keeps its check, so an index out
 //! of bounds is still the error the interpreter raises.
@@ -41,9 +46,14 @@ const MAX_DEPTH: usize = 64;
 /// The facts of a function ([module docs](self)).
 #[derive(Default)]
 pub(crate) struct Ranges {
-    /// Per block: `(u, s, k)` for `u < len(s) - k`.
+    /// Per block: `(u, s, k)` for `u < len(s) - k`, `s` as [`Ranges::same_len`]
+    /// names it.
     upper: HashMap<Block, Vec<(Value, Value, i64)>>,
     nonneg: HashSet<Value>,
+    /// Per slice known to have the length of another, that other (one name per
+    /// group), outside the entry block.
+    same_len: HashMap<Value, Value>,
+    entry: Option<Block>,
 }
 
 impl Ranges {
@@ -52,6 +62,9 @@ impl Ranges {
             return Ranges::default();
         }
         let dom = DominatorTree::new(cfg);
+        let entry = func.entry();
+        let same_len = equal_lengths(func);
+        let name = |s: Value| same_len.get(&s).copied().unwrap_or(s);
         let mut upper: HashMap<Block, Vec<(Value, Value, i64)>> = HashMap::new();
         for &b in cfg.reverse_postorder() {
             let mut facts = Vec::new();
@@ -67,7 +80,7 @@ impl Ranges {
                 {
                     for (dest, holds) in [(*then_dest, true), (*else_dest, false)] {
                         if cfg.preds(dest) == [up] && dom.dominates(dest, b) {
-                            facts.extend(fact(func, *cond, holds));
+                            facts.extend(fact(func, *cond, holds).map(|(u, s, k)| (u, name(s), k)));
                         }
                     }
                 }
@@ -80,6 +93,8 @@ impl Ranges {
         let mut r = Ranges {
             upper,
             nonneg: HashSet::new(),
+            same_len,
+            entry,
         };
         r.nonneg = r.nonneg_values(func, cfg);
         r
@@ -87,6 +102,10 @@ impl Ranges {
 
     /// Whether `x < len(s) - k` for some `k >= c` holds in `b`.
     fn below(&self, b: Block, x: Value, s: Value, c: i64) -> bool {
+        let s = match self.same_len.get(&s) {
+            Some(&t) if Some(b) != self.entry => t,
+            _ => s,
+        };
         self.upper
             .get(&b)
             .is_some_and(|f| f.iter().any(|&(u, t, k)| u == x && t == s && c <= k))
@@ -171,6 +190,49 @@ impl Ranges {
         (self.nonneg.contains(&base) && self.below(b, base, s, c))
             || (base != index && self.nonneg.contains(&index) && self.below(b, index, s, 0))
     }
+}
+
+/// The slices of equal length by the `trap_if`s of the entry block
+/// ([module docs](self)): each slice of a group to one of them.
+fn equal_lengths(func: &Function) -> HashMap<Value, Value> {
+    let mut name: HashMap<Value, Value> = HashMap::new();
+    let Some(entry) = func.entry() else {
+        return name;
+    };
+    let len_of = |v: Value| match func.value_def(v) {
+        ValueDef::Result(i, 0) if func.insts[i].opcode == Opcode::Len => {
+            Some(func.insts[i].args[0])
+        }
+        _ => None,
+    };
+    for &inst in &func.blocks[entry].insts {
+        let d = &func.insts[inst];
+        if d.opcode != Opcode::TrapIf {
+            continue;
+        }
+        let ValueDef::Result(c, 0) = func.value_def(d.args[0]) else {
+            continue;
+        };
+        let cd = &func.insts[c];
+        if cd.opcode != Opcode::Icmp || cd.imm != Imm::Cmp(CmpPred::Ne) {
+            continue;
+        }
+        let (Some(a), Some(b)) = (len_of(cd.args[0]), len_of(cd.args[1])) else {
+            continue;
+        };
+        let find = |name: &HashMap<Value, Value>, s: Value| name.get(&s).copied().unwrap_or(s);
+        let (ra, rb) = (find(&name, a), find(&name, b));
+        if ra != rb {
+            for v in name.values_mut() {
+                if *v == rb {
+                    *v = ra;
+                }
+            }
+            name.insert(rb, ra);
+            name.insert(ra, ra);
+        }
+    }
+    name
 }
 
 /// The fact `u < len(s) - k` that `cond` being `holds` gives, if any.

@@ -164,6 +164,77 @@ out:
 }
 "#;
 
+/// Two slices said to have one length by a `trap_if` in the entry (as a fused
+/// gradient says of a slice and its shadow): the guard on one covers the other.
+/// `@not_said` traps on something else, `@said_late` only after the loop:
+/// both keep the other slice's check.
+const SAME_LENGTH: &str = r#"
+func @said(%x: [f64], %y: [f64]) -> f64 {
+entry:
+    %nx = len %x
+    %ny = len %y
+    %bad = icmp ne %nx, %ny
+    trap_if %bad, "y is not as long as x"
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %acc = phi f64 [entry: 0.0, body: %acc1]
+    %more = icmp lt %i, %nx
+    br %more, body, exit
+body:
+    %a = load %x[%i]
+    %b = load %y[%i]
+    %p = fmul %a, %b
+    %acc1 = fadd %acc, %p
+    %i1 = iadd %i, 1
+    jump head
+exit:
+    ret %acc
+}
+
+func @not_said(%x: [f64], %y: [f64]) -> f64 {
+entry:
+    %nx = len %x
+    %ny = len %y
+    %bad = icmp lt %nx, %ny
+    trap_if %bad, "y is longer than x"
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %acc = phi f64 [entry: 0.0, body: %acc1]
+    %more = icmp lt %i, %nx
+    br %more, body, exit
+body:
+    %b = load %y[%i]
+    %acc1 = fadd %acc, %b
+    %i1 = iadd %i, 1
+    jump head
+exit:
+    ret %acc
+}
+
+func @said_late(%x: [f64], %y: [f64]) -> f64 {
+entry:
+    %nx = len %x
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %acc = phi f64 [entry: 0.0, body: %acc1]
+    %more = icmp lt %i, %nx
+    br %more, body, exit
+body:
+    %b = load %y[%i]
+    %acc1 = fadd %acc, %b
+    %i1 = iadd %i, 1
+    jump head
+exit:
+    %ny = len %y
+    %bad = icmp ne %nx, %ny
+    trap_if %bad, "y is not as long as x"
+    ret %acc
+}
+"#;
+
 /// The bounds checks on `@name`'s hot path.
 fn hot_checks(m: &gradlift_ir::Module, name: &str) -> usize {
     support::hot_bounds_checks(&support::clif(m, name))
@@ -237,4 +308,17 @@ fn near_misses_keep_their_checks_and_fail_as_the_interpreter() {
         values > 100 && errors > 100,
         "{values} values, {errors} errors"
     );
+}
+
+#[test]
+fn a_length_said_equal_by_trap_if_carries_the_guard_to_the_other_slice() {
+    let m = module(SAME_LENGTH);
+    assert_eq!(hot_checks(&m, "said"), 0);
+    assert!(hot_checks(&m, "not_said") >= 1, "@not_said lost its check");
+    assert!(
+        hot_checks(&m, "said_late") >= 1,
+        "@said_late lost its check"
+    );
+    let (values, errors) = compare_all(&m);
+    assert!(values > 0 && errors > 0, "{values} values, {errors} errors");
 }
