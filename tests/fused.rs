@@ -13,7 +13,7 @@
 #[path = "../adjoint/tests/corpus/inputs.rs"]
 mod inputs;
 #[path = "../jit/tests/support/mod.rs"]
-#[allow(unused_imports, dead_code)]
+#[allow(unused_imports)]
 mod support;
 
 use gradlift::adjoint::{
@@ -40,7 +40,10 @@ fn load(path: &str) -> Module {
 /// Every module with the points its functions are checked at: both corpora with
 /// their tables, and every example, with generic points (lengths 0, 1 and more,
 /// special floats) for every function.
-fn modules() -> Vec<(String, Module, Vec<(String, Vec<Vec<Val>>)>)> {
+/// A module's name, the module, and its functions' points by name.
+type Corpus = (String, Module, Vec<(String, Vec<Vec<Val>>)>);
+
+fn modules() -> Vec<Corpus> {
     let corpus = |f: &str| {
         load(&format!(
             "{}/adjoint/tests/corpus/{f}",
@@ -318,9 +321,10 @@ fn the_jit_runs_fused_rules_bit_for_bit_as_the_interpreter() {
     assert!(tally.errors >= 5, "{tally:?}");
 }
 
-/// The suite's reduction loops fuse, and their gradients from zero shadows are
-/// the unfused ones bit for bit (each element of the shadow gets one term, or
-/// two for `rosenbrock`); they match finite differences.
+/// The suite's reduction loops fuse, and their gradients are the unfused ones
+/// bit for bit from any shadow (each element gets one term, or for `rosenbrock`
+/// two, the second carried to the next iteration); they match finite
+/// differences.
 #[test]
 fn the_suite_reductions_fuse_and_equal_the_unfused_bit_for_bit() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/ir");
@@ -348,6 +352,19 @@ fn the_suite_reductions_fuse_and_equal_the_unfused_bit_for_bit() {
         assert!(
             compare_gradients(&format!("@{name}"), &f, &p),
             "@{name}: not bit for bit"
+        );
+        // Shadows holding something already, and a seed other than 1: still bit
+        // for bit (one term per element, or `rosenbrock`'s second term carried to
+        // the next iteration and added in the pullback's order).
+        let seeded = Seeds::results([0.75])
+            .with_shadows([Some(Val::F64s(x.iter().map(|v| v * 3.0 + 0.1).collect()))]);
+        let run = |rule: &Rule| {
+            value_and_gradient(&mut Interpreter::new(&rule.module), rule, &args, &seeded).unwrap()
+        };
+        let (f, p) = (run(&fused), run(&plain));
+        assert!(
+            compare_gradients(&format!("@{name}, seeded"), &f, &p),
+            "@{name}: not bit for bit from nonzero shadows"
         );
         let small = [Val::F64s(x[..40].to_vec())];
         let report = check_rule(

@@ -87,6 +87,28 @@ struct Shape {
     exit: Block,
     /// The header's accumulators: `(phi, update)`.
     accs: Vec<(Value, Value)>,
+    /// The shadows whose neighbouring element's term is carried to the next
+    /// iteration in a register ([`Carry`]).
+    carries: Vec<Carry>,
+}
+
+/// A shadow updated at `i` and `i + 1` in every iteration of a loop counting `i`
+/// up by one: iteration `i`'s term for element `i + 1` is element `i + 1`'s last,
+/// so it is carried to the next iteration in a register and added after that
+/// iteration's own term, in one update of element `i` instead of two
+/// read-modify-writes (`rosenbrock`). The order of the additions is the
+/// pullback's, so the result is too, bit for bit. It starts as `-0.0` (`x +
+/// -0.0` is `x` for every `x`), and what the last iteration carries is added
+/// after the loop (if it ran).
+#[derive(Clone, Copy)]
+struct Carry {
+    /// The slice parameter.
+    slice: Value,
+    /// `load %s[%i]` and `load %s[%i + 1]`.
+    at_i: Inst,
+    at_next: Inst,
+    /// The header's phi `%i`.
+    counter: Value,
 }
 
 /// The signature of `@f.vg` for a function of signature `sig` under `config`: the
@@ -318,6 +340,7 @@ fn shape(primal: &Function, cfg: &ControlFlowGraph, info: &ActivityInfo) -> Opti
         }
         accs.push((a, upd));
     }
+    let carries = find_carries(primal, info, &dom, header, &body, latch);
     Some(Shape {
         line,
         header,
@@ -325,7 +348,89 @@ fn shape(primal: &Function, cfg: &ControlFlowGraph, info: &ActivityInfo) -> Opti
         latch,
         exit,
         accs,
+        carries,
     })
+}
+
+/// The [`Carry`]s of a loop: each slice parameter loaded in the body exactly
+/// twice, at the counter `%i` (a header phi stepped by `iadd %i, 1`) and at
+/// `iadd %i, 1`, both in blocks every iteration runs and both active.
+fn find_carries(
+    primal: &Function,
+    info: &ActivityInfo,
+    dom: &DominatorTree,
+    header: Block,
+    body: &[Block],
+    latch: Block,
+) -> Vec<Carry> {
+    let one = |v: Value| {
+        matches!(
+            primal.value_def(v),
+            ValueDef::Const(gradlift_ir::Scalar::I64(1))
+        )
+    };
+    // `%v = iadd %p, 1` (either order): `%p`.
+    let plus_one = |v: Value| -> Option<Value> {
+        let ValueDef::Result(i, 0) = primal.value_def(v) else {
+            return None;
+        };
+        let d = &primal.insts[i];
+        if d.opcode != Opcode::Iadd {
+            return None;
+        }
+        match (one(d.args[0]), one(d.args[1])) {
+            (false, true) => Some(d.args[0]),
+            (true, false) => Some(d.args[1]),
+            _ => None,
+        }
+    };
+    let counters: Vec<Value> = primal.blocks[header]
+        .phis
+        .iter()
+        .filter(|p| {
+            primal.value_type(p.value) == Type::I64
+                && p.incoming
+                    .iter()
+                    .any(|&(b, v)| b == latch && plus_one(v) == Some(p.value))
+        })
+        .map(|p| p.value)
+        .collect();
+    let mut loads: HashMap<Value, Vec<(Block, Inst)>> = HashMap::new();
+    for &b in body {
+        for &inst in &primal.blocks[b].insts {
+            let d = &primal.insts[inst];
+            if d.opcode == Opcode::Load {
+                loads.entry(d.args[0]).or_default().push((b, inst));
+            }
+        }
+    }
+    let mut carries = Vec::new();
+    for (slice, ls) in loads {
+        let [(b0, l0), (b1, l1)] = ls[..] else {
+            continue;
+        };
+        if !(dom.dominates(b0, latch) && dom.dominates(b1, latch)) {
+            continue;
+        }
+        let active = |l: Inst| info.is_active(primal.insts[l].results[0], primal);
+        if !(info.has_shadow(slice, primal) && active(l0) && active(l1)) {
+            continue;
+        }
+        let index = |l: Inst| primal.insts[l].args[1];
+        for (at_i, at_next) in [(l0, l1), (l1, l0)] {
+            let i = index(at_i);
+            if counters.contains(&i) && plus_one(index(at_next)) == Some(i) {
+                carries.push(Carry {
+                    slice,
+                    at_i,
+                    at_next,
+                    counter: i,
+                });
+            }
+        }
+    }
+    carries.sort_by_key(|c| c.slice);
+    carries
 }
 
 /// Writes `@f.vg` for a function of the fusable [`Shape`].
@@ -347,6 +452,9 @@ struct Fuser<'a, 'm> {
     header: Block,
     /// The shadows, by primal slice parameter.
     shadow: HashMap<Value, Value>,
+    /// Per [`Carry`] (in order): the variable carrying the term, and this
+    /// iteration's new term once its reverse has made it.
+    carry: Vec<(Carry, gradlift_ir::Variable, Option<Value>)>,
     cts: Cotangents,
 }
 
@@ -377,6 +485,7 @@ impl<'a, 'm> Fuser<'a, 'm> {
             acc_ct: HashMap::new(),
             header,
             shadow: HashMap::new(),
+            carry: Vec::new(),
             cts,
         }
     }
@@ -504,6 +613,15 @@ impl<'a, 'm> Fuser<'a, 'm> {
             }
             self.copy_insts(blk);
         }
+        for &c in &shape.carries {
+            let ty = primal.value_type(primal.insts[c.at_i].results[0]);
+            let var = self
+                .b
+                .declare_named_var(&format!("d{}.carry", self.names.value(c.slice)), ty);
+            let z = self.minus_zero(ty);
+            self.b.def_var(var, z);
+            self.carry.push((c, var, None));
+        }
         let pre_end = self.b.current_block();
         let header = self.b.create_block(self.names.block(shape.header));
         self.header = header;
@@ -550,6 +668,7 @@ impl<'a, 'm> Fuser<'a, 'm> {
         // the line, and the results.
         self.b.switch_to(exit);
         self.b.seal_block(exit);
+        self.flush_carries();
         for &(a, _) in &shape.accs {
             let init = self.header_incoming(a, false);
             let c = self.acc_ct[&a];
@@ -581,6 +700,41 @@ impl<'a, 'm> Fuser<'a, 'm> {
         drop_zero_adds(&mut func, &zeros);
         drop_unused_negs(&mut func);
         Ok(func)
+    }
+
+    /// `-0.0` of type `ty`, the identity of addition.
+    fn minus_zero(&mut self, ty: Type) -> Value {
+        match ty {
+            Type::F32 => self.b.const_inst(gradlift_ir::Scalar::F32(-0.0)),
+            _ => self.b.fconst(-0.0),
+        }
+    }
+
+    /// After the loop: adds what the last iteration carries into element
+    /// `%i` (the counter's final value), when the loop ran at all.
+    fn flush_carries(&mut self) {
+        for k in 0..self.carry.len() {
+            let (c, var, _) = self.carry[k];
+            let i = self.get(c.counter);
+            let init = self.header_incoming(c.counter, false);
+            let init = self.get(init);
+            let ran = self.b.icmp(CmpPred::Ne, i, init);
+            let flush = self
+                .b
+                .create_block(&format!("flush_d{}", self.names.value(c.slice)));
+            let after = self.b.create_block("flushed");
+            self.b.br(ran, flush, after);
+            self.b.seal_block(flush);
+            self.b.switch_to(flush);
+            let ds = self.shadow[&c.slice];
+            let carried = self.b.use_var(var);
+            let old = self.b.load(ds, i);
+            let new = self.b.fadd(old, carried);
+            self.b.store(ds, i, new);
+            self.b.jump(after);
+            self.b.seal_block(after);
+            self.b.switch_to(after);
+        }
     }
 
     /// Copies the instructions of `blk` into the current block.
@@ -717,6 +871,46 @@ impl<'a, 'm> Fuser<'a, 'm> {
                 }
             }
         }
+        // This iteration's terms for element `i + 1`, carried to the next.
+        for k in 0..self.carry.len() {
+            let (c, var, new) = self.carry[k];
+            let ty = primal.value_type(primal.insts[c.at_next].results[0]);
+            let new = match new {
+                Some(v) => v,
+                None => self.minus_zero(ty),
+            };
+            self.b.def_var(var, new);
+            self.carry[k].2 = None;
+        }
+        Ok(())
+    }
+
+    /// The reverse of a load of a [`Carry`]: at `i + 1`, its term becomes the
+    /// iteration's new carry; at `i`, element `i` gets its term, then the carry
+    /// of the iteration before (in the pullback's order).
+    fn reverse_carried_load(&mut self, k: usize, inst: Inst) -> Result<(), InternalError> {
+        let primal = self.primal;
+        let (c, var, _) = self.carry[k];
+        let y = primal.insts[inst].results[0];
+        let ty = primal.value_type(y);
+        let g = self
+            .cts
+            .take(&mut self.b, primal, y)
+            .filter(|&g| g != self.cts.zero(ty));
+        if inst == c.at_next {
+            self.carry[k].2 = g;
+            return Ok(());
+        }
+        let ds = self.shadow[&c.slice];
+        let i = self.get(primal.insts[inst].args[1]);
+        let carried = self.b.use_var(var);
+        let old = self.b.load(ds, i);
+        let new = match g {
+            Some(g) => self.b.fadd(old, g),
+            None => old,
+        };
+        let new = self.b.fadd(new, carried);
+        self.b.store(ds, i, new);
         Ok(())
     }
 
@@ -725,6 +919,13 @@ impl<'a, 'm> Fuser<'a, 'm> {
     fn reverse_inst(&mut self, inst: Inst) -> Result<(), InternalError> {
         let primal = self.primal;
         let d = &primal.insts[inst];
+        if let Some(k) = self
+            .carry
+            .iter()
+            .position(|(c, _, _)| c.at_i == inst || c.at_next == inst)
+        {
+            return self.reverse_carried_load(k, inst);
+        }
         let Some(&y) = d.results.first() else {
             return Ok(());
         };
