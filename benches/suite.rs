@@ -20,6 +20,7 @@
 //! | `<program>/primal/hand` | the hand-written primal |
 //! | `<program>/gradient/attr` | the value and gradient of the program written as plain Rust under `#[autodiff_reverse]` (`benches/attr.rs`): one call of its `d_NAME`, on shadows made before the loop (they accumulate, as `gradient/jit`'s do) |
 //! | `<program>/gradient/hand` | the hand-written value and gradient, into buffers made before the loop |
+//! | `<program>/primal/ir`, `<program>/gradient/ir` | the same program from `examples/ir/<program>.ir` through [`Pipeline`], as `gradlift grad` runs it (parse, verify, optimise, derive, compile), timed as `primal/jit` and `gradient/jit`; `mlp.ir` takes the labels as a slice, `ode.ir` its six numbers as scalars |
 //! | `<program>/compile` | `autodiff(name, suite::program::<Var>)` and its first `gradient(..)` call: trace, derivation, JIT compilation and one gradient, from nothing each time |
 //! | `normalize/gradient/jit/20000` | `normalize`'s gradient at twice its suite size: its ratio to `normalize/gradient/jit` shows the order (4 for O(n^2), 2 for O(n)) |
 //! | `normalize/gradient/attr/20000` | the same for the attribute form |
@@ -65,7 +66,7 @@ use gradlift::jit::Arg;
 use gradlift::suite::{self, MLP_BATCH, N, NORMALIZE_N, ODE_STEPS};
 use gradlift::trace::{Callable, Slice, Var};
 use gradlift::{
-    Autodiff, CompiledFunction, CompiledGradient, Const, Duplicated, Workspace, autodiff,
+    Autodiff, CompiledFunction, CompiledGradient, Const, Duplicated, Pipeline, Workspace, autodiff,
 };
 
 /// The hand-written primals and gradients (`benches/hand.rs`), shared with
@@ -249,6 +250,88 @@ fn bench_attr(
     group.bench_function(id, |b| b.iter(|| black_box(run(&mut shadows))));
 }
 
+/// The program `@name` of `examples/ir/FILE` through [`Pipeline`], as `gradlift
+/// grad` runs it (parse, verify, optimise, derive, compile) with the activities
+/// `params`: its value (and, when it has as many slice gradients as `hand`, each of
+/// them) checked against `hand`'s, then `primal/ir` and `gradient/ir` timed as
+/// `primal/jit` and `gradient/jit` are.
+fn bench_ir(
+    group: &mut Group<'_>,
+    file: &str,
+    name: &str,
+    args: &[Val],
+    params: &[Activity],
+    hand: &mut HandGradient<impl HandFn>,
+) {
+    let path = format!("{}/examples/ir/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let module = gradlift::ir::parse(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let id = module.func_by_name(name).expect("the function exists");
+    let config = RuleConfig::default_for(module.sig(id)).with_params(params);
+    let pipeline = Pipeline::new();
+    let func = pipeline
+        .compile_function(&module, name)
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    let grad = pipeline
+        .compile_gradient(&module, name, Some(&config))
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    let hand_value = hand.call();
+    let g = grad
+        .value_and_gradient(&mut Workspace::new(), args)
+        .unwrap_or_else(|e| panic!("{file}: the gradient fails: {e}"));
+    let slices: Vec<&[f64]> = g
+        .gradient
+        .iter()
+        .flatten()
+        .filter_map(|d| match d {
+            Val::F64s(v) => Some(&v[..]),
+            _ => None,
+        })
+        .collect();
+    let pairs: Vec<(&[f64], &[f64])> = if slices.len() == hand.grads.len() {
+        slices
+            .into_iter()
+            .zip(hand.grads.iter().map(|v| &v[..]))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let value = g.value.as_deref().map_or(f64::NAN, scalar);
+    hand::check(file, value, hand_value, &pairs);
+    let (mut ws, mut primal_args, mut out) = (Workspace::new(), args.to_vec(), Vec::new());
+    group.bench_function("primal/ir", |b| {
+        b.iter(|| {
+            func.call_into(&mut ws, black_box(&mut primal_args), &mut out)
+                .expect("the primal runs");
+            black_box(&out);
+        })
+    });
+    let mut shadows: Vec<Vec<f64>> = grad
+        .rule()
+        .layout
+        .shadow_params
+        .iter()
+        .map(|&i| vec![0.0; args[i].slice_len().unwrap_or(0)])
+        .collect();
+    let mut borrowed: Vec<Arg<'_>> = args.iter().map(Arg::from).collect();
+    let mut shadow_args: Vec<Arg<'_>> = shadows.iter_mut().map(|s| Arg::F64sMut(s)).collect();
+    let (mut value, mut grads, mut ws) = (Vec::new(), Vec::new(), Workspace::new());
+    group.bench_function("gradient/ir", |b| {
+        b.iter(|| {
+            grad.gradient_args(
+                &mut ws,
+                black_box(&mut borrowed),
+                &mut shadow_args,
+                &[],
+                &mut value,
+                &mut grads,
+            )
+            .expect("the gradient runs");
+            black_box(&value);
+        })
+    });
+}
+
 /// Times `hand` (`gradient/hand`).
 fn bench_hand_gradient(group: &mut Group<'_>, hand: &mut HandGradient<impl HandFn>) {
     group.bench_function("gradient/hand", |b| b.iter(|| black_box(hand.call())));
@@ -278,6 +361,7 @@ fn of_x<F: Callable<(Slice<f64>,), Output = Var> + Copy>(
     hand_primal: impl Fn(&[f64]) -> f64,
     hand_gradient: impl Fn(&[f64], &mut [f64]) -> f64,
 ) {
+    let ir_file = format!("{program}.ir");
     let n = x.len();
     let ad = autodiff(program, traced).expect("the program traces");
     let func = compile_primal(&ad);
@@ -297,6 +381,14 @@ fn of_x<F: Callable<(Slice<f64>,), Output = Var> + Copy>(
         derivative(black_box(&x), &mut d[0], 1.0)
     });
     bench_hand_gradient(&mut group, &mut hand);
+    bench_ir(
+        &mut group,
+        &ir_file,
+        program,
+        &args,
+        &[Activity::Dup],
+        &mut hand,
+    );
     bench_compile(&mut group, || {
         let mut dx = vec![0.0; n];
         let mut ad = autodiff(program, traced).expect("the program traces");
@@ -435,6 +527,14 @@ fn normalize(c: &mut Criterion) {
         );
     }
     bench_hand_gradient(&mut group, &mut hand);
+    bench_ir(
+        &mut group,
+        "normalize.ir",
+        "normalize",
+        &args,
+        &[Activity::Dup, Activity::Const],
+        &mut hand,
+    );
     if run_gradient {
         bench_compile(&mut group, || {
             let mut dx = vec![0.0; x.len()];
@@ -498,6 +598,13 @@ fn mlp(c: &mut Criterion) {
         )
     });
     bench_hand_gradient(&mut group, &mut hand);
+    // The IR version takes the labels (`b mod 10`) as a slice of its own.
+    let mut ir_args = args.to_vec();
+    ir_args.push(Val::I64s((0..MLP_BATCH as i64).map(|b| b % 10).collect()));
+    let mut ir_params = vec![Activity::Const];
+    ir_params.extend([Activity::Dup; 4]);
+    ir_params.push(Activity::Const);
+    bench_ir(&mut group, "mlp.ir", "mlp", &ir_args, &ir_params, &mut hand);
     bench_compile(&mut group, || {
         let mut d = zeros();
         let mut ad = autodiff("mlp", suite::mlp::<Var>).expect("the program traces");
@@ -541,6 +648,13 @@ fn ode(c: &mut Criterion) {
         attr::d_ode(black_box(&p), &mut d[0], steps, 1.0)
     });
     bench_hand_gradient(&mut group, &mut hand);
+    // The IR version takes the six numbers as scalars (all active) and T; its
+    // gradient is six scalars, so only its value is checked.
+    let mut ir_args: Vec<Val> = p.iter().map(|&v| Val::F64(v)).collect();
+    ir_args.push(Val::I64(ODE_STEPS));
+    let mut ir_params = vec![Activity::Active; p.len()];
+    ir_params.push(Activity::Const);
+    bench_ir(&mut group, "ode.ir", "ode", &ir_args, &ir_params, &mut hand);
     bench_compile(&mut group, || {
         let mut dp = vec![0.0; p.len()];
         let mut ad = autodiff("ode", suite::ode::<Var>).expect("the program traces");

@@ -7,9 +7,19 @@
 //! time of its first call, and its cost next to the autodiff form's gradient (the
 //! two timed in turns; the ratio of their fastest calls).
 //!
-//! Before anything is timed, gradlift's first gradient (and the attribute's) is
-//! checked against the hand gradient (value and every entry to 1e-8 relative), so
-//! the table never reports a wrong program.
+//! A second table has the same programs from `examples/ir`, through the command
+//! line's pipeline ([`Pipeline`]: parse, verify, optimise, derive, compile, as
+//! `gradlift grad` runs them).
+//!
+//! Every call of a row (gradlift's primal and gradient, the attribute form's
+//! gradient, the hand-written primal and gradient) is timed in turns with the
+//! others ([`samples_each`]), so all the columns of a row see the same load of
+//! this shared machine; the table gives the medians.
+//!
+//! Before anything is timed, gradlift's first gradient (and the attribute's and
+//! the IR version's) is checked against the hand gradient (the value and every
+//! entry to 1e-8 relative; for `mlp.ir` and `ode.ir`, whose parameters differ,
+//! the value), so the table never reports a wrong program.
 //!
 //! Run with `cargo run --release --example suite` (an argument keeps only the
 //! programs whose name contains it). `cargo bench --bench suite` measures the same
@@ -25,7 +35,8 @@ use gradlift::jit::Arg;
 use gradlift::suite::{self, MLP_BATCH, N, NORMALIZE_N, ODE_STEPS};
 use gradlift::trace::{Callable, Slice, Var};
 use gradlift::{
-    Autodiff, CompiledFunction, CompiledGradient, Const, Duplicated, Error, Workspace, autodiff,
+    Autodiff, CompiledFunction, CompiledGradient, Const, Duplicated, Error, Pipeline, Workspace,
+    autodiff,
 };
 
 /// The hand-written primals and gradients (`benches/hand.rs`), shared with the
@@ -43,7 +54,7 @@ mod attr;
 /// `examples/forward_suite.rs`.
 #[path = "../benches/timing.rs"]
 mod timing;
-use timing::{measure, median, samples_each};
+use timing::{median, samples_each};
 
 /// One row of the table.
 struct Row {
@@ -56,6 +67,102 @@ struct Row {
     hand_gradient: f64,
     /// The attribute form's gradient, `None` when it was not run (as `gradient`).
     attr: Option<Attr>,
+    /// The same program from `examples/ir`, through the command line's pipeline.
+    ir: Option<IrRow>,
+}
+
+/// A program of `examples/ir` through [`Pipeline`] (what `gradlift grad` runs:
+/// parse, verify, optimise, derive, compile), timed with the hand-written
+/// primal and gradient in turns.
+struct IrRow {
+    file: &'static str,
+    primal: f64,
+    gradient: f64,
+    hand_primal: f64,
+    hand_gradient: f64,
+    /// Parse to the first gradient.
+    compile: Duration,
+    tape_bytes: usize,
+}
+
+/// The [`IrRow`] of `@name` in `examples/ir/FILE` at `args` with the activities
+/// `params`: its value checked against `hand_value` and, when given, the
+/// gradient of its first `dup` parameter against `hand_dx`.
+#[allow(clippy::too_many_arguments)]
+fn ir_row(
+    file: &'static str,
+    name: &str,
+    args: Vec<Val>,
+    params: &[Activity],
+    hand: Hand<'_>,
+    hand_value: f64,
+    hand_dx: Option<&[f64]>,
+) -> Result<IrRow, Error> {
+    let start = Instant::now();
+    let path = format!("{}/examples/ir/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).expect("the examples/ir file reads");
+    let module = gradlift::ir::parse(&text).expect("the examples/ir file parses");
+    let pipeline = Pipeline::new();
+    let id = module.func_by_name(name).expect("the function exists");
+    let config = RuleConfig::default_for(module.sig(id)).with_params(params);
+    let grad = pipeline.compile_gradient(&module, name, Some(&config))?;
+    let mut shadows: Vec<Vec<f64>> = args
+        .iter()
+        .zip(params)
+        .filter(|&(_, &p)| matches!(p, Activity::Dup | Activity::DupNoNeed))
+        .map(|(a, _)| vec![0.0; a.slice_len().unwrap_or(0)])
+        .collect();
+    let mut borrowed: Vec<Arg<'_>> = args.iter().map(Arg::from).collect();
+    let (mut value, mut grads) = (Vec::new(), Vec::new());
+    let mut ws = Workspace::new();
+    {
+        let mut shadow_args: Vec<Arg<'_>> = shadows.iter_mut().map(|s| Arg::F64sMut(s)).collect();
+        grad.gradient_args(
+            &mut ws,
+            &mut borrowed,
+            &mut shadow_args,
+            &[],
+            &mut value,
+            &mut grads,
+        )?;
+    }
+    let compile = start.elapsed();
+    check(name, scalar(&value), hand_value, &[]);
+    if let (Some(h), Some(dx)) = (hand_dx, shadows.first()) {
+        check(name, scalar(&value), hand_value, &[(dx, h)]);
+    }
+    let func = pipeline.compile_function(&module, name)?;
+    let (mut pws, mut primal_args, mut out) = (Workspace::new(), args.clone(), Vec::new());
+    let mut primal = || {
+        func.call_into(&mut pws, black_box(&mut primal_args), &mut out)
+            .expect("the primal runs");
+        black_box(&out);
+    };
+    let mut shadow_args: Vec<Arg<'_>> = shadows.iter_mut().map(|s| Arg::F64sMut(s)).collect();
+    let mut tape_bytes = 0;
+    let mut gradient = || {
+        tape_bytes = grad
+            .gradient_args(
+                &mut ws,
+                black_box(&mut borrowed),
+                &mut shadow_args,
+                &[],
+                &mut value,
+                &mut grads,
+            )
+            .expect("the gradient runs");
+        black_box(&grads);
+    };
+    let t = medians(&mut [&mut primal, hand.primal, &mut gradient, hand.gradient]);
+    Ok(IrRow {
+        file,
+        primal: t[0],
+        gradient: t[2],
+        hand_primal: t[1],
+        hand_gradient: t[3],
+        compile,
+        tape_bytes,
+    })
 }
 
 /// The attribute form's gradient in a [`Row`]: `d_NAME` of `benches/attr.rs`.
@@ -105,7 +212,7 @@ fn scalar(out: &[Val]) -> f64 {
 }
 
 /// gradlift's timings of a traced function, with the activities `params`, at
-/// `args`.
+/// `args`, and the hand-written primal's and gradient's, all taken in turns.
 struct Jit {
     primal: f64,
     primal_value: f64,
@@ -114,42 +221,63 @@ struct Jit {
     /// The median ms of the attribute form's gradient and its fastest call over
     /// the gradient's fastest, when it ran.
     attr: Option<(f64, f64)>,
+    /// The median ms of the hand-written primal and gradient.
+    hand_primal: f64,
+    hand_gradient: f64,
+}
+
+/// The hand-written primal and gradient of a program, as calls to time.
+struct Hand<'a> {
+    primal: &'a mut dyn FnMut(),
+    gradient: &'a mut dyn FnMut(),
+}
+
+/// The medians (ms) of `samples_each(fs)`.
+fn medians(fs: &mut [&mut dyn FnMut()]) -> Vec<f64> {
+    samples_each(fs)
+        .into_iter()
+        .map(|s| median(s) * 1e3)
+        .collect()
 }
 
 /// Compiles the primal ([`CompiledFunction`]) and the gradient with the activities
 /// `params` ([`CompiledGradient`], called with borrowed arguments:
-/// [`CompiledGradient::gradient_args`]) of the function of `ad`, and times them at `args` with every buffer allocated before
-/// the timed calls.
-/// With `params` `None`, the primal only. `attr`, a call of the attribute form's
-/// derivative, is timed with the gradient, the calls taking turns
-/// ([`samples_each`]). Its cost next to the gradient's is the ratio of their
-/// fastest calls: on this shared machine the load moves the medians by up to 3x
-/// from one run to the next (and the median of the ratios of samples taken
-/// together, by as much, when the calls are about as long as the scheduler's
-/// slices); the fastest calls, those no other work interrupted, move by 1-2%.
+/// [`CompiledGradient::gradient_args`]) of the function of `ad`, and times them at
+/// `args` with every buffer allocated before the timed calls, together with the
+/// hand-written primal and gradient (`hand`): the calls take turns
+/// ([`samples_each`]), so that every column of a row is measured under the same
+/// load of this shared machine (timed one after the other, the same call's
+/// median moved by up to 3x between them). With `params` `None`, the primal
+/// only. `attr`, a call of the attribute form's derivative, takes its turn too;
+/// its cost next to the gradient's is the ratio of their fastest calls (those no
+/// other work interrupted, which move by 1-2% between runs).
 fn jit<A, R>(
     ad: &Autodiff<A, R>,
     params: Option<&[Activity]>,
     args: Vec<Val>,
     attr: Option<&mut dyn FnMut()>,
+    hand: Hand<'_>,
 ) -> Result<Jit, Error> {
     let (module, name) = (ad.module(), ad.name());
     let func = CompiledFunction::with_hosts(module, name, ad.hosts())?;
-    let (mut ws, mut primal_args, mut out) = (Workspace::new(), args.clone(), Vec::new());
-    func.call_into(&mut ws, &mut primal_args, &mut out)?;
+    let (mut pws, mut primal_args, mut out) = (Workspace::new(), args.clone(), Vec::new());
+    func.call_into(&mut pws, &mut primal_args, &mut out)?;
     let primal_value = scalar(&out);
-    let primal = measure(|| {
-        func.call_into(&mut ws, black_box(&mut primal_args), &mut out)
+    let mut primal = || {
+        func.call_into(&mut pws, black_box(&mut primal_args), &mut out)
             .expect("the primal ran once");
         black_box(&out);
-    });
+    };
 
     let Some(params) = params else {
+        let t = medians(&mut [&mut primal, hand.primal, hand.gradient]);
         return Ok(Jit {
-            primal,
+            primal: t[0],
             primal_value,
             gradient: None,
             attr: None,
+            hand_primal: t[1],
+            hand_gradient: t[2],
         });
     };
     let id = module
@@ -183,35 +311,38 @@ fn jit<A, R>(
         gradient_value = scalar(&value);
         black_box(&grads);
     };
-    let (gradient, attr) = match attr {
+    let (t, attr) = match attr {
         Some(attr) => {
-            let [g, a]: [Vec<f64>; 2] = samples_each(&mut [&mut gradient, attr])
-                .try_into()
-                .expect("two functions measured");
+            let s =
+                samples_each(&mut [&mut primal, hand.primal, &mut gradient, hand.gradient, attr]);
             let fastest = |s: &[f64]| s.iter().copied().fold(f64::INFINITY, f64::min);
-            let ratio = fastest(&a) / fastest(&g);
-            (median(g) * 1e3, Some((median(a) * 1e3, ratio)))
+            let ratio = fastest(&s[4]) / fastest(&s[2]);
+            let t: Vec<f64> = s.into_iter().map(|s| median(s) * 1e3).collect();
+            let a = t[4];
+            (t, Some((a, ratio)))
         }
-        None => (measure(gradient), None),
+        None => (
+            medians(&mut [&mut primal, hand.primal, &mut gradient, hand.gradient]),
+            None,
+        ),
     };
     Ok(Jit {
-        primal,
+        primal: t[0],
         primal_value,
-        gradient: Some((gradient, gradient_value, tape_bytes)),
+        gradient: Some((t[2], gradient_value, tape_bytes)),
         attr,
+        hand_primal: t[1],
+        hand_gradient: t[3],
     })
 }
 
 /// Checks the compiled primal's and the timed gradient's values against `hand_value`
 /// and makes the row (`compile` `None` when the gradient was not run).
-#[allow(clippy::too_many_arguments)]
 fn row(
     program: &'static str,
     n: usize,
     jit: Jit,
     hand_value: f64,
-    hand_primal: f64,
-    hand_gradient: f64,
     compile: Option<Duration>,
     attr_compile: Option<Duration>,
 ) -> Row {
@@ -237,9 +368,10 @@ fn row(
         n,
         primal: jit.primal,
         gradient,
-        hand_primal,
-        hand_gradient,
+        hand_primal: jit.hand_primal,
+        hand_gradient: jit.hand_gradient,
         attr,
+        ir: None,
     }
 }
 
@@ -247,6 +379,7 @@ fn row(
 /// its attribute form's `d_NAME`.
 fn of_x<F: Callable<(Slice<f64>,), Output = Var>>(
     program: &'static str,
+    ir_file: &'static str,
     traced: F,
     derivative: fn(&[f64], &mut [f64], f64) -> f64,
     x: Vec<f64>,
@@ -276,23 +409,47 @@ fn of_x<F: Callable<(Slice<f64>,), Output = Var>>(
         black_box(derivative(black_box(&x), &mut attr_dx, 1.0));
     };
     let args = vec![Val::F64s(x.clone())];
-    let jit = jit(&ad, Some(&[Activity::Dup]), args, Some(&mut attr))?;
-    let hp = measure(|| {
+    let mut hand_dx2 = hand_dx.clone();
+    let mut hp = || {
         black_box(hand_primal(black_box(&x)));
-    });
-    let hg = measure(|| {
-        black_box(hand_gradient(black_box(&x), &mut hand_dx));
-    });
-    Ok(row(
+    };
+    let mut hg = || {
+        black_box(hand_gradient(black_box(&x), &mut hand_dx2));
+    };
+    let hand = Hand {
+        primal: &mut hp,
+        gradient: &mut hg,
+    };
+    let jit = jit(
+        &ad,
+        Some(&[Activity::Dup]),
+        args.clone(),
+        Some(&mut attr),
+        hand,
+    )?;
+    let hand = Hand {
+        primal: &mut hp,
+        gradient: &mut hg,
+    };
+    let ir = ir_row(
+        ir_file,
+        program,
+        args,
+        &[Activity::Dup],
+        hand,
+        hand_value,
+        Some(&hand_dx),
+    )?;
+    let mut row = row(
         program,
         n,
         jit,
         hand_value,
-        hp,
-        hg,
         Some(compile),
         Some(attr_compile),
-    ))
+    );
+    row.ir = Some(ir);
+    Ok(row)
 }
 
 /// `normalize` at size `n`: `x` duplicated, `w` constant. gradlift's gradient is
@@ -324,32 +481,44 @@ fn normalize(n: usize, tape: Option<usize>) -> Result<Row, Error> {
     let mut attr = || {
         black_box(attr::d_normalize(black_box(&x), &mut attr_dx, &w, 1.0));
     };
-    let jit = jit(
-        &ad,
-        run_gradient.then_some(&params[..]),
-        args,
-        Some(&mut attr),
-    )?;
-    let hp = measure(|| {
+    let mut hand_dx2 = hand_dx.clone();
+    let mut hp = || {
         black_box(hand::normalize(black_box(&x), black_box(&w)));
-    });
-    let hg = measure(|| {
+    };
+    let mut hg = || {
         black_box(hand::normalize_gradient(
             black_box(&x),
             black_box(&w),
-            &mut hand_dx,
+            &mut hand_dx2,
         ));
-    });
-    Ok(row(
+    };
+    let hand = Hand {
+        primal: &mut hp,
+        gradient: &mut hg,
+    };
+    let jit = jit(
+        &ad,
+        run_gradient.then_some(&params[..]),
+        args.clone(),
+        Some(&mut attr),
+        hand,
+    )?;
+    let hand = Hand {
+        primal: &mut hp,
+        gradient: &mut hg,
+    };
+    let ir = ir_row(
+        "normalize.ir",
         "normalize",
-        n,
-        jit,
+        args,
+        &params,
+        hand,
         hand_value,
-        hp,
-        hg,
-        compile,
-        attr_compile,
-    ))
+        Some(&hand_dx),
+    )?;
+    let mut row = row("normalize", n, jit, hand_value, compile, attr_compile);
+    row.ir = Some(ir);
+    Ok(row)
 }
 
 /// `mlp` at the suite's batch: `x` constant, the four parameters duplicated.
@@ -428,23 +597,37 @@ fn mlp() -> Result<Row, Error> {
     let mut attr = || {
         black_box(attr_gradient(&mut attr_d));
     };
-    let jit = jit(&ad, Some(&params), args, Some(&mut attr))?;
-    let hp = measure(|| {
+    let mut hp = || {
         black_box(hand::mlp(black_box(&p.x), &p.w1, &p.b1, &p.w2, &p.b2));
-    });
-    let hg = measure(|| {
+    };
+    let mut hg = || {
         black_box(hand_gradient(&mut h));
-    });
-    Ok(row(
+    };
+    let hand = Hand {
+        primal: &mut hp,
+        gradient: &mut hg,
+    };
+    let jit = jit(&ad, Some(&params), args.clone(), Some(&mut attr), hand)?;
+    // The IR version takes the labels (`b mod 10`) as a slice of its own.
+    let mut ir_args = args;
+    ir_args.push(Val::I64s((0..MLP_BATCH as i64).map(|b| b % 10).collect()));
+    let mut ir_params = params.to_vec();
+    ir_params.push(Activity::Const);
+    let hand = Hand {
+        primal: &mut hp,
+        gradient: &mut hg,
+    };
+    let ir = ir_row("mlp.ir", "mlp", ir_args, &ir_params, hand, hand_value, None)?;
+    let mut row = row(
         "mlp",
         MLP_BATCH,
         jit,
         hand_value,
-        hp,
-        hg,
         Some(compile),
         Some(attr_compile),
-    ))
+    );
+    row.ir = Some(ir);
+    Ok(row)
 }
 
 /// `ode` at the suite's steps: the six parameters duplicated, the steps constant.
@@ -474,28 +657,42 @@ fn ode() -> Result<Row, Error> {
         black_box(attr::d_ode(black_box(&p), &mut attr_dp, steps, 1.0));
     };
     let params = [Activity::Dup, Activity::Const];
-    let jit = jit(&ad, Some(&params), args, Some(&mut attr))?;
-    let hp = measure(|| {
+    let mut hp = || {
         black_box(hand::ode(black_box(&p), black_box(steps)));
-    });
-    let hg = measure(|| {
+    };
+    let mut hg = || {
         black_box(hand::ode_gradient(
             black_box(&p),
             steps,
             &mut hand_dp,
             &mut scratch,
         ));
-    });
-    Ok(row(
+    };
+    let hand = Hand {
+        primal: &mut hp,
+        gradient: &mut hg,
+    };
+    let jit = jit(&ad, Some(&params), args, Some(&mut attr), hand)?;
+    // The IR version takes the six numbers as scalars (all active) and T.
+    let mut ir_args: Vec<Val> = p.iter().map(|&v| Val::F64(v)).collect();
+    ir_args.push(Val::I64(ODE_STEPS));
+    let mut ir_params = vec![Activity::Active; p.len()];
+    ir_params.push(Activity::Const);
+    let hand = Hand {
+        primal: &mut hp,
+        gradient: &mut hg,
+    };
+    let ir = ir_row("ode.ir", "ode", ir_args, &ir_params, hand, hand_value, None)?;
+    let mut row = row(
         "ode",
         steps,
         jit,
         hand_value,
-        hp,
-        hg,
         Some(compile),
         Some(attr_compile),
-    ))
+    );
+    row.ir = Some(ir);
+    Ok(row)
 }
 
 fn main() -> Result<(), Error> {
@@ -509,6 +706,7 @@ fn main() -> Result<(), Error> {
         ("sumsq", |_| {
             of_x(
                 "sumsq",
+                "sumsq.ir",
                 suite::sumsq::<Var>,
                 attr::d_sumsq,
                 suite::sumsq_input(N),
@@ -519,6 +717,7 @@ fn main() -> Result<(), Error> {
         ("rosenbrock", |_| {
             of_x(
                 "rosenbrock",
+                "rosenbrock.ir",
                 suite::rosenbrock::<Var>,
                 attr::d_rosenbrock,
                 suite::rosenbrock_input(N),
@@ -529,6 +728,7 @@ fn main() -> Result<(), Error> {
         ("logsumexp", |_| {
             of_x(
                 "logsumexp",
+                "logsumexp.ir",
                 suite::logsumexp::<Var>,
                 attr::d_logsumexp,
                 suite::logsumexp_input(N),
@@ -552,6 +752,7 @@ fn main() -> Result<(), Error> {
         ("branchy", |_| {
             of_x(
                 "branchy",
+                "branchy.ir",
                 suite::branchy::<Var>,
                 attr::d_branchy,
                 suite::branchy_input(N),
@@ -569,9 +770,9 @@ fn main() -> Result<(), Error> {
         }
     }
     println!(
-        "| program | n | primal ms | gradient ms | ratio | hand primal ms | hand gradient ms | vs hand | compile ms | tape bytes | vs autodiff |"
+        "| program | n | primal ms | gradient ms | ratio | hand primal ms | hand gradient ms | primal vs hand | vs hand | compile ms | tape bytes | vs autodiff |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut skipped = false;
     for r in &rows {
         let (gradient, ratio, vs_hand, compile, tape) = match &r.gradient {
@@ -589,8 +790,13 @@ fn main() -> Result<(), Error> {
             }
         };
         println!(
-            "| {} | {} | {:.4} | {gradient} | {ratio} | {:.4} | {:.4} | {vs_hand} | {compile} | {tape} | |",
-            r.program, r.n, r.primal, r.hand_primal, r.hand_gradient,
+            "| {} | {} | {:.4} | {gradient} | {ratio} | {:.4} | {:.4} | {:.2} | {vs_hand} | {compile} | {tape} | |",
+            r.program,
+            r.n,
+            r.primal,
+            r.hand_primal,
+            r.hand_gradient,
+            r.primal / r.hand_primal,
         );
         // The attribute form: its gradient, its first call, and that gradient over
         // the autodiff form's; its primal is the plain Rust function, its tape is
@@ -607,9 +813,34 @@ fn main() -> Result<(), Error> {
             None => (dash(), dash(), dash(), dash()),
         };
         println!(
-            "| {} (attribute) | {} | - | {gradient} | - | {:.4} | {:.4} | {vs_hand} | {compile} | - | {vs_autodiff} |",
+            "| {} (attribute) | {} | - | {gradient} | - | {:.4} | {:.4} | - | {vs_hand} | {compile} | - | {vs_autodiff} |",
             r.program, r.n, r.hand_primal, r.hand_gradient,
         );
+    }
+    println!(
+        "\nThrough the command line's pipeline (`examples/ir`, parsed, verified, optimised, derived, compiled: what `gradlift grad` runs), timed in turns with the hand-written code:\n"
+    );
+    println!(
+        "| program | file | primal ms | gradient ms | ratio | hand primal ms | hand gradient ms | primal vs hand | vs hand | compile ms | tape bytes |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        if let Some(ir) = &r.ir {
+            println!(
+                "| {} | {} | {:.4} | {:.4} | {:.2} | {:.4} | {:.4} | {:.2} | {:.2} | {:.1} | {} |",
+                r.program,
+                ir.file,
+                ir.primal,
+                ir.gradient,
+                ir.gradient / ir.primal,
+                ir.hand_primal,
+                ir.hand_gradient,
+                ir.primal / ir.hand_primal,
+                ir.gradient / ir.hand_gradient,
+                ir.compile.as_secs_f64() * 1e3,
+                ir.tape_bytes,
+            );
+        }
     }
     if skipped {
         println!(
@@ -622,7 +853,8 @@ fn main() -> Result<(), Error> {
          `gradient ms` is its `d_NAME`, `compile ms` its first call (`-`: made by an earlier row), \
          `vs autodiff` its fastest call over the row above's fastest gradient, \
          the two timed in turns.\n\
-         Every gradient run checked against the hand gradient to 1e-8 relative; {:.1} s in all.",
+         Every gradient run checked against the hand gradient to 1e-8 relative (`mlp.ir` and `ode.ir`: the value); \
+         every column of a row timed in turns with the others (medians); {:.1} s in all.",
         start.elapsed().as_secs_f64()
     );
     Ok(())
