@@ -1508,6 +1508,52 @@ fn dump_forward_and_pullback_print_checkable_ir() {
     assert_eq!(g, [Val::F64(dx), Val::F64(dy)]);
 }
 
+/// `--stage fused`: the one-sweep function `grad` runs for a sum, which parses,
+/// checks and gives the gradient (2 x) on the interpreter; a function of another
+/// shape has none, an error that names the stages to look at instead.
+#[test]
+fn dump_fused_prints_the_function_grad_runs() {
+    let file = example("sumsq.ir");
+    let run = dump(&file, "sumsq", "fused", &[]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{run:?}");
+    assert!(
+        run.stdout
+            .starts_with("func @sumsq.vg(%x: [f64], %dx: mut [f64], %dy: f64) -> f64 {"),
+        "{run:?}"
+    );
+    let path = temp_file("cli-dump-fused.ir", &run.stdout);
+    let check = cli(&["check", &shown(&path)]);
+    assert_eq!(
+        (check.code, check.stdout.as_str()),
+        (0, "ok: 1 function\n"),
+        "{check:?}"
+    );
+    use gradlift::ir::interp::{Interpreter, Val};
+    let module = gradlift::ir::parse(&run.stdout).expect("the dump parses");
+    let f = module.func_by_name("sumsq.vg").unwrap();
+    let out = Interpreter::new(&module)
+        .call(
+            f,
+            &mut [
+                Val::F64s(vec![1.0, -2.0]),
+                Val::F64s(vec![0.0, 0.0]),
+                Val::F64(1.0),
+            ],
+        )
+        .unwrap();
+    assert_eq!(out, [Val::F64(5.0)]);
+    // The clif and asm stages list it too: it is what `grad` compiles.
+    let asm = dump(&file, "sumsq", "asm", &[]);
+    assert!(asm.stdout.contains("; @sumsq.vg\n"), "{asm:?}");
+    let ode = dump(&example("ode.ir"), "ode", "fused", &[]);
+    assert_eq!(ode.code, 1, "{ode:?}");
+    assert!(
+        ode.stderr.contains("@ode has no fused function")
+            && ode.stderr.contains("--stage pullback"),
+        "{ode:?}"
+    );
+}
+
 #[test]
 fn dump_derived_stages_follow_the_activity() {
     let file = temp_file("cli-dump-activity.ir", SQUARE_PLUS);

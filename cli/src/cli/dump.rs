@@ -99,6 +99,7 @@ pub(crate) fn dump(req: &Request<'_>) -> Outcome {
     let printed = match req.stage {
         Stage::Primal => print(&module, &[id]).map_err(|e| vec![e]),
         Stage::Forward | Stage::Pullback => derived(&at, req.stage == Stage::Forward),
+        Stage::Fused => fused(&at),
         Stage::Jvp => {
             let config =
                 DualActivityList::config(req.dual_activity, module.sig(id)).with_width(req.width);
@@ -167,6 +168,20 @@ fn derived(at: &Ctx<'_>, forward: bool) -> Result<String, Vec<Diagnostic>> {
     });
     let ids: Vec<FuncId> = std::iter::once(main).chain(callees).collect();
     print(derived, &ids).map_err(|e| vec![e])
+}
+
+/// The fused value-and-gradient function `@id.vg` that `grad` runs (see
+/// `docs/reverse-mode.md`, "Fused sweeps"), or an error saying that `grad` runs
+/// the forward pass and the pullback instead.
+fn fused(at: &Ctx<'_>) -> Result<String, Vec<Diagnostic>> {
+    let rule = at.rule().map_err(|e| at.error(&e))?;
+    match rule.fused {
+        Some(f) => print(&rule.module, &[f]).map_err(|e| vec![e]),
+        None => Err(vec![Diagnostic::new(format!(
+            "gradlift dump: @{} has no fused function (it is not one loop summing into what it returns, or the request is of width above 1, in debug mode, with `--tape save-all` or a const return): `grad` runs its forward pass and pullback (`--stage forward`, `--stage pullback`)",
+            at.module.name(at.id)
+        ))]),
+    }
 }
 
 /// The forward rule `@id.jvp` under `config` and those of its callees.
@@ -249,8 +264,9 @@ fn native(at: &Ctx<'_>, clif: bool) -> Result<String, Vec<Diagnostic>> {
     let mut listing =
         gradlift_jit::listing(&prepared.module, &[prepared.func]).map_err(compile_error)?;
     if let Ok(rule) = at.rule() {
-        let derived = gradlift_jit::listing(&rule.module, &[rule.forward, rule.pullback])
-            .map_err(compile_error)?;
+        let mut roots = vec![rule.forward, rule.pullback];
+        roots.extend(rule.fused);
+        let derived = gradlift_jit::listing(&rule.module, &roots).map_err(compile_error)?;
         let primal: Vec<String> = listing.iter().map(|l| l.name.clone()).collect();
         listing.extend(derived.into_iter().filter(|l| !primal.contains(&l.name)));
     }

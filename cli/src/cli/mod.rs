@@ -402,11 +402,14 @@ enum Stage {
     Forward,
     /// The derived pullback.
     Pullback,
+    /// The fused value-and-gradient function `@F.vg` (one sweep, for a loop
+    /// that sums into what it returns), when `grad` would run it.
+    Fused,
     /// The derived forward-mode function `@F.jvp` as `jvp` derives it
     /// (`--activity`, `--width`), then those of its callees.
     Jvp,
     /// Cranelift IR of the JIT: the primal and what it calls, then its forward
-    /// pass, its pullback and the rules they call.
+    /// pass, its pullback and the rules they call, and the fused function.
     Clif,
     /// The host's machine code, of the same functions as `clif`.
     Asm,
