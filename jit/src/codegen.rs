@@ -108,53 +108,27 @@ pub(crate) fn define<M: ClModule>(
         frontend,
         tape_checks: options.tape_checks,
     };
-    let mut ctx: Context = jm.make_context();
-    ctx.set_disasm(listing.is_some());
+    // Lowered first, one context per function and trampoline, in order; then
+    // compiled (on two threads when there is enough to share, see
+    // [`compile_all`]); then defined in `jm`, in order.
     let mut fbc = FunctionBuilderContext::new();
-    let mut frame_margin = 0usize;
-    let mut finish = |jm: &mut M,
-                      ctx: &mut Context,
-                      id: ClFuncId,
-                      name: &str,
-                      listed: String|
-     -> Result<usize, CompileError> {
-        let clif = if listing.is_some() {
-            ctx.func.display().to_string()
-        } else {
-            String::new()
-        };
-        if ctx.func.dfg.num_insts() > options.quick_above {
-            define_quick(jm, quick, ctx, id).map_err(|e| codegen(Some(name), e))?;
-        } else {
-            jm.define_function(id, ctx)
-                .map_err(|e| codegen(Some(name), e))?;
-        }
-        if let Some(l) = listing.as_deref_mut() {
-            let asm = ctx
-                .compiled_code()
-                .and_then(|c| c.vcode.clone())
-                .unwrap_or_default();
-            l.push(Listing {
-                name: listed,
-                clif,
-                asm,
-            });
-        }
-        let bound = frame_bound(ctx);
-        jm.clear_context(ctx);
-        // Clearing switches disassembly off.
-        ctx.set_disasm(listing.is_some());
-        Ok(bound)
-    };
+    let mut jobs: Vec<Job> = Vec::new();
+    let keep = listing.is_some();
     for &f in funcs {
-        let name = module.name(f);
+        let mut ctx: Context = jm.make_context();
+        ctx.set_disasm(keep);
         ctx.func.signature = clif_signature(module.sig(f), call_conv);
         {
             let b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
             Lower::run(module, f, jm, &decls, b)?;
         }
-        let bound = finish(jm, &mut ctx, ids[&f], name, name.to_string())?;
-        frame_margin = frame_margin.max(bound);
+        jobs.push(Job::new(
+            ctx,
+            ids[&f],
+            module.name(f).to_string(),
+            keep,
+            options,
+        ));
     }
     let mut trampolines = Vec::new();
     for &f in funcs {
@@ -163,6 +137,8 @@ pub(crate) fn define<M: ClModule>(
         let id = jm
             .declare_function(&format!("gradlift_entry{}", f.index()), entry_linkage, &sig)
             .map_err(|e| codegen(Some(name), e))?;
+        let mut ctx: Context = jm.make_context();
+        ctx.set_disasm(keep);
         ctx.func.signature = sig;
         let callee = jm.declare_func_in_func(ids[&f], &mut ctx.func);
         abi::trampoline(
@@ -171,9 +147,43 @@ pub(crate) fn define<M: ClModule>(
             callee,
             frontend,
         );
-        let bound = finish(jm, &mut ctx, id, name, format!("{name} (entry)"))?;
-        frame_margin = frame_margin.max(bound);
+        jobs.push(Job::new(ctx, id, format!("{name} (entry)"), keep, options));
         trampolines.push((f, id));
+    }
+    compile_all(jm.isa(), quick, &mut jobs)?;
+    let mut frame_margin = 0usize;
+    for job in jobs {
+        let Job {
+            mut ctx,
+            id,
+            name,
+            clif,
+            ..
+        } = job;
+        let func_name = name.trim_end_matches(" (entry)");
+        let code = ctx.compiled_code().ok_or_else(|| CompileError::Codegen {
+            func: Some(func_name.to_string()),
+            message: "not compiled".to_string(),
+        })?;
+        let alignment = u64::from(code.buffer.alignment);
+        let relocs: Vec<ModuleReloc> = code
+            .buffer
+            .relocs()
+            .iter()
+            .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, id))
+            .collect();
+        jm.define_function_bytes(id, alignment, code.code_buffer(), &relocs)
+            .map_err(|e| codegen(Some(func_name), e))?;
+        if let Some(l) = listing.as_deref_mut() {
+            let asm = code.vcode.clone().unwrap_or_default();
+            l.push(Listing {
+                name: name.clone(),
+                clif,
+                asm,
+            });
+        }
+        frame_margin = frame_margin.max(frame_bound(&ctx));
+        jm.clear_context(&mut ctx);
     }
     Ok(Defined {
         trampolines,
@@ -181,24 +191,102 @@ pub(crate) fn define<M: ClModule>(
     })
 }
 
-/// Compiles `ctx`'s function with the `quick` ISA (the module's own is the
-/// optimising one) and defines its bytes and relocations as `id`: what
-/// `define_function` does, with another ISA of the same target.
-fn define_quick<M: ClModule>(
-    jm: &mut M,
-    quick: &dyn TargetIsa,
-    ctx: &mut Context,
+/// One function to compile: its lowered context, its id in the Cranelift module,
+/// the name its listing and errors carry, its Cranelift IR as lowered (kept for a
+/// listing), and whether it is compiled with the `quick` settings (more than
+/// [`CompileOptions::quick_above`] instructions).
+struct Job {
+    ctx: Context,
     id: ClFuncId,
-) -> Result<(), ModuleError> {
-    let code = ctx.compile(quick, &mut ControlPlane::default())?;
-    let alignment = u64::from(code.buffer.alignment);
-    let bytes = code.code_buffer().to_vec();
-    let mach_relocs = code.buffer.relocs().to_vec();
-    let relocs: Vec<ModuleReloc> = mach_relocs
-        .iter()
-        .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, id))
-        .collect();
-    jm.define_function_bytes(id, alignment, &bytes, &relocs)
+    name: String,
+    clif: String,
+    quick: bool,
+}
+
+impl Job {
+    fn new(ctx: Context, id: ClFuncId, name: String, keep: bool, options: &CompileOptions) -> Job {
+        let clif = if keep {
+            ctx.func.display().to_string()
+        } else {
+            String::new()
+        };
+        let quick = ctx.func.dfg.num_insts() > options.quick_above;
+        Job {
+            ctx,
+            id,
+            name,
+            clif,
+            quick,
+        }
+    }
+
+    /// Compiles the context with its ISA.
+    fn compile(
+        &mut self,
+        speed: &dyn TargetIsa,
+        quick: &dyn TargetIsa,
+    ) -> Result<(), CompileError> {
+        let isa = if self.quick { quick } else { speed };
+        let name = self.name.trim_end_matches(" (entry)");
+        self.ctx
+            .compile(isa, &mut ControlPlane::default())
+            .map(|_| ())
+            .map_err(|e| codegen(Some(name), ModuleError::Compilation(e.inner)))
+    }
+}
+
+/// Below this many Cranelift instructions in all, the jobs are compiled on the
+/// calling thread: a thread costs tens of microseconds to start.
+const PARALLEL_ABOVE: usize = 500;
+
+/// Compiles every job: on the calling thread and one more when there are several
+/// and enough instructions to share (a rule's forward pass and pullback, the
+/// rules of its callees), the jobs split into two halves of about the same size.
+/// Cranelift compiles each function on its own, so the code is the same either
+/// way. `mlp`'s rule (a forward pass of 707 Cranelift instructions and a pullback
+/// of 877) compiled in 4.3-5.3 ms instead of 7.8-9.9 ms on two cores (up to 12 ms
+/// when other work held the second core).
+fn compile_all(
+    speed: &dyn TargetIsa,
+    quick: &dyn TargetIsa,
+    jobs: &mut [Job],
+) -> Result<(), CompileError> {
+    let sizes: Vec<usize> = jobs.iter().map(|j| j.ctx.func.dfg.num_insts()).collect();
+    let total: usize = sizes.iter().sum();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if jobs.len() < 2 || total < PARALLEL_ABOVE || threads < 2 {
+        return jobs.iter_mut().try_for_each(|j| j.compile(speed, quick));
+    }
+    // The largest jobs first, each to the half with less so far.
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(sizes[k]));
+    let mut mine = vec![false; jobs.len()];
+    let (mut a, mut b) = (0usize, 0usize);
+    for k in order {
+        if a <= b {
+            mine[k] = true;
+            a += sizes[k];
+        } else {
+            b += sizes[k];
+        }
+    }
+    let (mut here, mut there): (Vec<&mut Job>, Vec<&mut Job>) = (Vec::new(), Vec::new());
+    for (k, job) in jobs.iter_mut().enumerate() {
+        if mine[k] {
+            here.push(job);
+        } else {
+            there.push(job);
+        }
+    }
+    std::thread::scope(|scope| {
+        let other =
+            scope.spawn(move || there.into_iter().try_for_each(|j| j.compile(speed, quick)));
+        let first = here.into_iter().try_for_each(|j| j.compile(speed, quick));
+        let second = other
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        first.and(second)
+    })
 }
 
 /// A Cranelift module error as a [`CompileError`].

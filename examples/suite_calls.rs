@@ -1,5 +1,18 @@
-//! tmp: run one variant of one suite program N times (for perf stat)
-#![allow(missing_docs)]
+//! One of the suite's calls, repeated: for counting what a call costs with `perf
+//! stat` (instructions and cycles are counted, not timed, so the shared machine's
+//! load moves them far less than it moves times).
+//!
+//! ```sh
+//! cargo build --release --example suite_calls
+//! # PROGRAM: sumsq rosenbrock logsumexp normalize mlp ode branchy
+//! # CALL: jp (gradlift's primal), jg (its gradient), hp, hg (the hand-written ones)
+//! perf stat -e instructions:u,cycles:u target/release/examples/suite_calls PROGRAM CALL 201
+//! perf stat -e instructions:u,cycles:u target/release/examples/suite_calls PROGRAM CALL 1
+//! ```
+//!
+//! The difference of the two counts over 200 is the cost of one call, setup
+//! (tracing, compiling, the inputs) taken out. The programs are the autodiff
+//! forms with the suite's sizes, inputs and activities (`BENCHMARKS.md`).
 use gradlift::adjoint::{Activity, RuleConfig};
 use gradlift::ir::interp::Val;
 use gradlift::jit::Arg;
@@ -10,16 +23,34 @@ use std::hint::black_box;
 #[path = "../benches/hand.rs"]
 #[allow(dead_code)]
 mod hand;
+/// Runs the call the arguments name, CALLS times.
 fn main() {
-    let prog = std::env::args().nth(1).unwrap();
-    let var = std::env::args().nth(2).unwrap();
-    let reps: usize = std::env::args().nth(3).unwrap().parse().unwrap();
+    let usage = "usage: suite_calls PROGRAM jp|jg|hp|hg CALLS";
+    let prog = std::env::args().nth(1).expect(usage);
+    let var = std::env::args().nth(2).expect(usage);
+    let reps: usize = std::env::args()
+        .nth(3)
+        .and_then(|n| n.parse().ok())
+        .expect(usage);
     macro_rules! parts {
         ($ad:expr) => {{
             let ad = $ad;
             (ad.module().clone(), ad.name().to_string())
         }};
     }
+    const PROGRAMS: [&str; 7] = [
+        "sumsq",
+        "rosenbrock",
+        "logsumexp",
+        "normalize",
+        "mlp",
+        "ode",
+        "branchy",
+    ];
+    assert!(
+        PROGRAMS.contains(&prog.as_str()) && ["jp", "jg", "hp", "hg"].contains(&var.as_str()),
+        "{usage}: PROGRAM one of {PROGRAMS:?}"
+    );
     let p = suite::mlp_input(MLP_BATCH);
     let (nx, w) = suite::normalize_input(NORMALIZE_N);
     let x = match prog.as_str() {
