@@ -80,6 +80,13 @@
 //! registers go through a hidden return area). Functions use the ISA's default
 //! calling convention.
 //!
+//! Loops keep the IR's blocks, with one change: a loop whose header only tests
+//! (at most four `icmp`, `iadd`, `isub` or `len`, scalar phis, a `br` in or out)
+//! and whose latches jump back to it gets a copy of that test at the end of each
+//! latch (rotation, `rotations` in `lower.rs`), so an iteration takes one branch
+//! instead of two. The copy runs exactly where the header would have run next,
+//! and none of those instructions can fail, so nothing observable changes.
+//!
 //! For Rust, each function also gets a generated trampoline,
 //! `extern "C" fn(ctx, args: *const u64, results: *mut u64) -> u32`, that unpacks
 //! the arguments from 8-byte slots (an `f64` or `f32` as its bits, an `i64`, a

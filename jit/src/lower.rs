@@ -28,7 +28,7 @@ use cranelift_codegen::ir::{
 };
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_entity::{EntityRef, SecondaryMap};
-use cranelift_frontend::FunctionBuilder;
+use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::{FuncId as ClFuncId, Linkage, Module as ClModule};
 use gradlift_ir::flowgraph::ControlFlowGraph;
 use gradlift_ir::ops::Shape;
@@ -179,6 +179,67 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
     /// The first store of a store pair, made with the second: the second store,
     /// the address and the value of the first.
     pending_store: Option<(Inst, cl::Value, Value)>,
+    /// Rotated loops ([`rotations`]): by latch, the header whose test the latch
+    /// repeats.
+    rotated: HashMap<Block, Block>,
+    /// The values a rotated header defines, as Cranelift variables (defined where
+    /// the header and where each copy of its test runs).
+    vars: HashMap<Value, Variable>,
+}
+
+/// The most instructions a loop's header may have for its test to be copied into
+/// the latch.
+const MAX_ROTATED_INSTS: usize = 4;
+
+/// The loops whose test is copied to the end of the latch (rotation), by latch:
+/// the loop then takes one branch per iteration instead of two (into the body
+/// at the top, back to the header at the end), as compilers lay loops out
+/// (Cranelift keeps the blocks as given). A loop qualifies when its header has
+/// one predecessor from outside the loop and latches (predecessors it
+/// dominates) that all end in `jump header`, scalar phis that are not lane
+/// pairs, a `br` to two other blocks, and at most [`MAX_ROTATED_INSTS`]
+/// instructions, each of which cannot
+/// fail and reads no memory (`icmp`, `iadd`, `isub`, `len`): running the copy
+/// at the end of the latch computes what the header would compute next, at the
+/// same point of the run.
+fn rotations(func: &Function, cfg: &ControlFlowGraph, plan: &LanePlan) -> HashMap<Block, Block> {
+    let dom = gradlift_ir::dominators::DominatorTree::new(cfg);
+    let mut out = HashMap::new();
+    for &h in cfg.reverse_postorder() {
+        let d = &func.blocks[h];
+        // One entry from outside the loop; every other predecessor a latch.
+        let (latches, entries): (Vec<Block>, Vec<Block>) =
+            cfg.preds(h).iter().partition(|&&p| dom.dominates(h, p));
+        if entries.len() != 1 || latches.is_empty() || latches.contains(&h) {
+            continue;
+        }
+        let branches_away = matches!(
+            &d.term,
+            Some(Terminator::Br { then_dest, else_dest, .. })
+                if then_dest != else_dest && *then_dest != h && *else_dest != h
+        );
+        if !branches_away
+            || latches
+                .iter()
+                .any(|&l| func.blocks[l].term != Some(Terminator::Jump(h)))
+        {
+            continue;
+        }
+        let scalar = |v: Value| clif_types(func.value_type(v)).len() == 1 && plan.pair(v).is_none();
+        let phis_ok = d.phis.iter().all(|p| scalar(p.value));
+        let insts_ok = d.insts.len() <= MAX_ROTATED_INSTS
+            && d.insts.iter().all(|&i| {
+                let data = &func.insts[i];
+                matches!(
+                    data.opcode,
+                    Opcode::Icmp | Opcode::Iadd | Opcode::Isub | Opcode::Len
+                ) && data.results.iter().all(|&r| scalar(r))
+            });
+        if phis_ok && insts_ok {
+            out.extend(latches.into_iter().map(|l| (l, h)));
+        }
+    }
+    out
 }
 
 /// The bounds already checked in the IR block being lowered: for a slice value
@@ -333,6 +394,22 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         b.set_cold_block(bail_block);
 
         let tape = TapeRegions::new(b.func);
+        let rotated = rotations(func, &cfg, &plan);
+        let mut vars = HashMap::new();
+        for &h in rotated.values() {
+            let d = &func.blocks[h];
+            let defined = d.phis.iter().map(|p| p.value).chain(
+                d.insts
+                    .iter()
+                    .flat_map(|&i| func.insts[i].results.iter().copied()),
+            );
+            for v in defined {
+                let [t] = *clif_types(func.value_type(v)) else {
+                    return Err(internal(module, fid, "a rotated loop's value of two parts"));
+                };
+                vars.insert(v, b.declare_var(t));
+            }
+        }
         let mut lower = Lower {
             module,
             fid,
@@ -357,6 +434,8 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             vecs,
             pending_loads: HashMap::new(),
             pending_store: None,
+            rotated,
+            vars,
         };
         lower.b.switch_to_block(centry);
         let allocates = func
@@ -389,6 +468,13 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         self.pending_loads.clear();
         self.pending_store = None;
         for phi in &self.func.blocks[blk].phis {
+            if let (Some(&var), Some(Lv::One(x))) =
+                (self.vars.get(&phi.value), self.vals[phi.value])
+            {
+                self.b.def_var(var, x);
+            }
+        }
+        for phi in &self.func.blocks[blk].phis {
             if let Some((first, second)) = self.lanes.pair(phi.value)
                 && first == phi.value
             {
@@ -412,6 +498,9 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         };
         self.save_tape();
         match term {
+            Terminator::Jump(to) if self.rotated.get(&blk) == Some(to) => {
+                self.rotate(blk, *to)?;
+            }
             Terminator::Jump(to) => {
                 let args = self.edge_args(blk, *to)?;
                 let target = self.target(*to)?;
@@ -437,6 +526,38 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 self.b.ins().return_(&out);
             }
         }
+        Ok(())
+    }
+
+    /// Ends the latch `latch` of a rotated loop ([`rotations`]) with a copy of its
+    /// header `header`: the header's phis take the values of this edge, the
+    /// header's instructions run again, and its `br` goes to the body or out.
+    fn rotate(&mut self, latch: Block, header: Block) -> Result<(), CompileError> {
+        let func = self.func;
+        let args = self.edge_args(latch, header)?;
+        for (phi, arg) in func.blocks[header].phis.iter().zip(&args) {
+            let (Some(&var), BlockArg::Value(x)) = (self.vars.get(&phi.value), arg) else {
+                return Err(self.internal("a rotated header's phi without its variable"));
+            };
+            self.b.def_var(var, *x);
+        }
+        self.cur_block = header;
+        for &inst in &func.blocks[header].insts {
+            self.inst(inst)?;
+        }
+        let Some(Terminator::Br {
+            cond,
+            then_dest,
+            else_dest,
+        }) = &func.blocks[header].term
+        else {
+            return Err(self.internal("a rotated header without its branch"));
+        };
+        let c = self.val(*cond)?.one();
+        let then_args = self.edge_args(header, *then_dest)?;
+        let else_args = self.edge_args(header, *else_dest)?;
+        let (t, e) = (self.target(*then_dest)?, self.target(*else_dest)?);
+        self.b.ins().brif(c, t, &then_args, e, &else_args);
         Ok(())
     }
 
@@ -484,6 +605,9 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         };
         if let ValueDef::Const(c) = data.def {
             return Ok(Lv::One(self.constant(c)));
+        }
+        if let Some(&var) = self.vars.get(&v) {
+            return Ok(Lv::One(self.b.use_var(var)));
         }
         self.vals[v].ok_or_else(|| self.internal("a value used before its definition"))
     }
@@ -904,6 +1028,9 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let Some(&v) = self.func.insts[inst].results.get(k) else {
             return Err(self.internal("an instruction with too few results"));
         };
+        if let (Some(&var), Lv::One(x)) = (self.vars.get(&v), lv) {
+            self.b.def_var(var, x);
+        }
         self.vals[v] = Some(lv);
         Ok(())
     }

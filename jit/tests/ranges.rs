@@ -322,3 +322,83 @@ fn a_length_said_equal_by_trap_if_carries_the_guard_to_the_other_slice() {
     let (values, errors) = compare_all(&m);
     assert!(values > 0 && errors > 0, "{values} values, {errors} errors");
 }
+
+/// Loops rotated (`rotations` in `lower.rs`): the latch of a loop whose header
+/// only tests ends in a copy of the test (`brif` back into the body or out), and
+/// the bounds checks the header's guard removed stay removed; a header that does
+/// more (here a `load`) is left as it is. Both compute what the interpreter does.
+#[test]
+fn a_loop_whose_header_only_tests_is_rotated() {
+    let m = module(PROVED);
+    let clif = support::clif(&m, "sum_pairs");
+    // The body ends in a branch (the copied test), not in a jump to the header.
+    let body_ends: Vec<&str> = clif
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("brif ") || l.starts_with("jump "))
+        .collect();
+    assert_eq!(
+        body_ends.iter().filter(|l| l.starts_with("brif ")).count(),
+        2,
+        "the header's test and its copy:\n{clif}"
+    );
+    assert_eq!(hot_checks(&m, "sum_pairs"), 0);
+    let (values, errors) = compare_all(&m);
+    assert!(
+        values > 0 && errors == 0,
+        "{values} values, {errors} errors"
+    );
+
+    let m = module(
+        r#"
+func @loads_in_header(%x: [f64]) -> f64 {
+entry:
+    %n = len %x
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %acc = phi f64 [entry: 0.0, body: %acc1]
+    %more = icmp lt %i, %n
+    br %more, body, exit
+body:
+    %a = load %x[%i]
+    %acc1 = fadd %acc, %a
+    %i1 = iadd %i, 1
+    jump head
+exit:
+    %first = load %x[0]
+    %r = fadd %acc, %first
+    ret %r
+}
+
+func @test_reads_memory(%x: [f64]) -> f64 {
+entry:
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %acc = phi f64 [entry: 0.0, body: %acc1]
+    %v = load %x[%i]
+    %more = fcmp gt %v, 0.0
+    br %more, body, exit
+body:
+    %acc1 = fadd %acc, %v
+    %i1 = iadd %i, 1
+    jump head
+exit:
+    ret %acc
+}
+"#,
+    );
+    // Not rotated: the latch still jumps back to the header, whose parameters
+    // are the loop's phis (`block1(v0: i64, v1: f64)`), with the next values.
+    let kept = support::clif(&m, "test_reads_memory");
+    assert_eq!(
+        kept.lines()
+            .filter(|l| l.trim().starts_with("jump block1("))
+            .count(),
+        2,
+        "the entry's jump and the latch's:\n{kept}"
+    );
+    let (values, errors) = compare_all(&m);
+    assert!(values > 0 && errors > 0, "{values} values, {errors} errors");
+}
