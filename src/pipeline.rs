@@ -340,6 +340,9 @@ impl Pipeline {
         };
         let fconfig = FruleConfig::matching(&rconfig, width);
         let jvp = self.compile_jvp(module, name, Some(&fconfig))?;
+        // The pullback itself at every width (never the fused function), so a
+        // Jacobian's entries are bit for bit the same whatever the width.
+        let rconfig = rconfig.with_fuse(false);
         let grad = self.compile_rule(self.derive_width(module, name, Some(&rconfig), width)?)?;
         Ok(CompiledJacobian::new_compiled(jvp, grad))
     }
