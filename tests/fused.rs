@@ -421,6 +421,15 @@ fn functions_of_other_shapes_are_not_fused() {
     assert!(wide.fused.is_none());
     let debug = build_rrule(&m, id, &config.clone().with_debug(true, false)).unwrap();
     assert!(debug.fused.is_none());
-    let off = build_rrule(&m, id, &config.with_fuse(false)).unwrap();
+    let off = build_rrule(&m, id, &config.clone().with_fuse(false)).unwrap();
     assert!(off.fused.is_none());
+    // Named as the forward pass is, `.vg` for `.fwd`: `@sumsq.vg`, and with other
+    // activities `@sumsq.vg.N_A` next to `@sumsq.fwd.N_A`.
+    let named = |rule: &Rule| rule.fused.map(|f| rule.module.name(f).to_string());
+    let plain = build_rrule(&m, id, &config).unwrap();
+    assert_eq!(named(&plain).as_deref(), Some("sumsq.vg"));
+    let noneed = config.with_params([gradlift::adjoint::Activity::DupNoNeed]);
+    let rule = build_rrule(&m, id, &noneed).unwrap();
+    assert_eq!(rule.module.name(rule.forward), "sumsq.fwd.N_A");
+    assert_eq!(named(&rule).as_deref(), Some("sumsq.vg.N_A"));
 }

@@ -257,7 +257,15 @@ pub fn run_rule<E: Engine>(
         }
         grads.clear();
         grads.extend(value.drain(sig.results.len()..));
+        // What the callees' forward passes pushed, their pullbacks popped.
         let tape = engine.tape();
+        if tape.scalars != before {
+            let e = EvalError::Tape {
+                before,
+                after: tape.scalars,
+            };
+            return fail(engine, e);
+        }
         if before == 0 {
             engine.reset_tape();
         }

@@ -200,7 +200,12 @@ pub fn build_rrule_width(
     let mut derived = deriver.derived;
     let fused = match decl.function() {
         Some(primal) if width == 1 && !has_decl(module, func) => {
-            let stem = format!("{}.vg", out.name(forward).trim_end_matches(".fwd"));
+            // `@f.fwd.PATTERN` gives `@f.vg.PATTERN`.
+            let fwd_name = out.name(forward);
+            let stem = match fwd_name.rfind(".fwd") {
+                Some(at) => format!("{}.vg{}", &fwd_name[..at], &fwd_name[at + 4..]),
+                None => format!("{fwd_name}.vg"),
+            };
             let mut name = stem.clone();
             let mut k = 1;
             while out.func_by_name(&name).is_some() {
@@ -423,6 +428,7 @@ impl Deriver<'_> {
             &slice_params(&decl.sig, &job.config),
             &mut |g, k| self.request(g, k),
         )?;
+
         let fwd_sig = self.out.sig(job.fwd).clone();
         let marker = job.config.debug.then(|| debug_marker(job.func));
         let (fwd, shadow_allocs) =
