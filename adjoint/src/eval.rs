@@ -238,68 +238,15 @@ pub fn run_rule<E: Engine>(
         }
         Err(e)
     };
-    if let Some(fused) = rule.fused {
-        // One call: the arguments, the shadows, one seed per float result; the
-        // results, then the cotangents.
-        let mut all: SmallVec<[Arg<'_>; 8]> = SmallVec::new();
-        all.extend(args.iter_mut().map(|a| a.reborrow()));
-        all.extend(shadows.iter_mut().map(Arg::reborrow));
-        for (k, &j) in seeded.iter().enumerate() {
-            let s = seeds.get(k).copied().unwrap_or(1.0);
-            all.push(match sig.results[j] {
-                Type::F32 => Arg::F32(s as f32),
-                _ => Arg::F64(s),
-            });
-        }
-        if let Err(e) = call(engine, rule, fused, &mut all, value) {
-            drop(all);
-            return fail(engine, e);
-        }
-        grads.clear();
-        grads.extend(value.drain(sig.results.len()..));
-        // What the callees' forward passes pushed, their pullbacks popped.
-        let tape = engine.tape();
-        if tape.scalars != before {
-            let e = EvalError::Tape {
-                before,
-                after: tape.scalars,
-            };
-            return fail(engine, e);
-        }
-        if before == 0 {
-            engine.reset_tape();
-        }
-        if !layout.config.needs_primal {
-            value.clear();
-        }
-        return Ok(tape.peak_bytes);
-    }
-    if let Err(e) = call(engine, rule, rule.forward, args, value) {
+    let called = match rule.fused {
+        Some(fused) => call_fused(engine, rule, fused, args, shadows, seeds, value, grads),
+        None => call_passes(engine, rule, args, shadows, seeds, value, grads),
+    };
+    if let Err(e) = called {
         return fail(engine, e);
     }
-    // The pullback's arguments: the slices as the forward pass left them, the
-    // shadows, one cotangent per seeded result.
-    let mut rvs: SmallVec<[Arg<'_>; 8]> = SmallVec::new();
-    rvs.extend(
-        args.iter_mut()
-            .enumerate()
-            .filter(|(i, _)| layout.slice_params.contains(i))
-            .map(|(_, a)| a.reborrow()),
-    );
-    rvs.extend(shadows.iter_mut().map(Arg::reborrow));
-    for (k, &j) in seeded.iter().enumerate() {
-        for lane in 0..width {
-            let s = seeds.get(k * width + lane).copied().unwrap_or(1.0);
-            rvs.push(match sig.results[j] {
-                Type::F32 => Arg::F32(s as f32),
-                _ => Arg::F64(s),
-            });
-        }
-    }
-    if let Err(e) = call(engine, rule, rule.pullback, &mut rvs, grads) {
-        drop(rvs);
-        return fail(engine, e);
-    }
+    // What the forward pass (or a fused function's callees) pushed, the
+    // pullback popped.
     let tape = engine.tape();
     if tape.scalars != before {
         let e = EvalError::Tape {
@@ -315,6 +262,73 @@ pub fn run_rule<E: Engine>(
         value.clear();
     }
     Ok(tape.peak_bytes)
+}
+
+/// The fused function in one call: the arguments, the shadows, one seed per
+/// float result; its results, then the cotangents, split into `value` and
+/// `grads`.
+#[allow(clippy::too_many_arguments)]
+fn call_fused<E: Engine>(
+    engine: &mut E,
+    rule: &Rule,
+    fused: FuncId,
+    args: &mut [Arg<'_>],
+    shadows: &mut [Arg<'_>],
+    seeds: &[f64],
+    value: &mut Vec<Val>,
+    grads: &mut Vec<Val>,
+) -> Result<(), EvalError> {
+    let mut all: SmallVec<[Arg<'_>; 8]> = SmallVec::new();
+    all.extend(args.iter_mut().map(|a| a.reborrow()));
+    all.extend(shadows.iter_mut().map(Arg::reborrow));
+    push_seeds(&mut all, rule, seeds);
+    call(engine, rule, fused, &mut all, value)?;
+    let n_results = rule.module.sig(rule.layout.primal).results.len();
+    grads.clear();
+    grads.extend(value.drain(n_results..));
+    Ok(())
+}
+
+/// The forward pass, then the pullback with the slices as the forward pass left
+/// them, the shadows and one cotangent per seeded result.
+fn call_passes<E: Engine>(
+    engine: &mut E,
+    rule: &Rule,
+    args: &mut [Arg<'_>],
+    shadows: &mut [Arg<'_>],
+    seeds: &[f64],
+    value: &mut Vec<Val>,
+    grads: &mut Vec<Val>,
+) -> Result<(), EvalError> {
+    call(engine, rule, rule.forward, args, value)?;
+    let layout = &rule.layout;
+    let mut rvs: SmallVec<[Arg<'_>; 8]> = SmallVec::new();
+    rvs.extend(
+        args.iter_mut()
+            .enumerate()
+            .filter(|(i, _)| layout.slice_params.contains(i))
+            .map(|(_, a)| a.reborrow()),
+    );
+    rvs.extend(shadows.iter_mut().map(Arg::reborrow));
+    push_seeds(&mut rvs, rule, seeds);
+    call(engine, rule, rule.pullback, &mut rvs, grads)
+}
+
+/// One argument per seeded result and lane (`width` per result, lane 0 first):
+/// the seed given, or 1.
+fn push_seeds(out: &mut SmallVec<[Arg<'_>; 8]>, rule: &Rule, seeds: &[f64]) {
+    let layout = &rule.layout;
+    let sig = rule.module.sig(layout.primal);
+    let width = layout.width.max(1) as usize;
+    for (k, &j) in layout.seeded_results.iter().enumerate() {
+        for lane in 0..width {
+            let s = seeds.get(k * width + lane).copied().unwrap_or(1.0);
+            out.push(match sig.results[j] {
+                Type::F32 => Arg::F32(s as f32),
+                _ => Arg::F64(s),
+            });
+        }
+    }
 }
 
 /// One call of a rule's function, its error named after it.

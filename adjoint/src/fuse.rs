@@ -68,8 +68,8 @@ use smallvec::SmallVec;
 use crate::activity::ActivityInfo;
 use crate::config::{Activity, RetActivity, RuleConfig, TapePolicy};
 use crate::error::InternalError;
-use crate::pullback::{Cotangents, drop_unused_negs, drop_zero_adds};
-use crate::rules::{ArgVal, OpRule, RevCtx, op_rule};
+use crate::pullback::{Cotangents, add_contributions, drop_unused_negs, drop_zero_adds};
+use crate::rules::{ArgVal, OpRule, op_rule};
 
 /// The most paths through the loop's body a fused function writes out (each path
 /// is a copy of its blocks followed by its own reverse).
@@ -949,26 +949,24 @@ impl<'a, 'm> Fuser<'a, 'm> {
                         _ => ArgVal::Saved(self.get(a)),
                     })
                     .collect();
-                let arg_types: SmallVec<[Type; 3]> =
-                    d.args.iter().map(|&a| primal.value_type(a)).collect();
                 let result = self.get(y);
-                for k in 0..d.args.len() {
-                    if rule.operands.get(k).copied().flatten().is_none() || !self.active(d.args[k])
-                    {
-                        continue;
-                    }
-                    let mut ctx = RevCtx::new(&mut self.b, &args, &arg_types, Some(result), ty, g);
-                    let c = rule.emit(&mut ctx, k);
-                    if let Some(m) = ctx.missing {
-                        return Err(InternalError::RuleReadUnsaved {
-                            opcode: d.opcode.to_string(),
-                            what: m,
-                        });
-                    }
-                    if let Some(c) = c {
-                        self.cts.add(&mut self.b, primal, d.args[k], c);
-                    }
-                }
+                let operands: SmallVec<[usize; 3]> = (0..d.args.len())
+                    .filter(|&k| {
+                        rule.operands.get(k).copied().flatten().is_some() && self.active(d.args[k])
+                    })
+                    .collect();
+                add_contributions(
+                    &mut self.b,
+                    &self.cts,
+                    primal,
+                    inst,
+                    &rule,
+                    &operands,
+                    &args,
+                    Some(result),
+                    g,
+                    &mut |_, _, _| {},
+                )?;
             }
             OpRule::Memory => {
                 // A load: `ds[i] += ct`.

@@ -36,7 +36,7 @@ use smallvec::SmallVec;
 use crate::config::{Activity, RetActivity, RuleConfig};
 use crate::error::InternalError;
 use crate::plan::Plan;
-use crate::rules::{ArgVal, RevCtx};
+use crate::rules::{ArgVal, FloatRule, RevCtx};
 use crate::stmt::{CallRule, RevInst, RevStmt, SaveItem};
 use crate::tape::{How, MAX_DEPTH, TapePlan};
 
@@ -153,6 +153,43 @@ impl Cotangents {
         b.def_var(var, zero);
         Some(g)
     }
+}
+
+/// The reverse of the float op `inst` (of `primal`), whose result's cotangent is
+/// `g`: each operand `k` of `operands` gets `rule`'s contribution added into its
+/// cotangent, after `check` has seen it. `args` are the operands as the reverse
+/// has them (saved, recomputed or constants), `result` the result.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn add_contributions(
+    b: &mut FunctionBuilder<'_>,
+    cts: &Cotangents,
+    primal: &Function,
+    inst: Inst,
+    rule: &FloatRule,
+    operands: &[usize],
+    args: &[ArgVal],
+    result: Option<Value>,
+    g: Value,
+    check: &mut dyn FnMut(&mut FunctionBuilder<'_>, Value, usize),
+) -> Result<(), InternalError> {
+    let d = &primal.insts[inst];
+    let ty = primal.value_type(d.results[0]);
+    let arg_types: SmallVec<[Type; 3]> = d.args.iter().map(|&a| primal.value_type(a)).collect();
+    for &k in operands {
+        let mut ctx = RevCtx::new(b, args, &arg_types, result, ty, g);
+        let contribution = rule.emit(&mut ctx, k);
+        if let Some(m) = ctx.missing {
+            return Err(InternalError::RuleReadUnsaved {
+                opcode: d.opcode.to_string(),
+                what: m,
+            });
+        }
+        if let Some(c) = contribution {
+            check(b, c, k);
+            cts.add(b, primal, d.args[k], c);
+        }
+    }
+    Ok(())
 }
 
 /// `g` when `c` is `fneg g`.
@@ -932,26 +969,25 @@ impl RevBlock<'_> {
                 _ => saved(a).map_or(ArgVal::Missing, ArgVal::Saved),
             })
             .collect();
-        let arg_types: SmallVec<[Type; 3]> = d.args.iter().map(|&a| primal.value_type(a)).collect();
-        for &k in &r.operands {
-            let mut ctx = RevCtx::new(b, &args, &arg_types, saved(y), ty, g);
-            let contribution = r.rule.emit(&mut ctx, k);
-            if let Some(m) = ctx.missing {
-                return Err(InternalError::RuleReadUnsaved {
-                    opcode: d.opcode.to_string(),
-                    what: m,
-                });
-            }
-            if let Some(c) = contribution {
+        let (module, names, debug) = (self.module, self.names, self.debug);
+        add_contributions(
+            b,
+            self.cts,
+            primal,
+            r.inst,
+            &r.rule,
+            &r.operands,
+            &args,
+            saved(y),
+            g,
+            &mut |b, c, k| {
                 let what = || {
-                    let line = write::inst_line(self.module, primal, self.names, r.inst);
+                    let line = write::inst_line(module, primal, names, r.inst);
                     format!("the reverse of `{}` (operand {})", line.trim(), k + 1)
                 };
-                self.debug.check_nan(b, c, g, &what);
-                self.cts.add(b, primal, d.args[k], c);
-            }
-        }
-        Ok(())
+                debug.check_nan(b, c, g, &what);
+            },
+        )
     }
 
     /// `%y = load %s[%i]`: `ds[i] += ct[y]`.
