@@ -342,9 +342,19 @@ pub(crate) fn pullback_ir(
         cts,
     };
     let mut blocks = RevBlocks::new(&mut b, primal, names, plan);
-    let entry = build_entry(&mut b, &pb, &mut blocks);
+    let entry = build_entry(&mut b, &pb, &mut blocks)?;
     let live = blocks.live.clone();
-    let mut shadow_views = Vec::new();
+    // The views of shadow buffers, which a rule of width N reads and writes by
+    // lane ([`widen`](crate::widen)): those the entry makes, then the blocks'.
+    let mut shadow_views: Vec<Inst> = entry
+        .views
+        .iter()
+        .filter_map(|(item, &v)| match (item, b.func().value_def(v)) {
+            (SaveItem::Shadow(_), ValueDef::Result(i, _)) => Some(i),
+            _ => None,
+        })
+        .collect();
+    shadow_views.sort();
     for (idx, &c) in live.iter().rev().enumerate() {
         reverse_block(&mut b, &pb, &entry, &mut blocks, idx, c, &mut shadow_views)?;
     }
@@ -501,6 +511,11 @@ impl RevBlocks {
 struct EntryValues {
     /// The values saved once (pushed before `ret`).
     once: HashMap<SaveItem, Value>,
+    /// The views of the tape buffers whose handles were saved once, made in the
+    /// entry: a buffer stays where it is until the tape is emptied, which no
+    /// pullback does, so one view serves every block (and loops need not remake
+    /// it in every iteration).
+    views: HashMap<SaveItem, Value>,
     /// Per counted loop, the variables of its counter and initial value.
     counters: Vec<(Variable, Variable)>,
 }
@@ -513,16 +528,24 @@ fn build_entry(
     b: &mut FunctionBuilder<'_>,
     pb: &Pullback<'_>,
     blocks: &mut RevBlocks,
-) -> EntryValues {
+) -> Result<EntryValues, InternalError> {
     let (plan, names) = (pb.plan, pb.names);
     let ret_n = plan.stack.records_ret().then(|| {
         let n = b.pop(Type::I64);
         b.named("ret_block", n)
     });
     let mut once: HashMap<SaveItem, Value> = HashMap::new();
+    let mut views: HashMap<SaveItem, Value> = HashMap::new();
     for &item in plan.tape.once().iter().rev() {
         let p = pop_item(b, pb.primal, names, item);
         once.insert(item, p);
+    }
+    // In the order the handles were pushed, so the text is stable.
+    for &item in plan.tape.once() {
+        if let SaveItem::Buf(a) | SaveItem::Shadow(a) = item {
+            let v = make_view(b, pb.primal, names, item, a, once[&item])?;
+            views.insert(item, v);
+        }
     }
     let counters: Vec<(Variable, Variable)> = plan
         .tape
@@ -546,7 +569,11 @@ fn build_entry(
         b.jump(targets[0]);
         blocks.sealer.check(b, &targets);
     }
-    EntryValues { once, counters }
+    Ok(EntryValues {
+        once,
+        views,
+        counters,
+    })
 }
 
 /// Writes `rev_C`, the reverse of the live block `c` (the `idx`-th reversed): the
@@ -590,6 +617,7 @@ fn reverse_block(
         params: &pb.params,
         saved,
         views: HashMap::new(),
+        entry_views: &entry.views,
         tape: &plan.tape,
         once: &entry.once,
         counters: &entry.counters,
@@ -772,6 +800,8 @@ struct RevBlock<'a> {
     params: &'a SliceParams,
     saved: HashMap<SaveItem, Value>,
     views: HashMap<SaveItem, Value>,
+    /// The views the entry made ([`EntryValues::views`]).
+    entry_views: &'a HashMap<SaveItem, Value>,
     /// The tape plan: how values not pushed are had.
     tape: &'a TapePlan,
     /// The values saved once, popped in the entry.
@@ -889,7 +919,11 @@ impl RevBlock<'_> {
         item: SaveItem,
         a: Value,
     ) -> Result<Value, InternalError> {
-        if let Some(&v) = self.views.get(&item) {
+        if let Some(&v) = self
+            .views
+            .get(&item)
+            .or_else(|| self.entry_views.get(&item))
+        {
             return Ok(v);
         }
         let h = *self
@@ -899,26 +933,7 @@ impl RevBlock<'_> {
                 item: format!("{item:?}"),
                 once: false,
             })?;
-        let elem = self
-            .primal
-            .value_type(a)
-            .elem()
-            .ok_or_else(|| InternalError::NotASlice {
-                value: self.names.value(a).to_string(),
-            })?;
-        let inst = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
-        let v = b
-            .results(inst)
-            .first()
-            .copied()
-            .ok_or_else(|| InternalError::NoResult {
-                opcode: Opcode::TapeView.to_string(),
-            })?;
-        let name = match item {
-            SaveItem::Shadow(_) => format!("d{}", self.names.value(a)),
-            _ => self.names.value(a).to_string(),
-        };
-        let v = b.named(&name, v);
+        let v = make_view(b, self.primal, self.names, item, a, h)?;
         self.views.insert(item, v);
         Ok(v)
     }
@@ -1156,6 +1171,36 @@ impl RevBlock<'_> {
 }
 
 /// Pops a saved item, named after what it saves.
+/// `tape_view` of the handle `h` of `item`, the buffer of the primal slice `a`.
+fn make_view(
+    b: &mut FunctionBuilder<'_>,
+    primal: &Function,
+    names: &Names,
+    item: SaveItem,
+    a: Value,
+    h: Value,
+) -> Result<Value, InternalError> {
+    let elem = primal
+        .value_type(a)
+        .elem()
+        .ok_or_else(|| InternalError::NotASlice {
+            value: names.value(a).to_string(),
+        })?;
+    let inst = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
+    let v = b
+        .results(inst)
+        .first()
+        .copied()
+        .ok_or_else(|| InternalError::NoResult {
+            opcode: Opcode::TapeView.to_string(),
+        })?;
+    let name = match item {
+        SaveItem::Shadow(_) => format!("d{}", names.value(a)),
+        _ => names.value(a).to_string(),
+    };
+    Ok(b.named(&name, v))
+}
+
 fn pop_item(
     b: &mut FunctionBuilder<'_>,
     primal: &Function,

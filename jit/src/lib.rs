@@ -115,7 +115,13 @@
 //!   counted loop's `x[i + c]` in a block reached only when `icmp lt %i, len(x) - k`
 //!   held, with `%i` proved non-negative and `0 <= c <= k` (or with `len(y) - k`,
 //!   where `trap_if (icmp ne (len x), (len y))` in the entry block says `x` and `y`
-//!   have one length).
+//!   have one length). Loops are also *versioned* (`version.rs`): an innermost
+//!   counted loop whose indices are affine in its counter (`x[a*i + b]`, `b`
+//!   invariant, `a` a literal) is compiled twice, and a dispatch before it tests
+//!   both ends of every such index over the counter's range (in 64-bit
+//!   arithmetic, after checking that its values are too small to wrap); only if
+//!   all are inside does the copy without those checks run. Otherwise the
+//!   original runs, every check in place, and fails where the interpreter fails.
 //! - Depth: `ctx` counts active calls (1 in the outermost function). A `call` made
 //!   at the limit fails with [`ErrorKind::RecursionLimit`], at the `call`, as in
 //!   the interpreter (default 10,000, [`Workspace::with_max_depth`]).
@@ -243,6 +249,7 @@ mod lower;
 mod object;
 mod ranges;
 mod runtime;
+mod version;
 
 pub use codegen::Listing;
 pub use compiled::{

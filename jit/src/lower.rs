@@ -43,6 +43,7 @@ use crate::helpers::{Helper, MathFn, MathFn2};
 use crate::lanes::{self, LanePlan, quiet};
 use crate::ranges::Ranges;
 use crate::runtime::{Offsets, code, elem_code, scalar_code};
+use crate::version::{self, Counter, Versioned};
 
 /// The Cranelift types one IR type is passed as: a scalar one value, a slice two
 /// (address, length).
@@ -185,6 +186,29 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
     /// The values a rotated header defines, as Cranelift variables (defined where
     /// the header and where each copy of its test runs).
     vars: HashMap<Value, Variable>,
+    /// Loops lowered twice ([`version`]), by header.
+    versioned: HashMap<Block, Versioned>,
+    /// The dispatch block of each versioned loop, by header: the loop's entry
+    /// edge goes there, with the header's arguments.
+    dispatch: HashMap<Block, cl::Block>,
+    /// While the unchecked copy of a versioned loop is lowered: its blocks.
+    copy: Option<Copy>,
+    /// The stack slot holding the address of each slice parameter that a
+    /// versioned loop reads or writes ([`Lower::version`]).
+    reloads: HashMap<Value, cl::StackSlot>,
+}
+
+/// The unchecked copy of a versioned loop being lowered ([`version`]).
+struct Copy {
+    /// The copy's Cranelift block of each of the loop's blocks.
+    blocks: HashMap<Block, cl::Block>,
+    /// The copy's block parameter of each of the loop's phis.
+    params: HashMap<Value, cl::Value>,
+    /// By block, the accesses the dispatch proved in bounds.
+    unchecked: HashMap<Block, std::collections::HashSet<(Value, Value)>>,
+    /// The slice parameters as the copy has them: the address reloaded in the
+    /// dispatch.
+    slices: HashMap<Value, Lv>,
 }
 
 /// The most instructions a loop's header may have for its test to be copied into
@@ -286,15 +310,18 @@ struct PendingTags {
     n: usize,
 }
 
-/// The memory flags of the scalar stack's accesses: three alias regions of
+/// The memory flags of the scalar stack's accesses: four alias regions of
 /// disjoint memory, so that Cranelift keeps the stack's address in a register
 /// across a run of `push`es or `pop`s instead of reloading it after every store.
 ///
 /// - `ptrs`: the context's `tape_ptr` and `tape_cap`, which generated code only
 ///   reads (Rust changes them in `tape_grow`, a call).
 /// - `slots` and `tags`: the stack's slots and their tags (below the slots).
+/// - `height`: the context's `tape_len`, which [`TapeState`] reads and writes
+///   back (so writing it back at a block's end does not make the next block
+///   reload the stack's address).
 ///
-/// Every other access keeps no region: its stores are barriers to all three, as
+/// Every other access keeps no region: its stores are barriers to all four, as
 /// are calls, so the regions only ever let loads of these pass stores of the
 /// others.
 #[derive(Copy, Clone)]
@@ -302,6 +329,7 @@ struct TapeRegions {
     ptrs: MemFlagsData,
     slots: MemFlagsData,
     tags: MemFlagsData,
+    height: MemFlagsData,
 }
 
 impl TapeRegions {
@@ -317,6 +345,7 @@ impl TapeRegions {
             ptrs: region(1, "tape pointers"),
             slots: region(2, "tape slots"),
             tags: region(3, "tape tags"),
+            height: region(4, "tape height"),
         }
     }
 }
@@ -395,8 +424,13 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
 
         let tape = TapeRegions::new(b.func);
         let rotated = rotations(func, &cfg, &plan);
+        let ranges = Ranges::new(func, &cfg);
+        let versioned = version::plan(func, &cfg, &plan, &ranges);
+        // The values of rotated headers and of versioned loops are variables.
         let mut vars = HashMap::new();
-        for &h in rotated.values() {
+        let rotated_headers = rotated.values().copied();
+        let versioned_blocks = versioned.values().flat_map(|v| v.blocks.iter().copied());
+        for h in rotated_headers.chain(versioned_blocks) {
             let d = &func.blocks[h];
             let defined = d.phis.iter().map(|p| p.value).chain(
                 d.insts
@@ -404,11 +438,30 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                     .flat_map(|&i| func.insts[i].results.iter().copied()),
             );
             for v in defined {
+                if vars.contains_key(&v) {
+                    continue;
+                }
                 let [t] = *clif_types(func.value_type(v)) else {
-                    return Err(internal(module, fid, "a rotated loop's value of two parts"));
+                    return Err(internal(module, fid, "a loop variable of two parts"));
                 };
                 vars.insert(v, b.declare_var(t));
             }
+        }
+        let mut dispatch = HashMap::new();
+        for &h in versioned.keys() {
+            let d = b.create_block();
+            let header = blocks[h].expect("loop headers are reachable");
+            let types: Vec<cl::Type> = b
+                .func
+                .dfg
+                .block_params(header)
+                .iter()
+                .map(|&p| b.func.dfg.value_type(p))
+                .collect();
+            for t in types {
+                b.append_block_param(d, t);
+            }
+            dispatch.insert(h, d);
         }
         let mut lower = Lower {
             module,
@@ -429,15 +482,59 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             tape_state: None,
             checked: HashMap::new(),
             lanes: plan,
-            ranges: Ranges::new(func, &cfg),
+            ranges,
             cur_block: entry,
             vecs,
             pending_loads: HashMap::new(),
             pending_store: None,
             rotated,
             vars,
+            versioned,
+            dispatch,
+            copy: None,
+            reloads: HashMap::new(),
         };
         lower.b.switch_to_block(centry);
+        // The addresses of the slices that versioned loops read or write (slice
+        // parameters, and the results of `alloc` and `tape_view`, stored where
+        // they are made), kept in stack slots: the dispatch reloads them, so that
+        // in the copy they are values that live only as long as the loop. A value
+        // live across a call elsewhere in the function is otherwise kept in a
+        // stack slot by the register allocator, and reloaded (and stored again)
+        // in every iteration.
+        let mut used: Vec<Value> = Vec::new();
+        for v in lower.versioned.values() {
+            for &blk in &v.blocks {
+                for &inst in &func.blocks[blk].insts {
+                    let d = &func.insts[inst];
+                    let s = match d.opcode {
+                        Opcode::Load | Opcode::Store => d.args[0],
+                        _ => continue,
+                    };
+                    let reloadable = match func.value_def(s) {
+                        ValueDef::Param(_) => true,
+                        ValueDef::Result(i, 0) => {
+                            matches!(func.insts[i].opcode, Opcode::Alloc | Opcode::TapeView)
+                        }
+                        _ => false,
+                    };
+                    if reloadable && !used.contains(&s) {
+                        used.push(s);
+                    }
+                }
+            }
+        }
+        for s in used {
+            let slot = lower.b.create_sized_stack_slot(cl::StackSlotData::new(
+                cl::StackSlotKind::ExplicitSlot,
+                8,
+                3,
+            ));
+            lower.reloads.insert(s, slot);
+            if let Some(Lv::Slice(p, _)) = lower.vals[s] {
+                lower.b.ins().stack_store(types::I64, p, slot, 0);
+            }
+        }
         let allocates = func
             .placed_insts()
             .any(|(_, i)| func.insts[i].opcode == Opcode::Alloc);
@@ -456,7 +553,16 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
     }
 
     fn block(&mut self, blk: Block) -> Result<(), CompileError> {
-        let cb = self.blocks[blk].expect("reachable blocks have Cranelift blocks");
+        if self.copy.is_none() && self.versioned.contains_key(&blk) {
+            self.version(blk)?;
+        }
+        let cb = match &self.copy {
+            Some(copy) => *copy
+                .blocks
+                .get(&blk)
+                .ok_or_else(|| self.internal("a versioned loop's block without its copy"))?,
+            None => self.blocks[blk].expect("reachable blocks have Cranelift blocks"),
+        };
         if self.b.current_block() != Some(cb) {
             self.b.switch_to_block(cb);
         }
@@ -468,9 +574,14 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         self.pending_loads.clear();
         self.pending_store = None;
         for phi in &self.func.blocks[blk].phis {
-            if let (Some(&var), Some(Lv::One(x))) =
-                (self.vars.get(&phi.value), self.vals[phi.value])
-            {
+            let x = match &self.copy {
+                Some(copy) => copy.params.get(&phi.value).copied(),
+                None => match self.vals[phi.value] {
+                    Some(Lv::One(x)) => Some(x),
+                    _ => None,
+                },
+            };
+            if let (Some(&var), Some(x)) = (self.vars.get(&phi.value), x) {
                 self.b.def_var(var, x);
             }
         }
@@ -503,7 +614,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             }
             Terminator::Jump(to) => {
                 let args = self.edge_args(blk, *to)?;
-                let target = self.target(*to)?;
+                let target = self.edge_target(blk, *to)?;
                 self.b.ins().jump(target, &args);
             }
             Terminator::Br {
@@ -514,7 +625,8 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 let c = self.val(*cond)?.one();
                 let then_args = self.edge_args(blk, *then_dest)?;
                 let else_args = self.edge_args(blk, *else_dest)?;
-                let (t, e) = (self.target(*then_dest)?, self.target(*else_dest)?);
+                let t = self.edge_target(blk, *then_dest)?;
+                let e = self.edge_target(blk, *else_dest)?;
                 self.b.ins().brif(c, t, &then_args, e, &else_args);
             }
             Terminator::Ret(vals) => {
@@ -561,7 +673,173 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         Ok(())
     }
 
+    /// The target of the edge `from -> to`: the dispatch block where `to` is a
+    /// versioned loop's header and `from` its entry ([`version`]).
+    fn edge_target(&self, from: Block, to: Block) -> Result<cl::Block, CompileError> {
+        if let Some(v) = self.versioned.get(&to)
+            && v.entry == from
+            && self.copy.is_none()
+        {
+            return Ok(self.dispatch[&to]);
+        }
+        self.target(to)
+    }
+
+    /// Lowers the dispatch of the versioned loop of header `h` and the loop's
+    /// unchecked copy ([`version`]); the caller then lowers the original.
+    fn version(&mut self, h: Block) -> Result<(), CompileError> {
+        let v = self
+            .versioned
+            .get(&h)
+            .cloned()
+            .ok_or_else(|| self.internal("a versioned loop without its plan"))?;
+        let d = self.dispatch[&h];
+        self.b.switch_to_block(d);
+        self.cur_block = h;
+        // The header's arguments (taken now: the variables' uses below may add
+        // parameters of their own to the unsealed block).
+        let args: Vec<BlockArg> = self
+            .b
+            .block_params(d)
+            .iter()
+            .map(|&p| BlockArg::Value(p))
+            .collect();
+        let mut ok = self.b.ins().iconst(types::I8, 1);
+        // Every value the ends are made of is tested to be at most
+        // `version::MAX_VALUE` in magnitude, and every literal factor is small
+        // ([`version::MAX_FACTOR`], [`version::MAX_LITERAL`]), so no sum or product
+        // below wraps.
+        let small = |this: &mut Self, ok: cl::Value, v: Value, x: cl::Value| {
+            if let ValueDef::Const(Scalar::I64(c)) = this.func.value_def(v)
+                && c.unsigned_abs() <= version::MAX_VALUE as u64
+            {
+                return ok;
+            }
+            let shifted = this.b.ins().iadd_imm_s(x, version::MAX_VALUE);
+            let fits = this.b.ins().icmp_imm_u(
+                IntCC::UnsignedLessThanOrEqual,
+                shifted,
+                2 * version::MAX_VALUE,
+            );
+            this.b.ins().band(ok, fits)
+        };
+        // The counter's range, both ends included.
+        let (lo, hi) = match v.counter {
+            Counter::Up { init, bound } => {
+                let (x, n) = (self.val(init)?.one(), self.val(bound)?.one());
+                ok = small(self, ok, init, x);
+                ok = small(self, ok, bound, n);
+                (x, self.b.ins().iadd_imm_s(n, -1))
+            }
+            Counter::Down { init } => {
+                let x = self.val(init)?.one();
+                let nonneg = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, x, 0);
+                ok = self.b.ins().band(ok, nonneg);
+                ok = small(self, ok, init, x);
+                let zero = self.b.ins().iconst(types::I64, 0);
+                (zero, self.b.ins().iadd_imm_s(x, -1))
+            }
+        };
+        let mut tested: Vec<Value> = Vec::new();
+        for acc in &v.accesses {
+            let Lv::Slice(_, len) = self.val(acc.slice)? else {
+                return Err(self.internal("a versioned access to a scalar"));
+            };
+            let mut base = self.b.ins().iconst(types::I64, acc.index.c);
+            for &(t, k) in &acc.index.terms {
+                let x = self.val(t)?.one();
+                if !tested.contains(&t) {
+                    tested.push(t);
+                    ok = small(self, ok, t, x);
+                }
+                let term = self.b.ins().imul_imm_s(x, k);
+                base = self.b.ins().iadd(base, term);
+            }
+            let ends = if acc.index.a == 0 {
+                (base, base)
+            } else {
+                let at_lo = self.b.ins().imul_imm_s(lo, acc.index.a);
+                let at_hi = self.b.ins().imul_imm_s(hi, acc.index.a);
+                let at_lo = self.b.ins().iadd(at_lo, base);
+                let at_hi = self.b.ins().iadd(at_hi, base);
+                if acc.index.a > 0 {
+                    (at_lo, at_hi)
+                } else {
+                    (at_hi, at_lo)
+                }
+            };
+            let above = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, ends.0, 0);
+            let below = self.b.ins().icmp(IntCC::SignedLessThan, ends.1, len);
+            ok = self.b.ins().band(ok, above);
+            ok = self.b.ins().band(ok, below);
+        }
+        // The copy's blocks, with the phis as parameters.
+        let mut copy = Copy {
+            blocks: HashMap::new(),
+            params: HashMap::new(),
+            unchecked: v.unchecked.clone(),
+            slices: HashMap::new(),
+        };
+        let mut reloads: Vec<(Value, cl::StackSlot)> =
+            self.reloads.iter().map(|(&s, &slot)| (s, slot)).collect();
+        reloads.sort_by_key(|&(s, _)| s);
+        for (s, slot) in reloads {
+            let uses = v.blocks.iter().any(|&blk| {
+                self.func.blocks[blk].insts.iter().any(|&i| {
+                    let d = &self.func.insts[i];
+                    matches!(d.opcode, Opcode::Load | Opcode::Store) && d.args[0] == s
+                })
+            });
+            if let (true, Some(Lv::Slice(_, n))) = (uses, self.vals[s]) {
+                let p = self.b.ins().stack_load(types::I64, types::I64, slot, 0);
+                copy.slices.insert(s, Lv::Slice(p, n));
+            }
+        }
+        for &blk in &v.blocks {
+            let cb = self.b.create_block();
+            for phi in &self.func.blocks[blk].phis {
+                let [t] = *clif_types(self.func.value_type(phi.value)) else {
+                    return Err(self.internal("a versioned loop's phi of two parts"));
+                };
+                copy.params
+                    .insert(phi.value, self.b.append_block_param(cb, t));
+            }
+            copy.blocks.insert(blk, cb);
+        }
+        let original = self.target(h)?;
+        self.b
+            .ins()
+            .brif(ok, copy.blocks[&h], &args, original, &args);
+        self.copy = Some(copy);
+        for &blk in &v.blocks {
+            self.block(blk)?;
+        }
+        self.copy = None;
+        // The original's instructions define their values anew (the variables
+        // join both copies' definitions where the loop is left).
+        let func = self.func;
+        for &blk in &v.blocks {
+            for &inst in &func.blocks[blk].insts {
+                for &r in &func.insts[inst].results {
+                    self.vals[r] = None;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn target(&self, blk: Block) -> Result<cl::Block, CompileError> {
+        if let Some(copy) = &self.copy
+            && let Some(&cb) = copy.blocks.get(&blk)
+        {
+            return Ok(cb);
+        }
         self.blocks
             .get(blk)
             .copied()
@@ -608,6 +886,9 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         }
         if let Some(&var) = self.vars.get(&v) {
             return Ok(Lv::One(self.b.use_var(var)));
+        }
+        if let Some(&lv) = self.copy.as_ref().and_then(|c| c.slices.get(&v)) {
+            return Ok(lv);
         }
         self.vals[v].ok_or_else(|| self.internal("a value used before its definition"))
     }
@@ -774,6 +1055,14 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
     /// Whether `slice[index]` is inside a range already checked ([`Checked`]) or
     /// proved in bounds ([`Ranges`]).
     fn is_checked(&self, slice: Value, index: Value) -> bool {
+        if let Some(copy) = &self.copy
+            && copy
+                .unchecked
+                .get(&self.cur_block)
+                .is_some_and(|s| s.contains(&(slice, index)))
+        {
+            return true;
+        }
         let (base, c) = self.split_index(index);
         self.checked
             .get(&(slice, base))
@@ -879,7 +1168,8 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
     /// and the tag memory, at the current position ([`TapeState`]).
     fn write_back(&mut self, st: TapeState) {
         if st.dirty {
-            self.store_ctx(st.len, Offsets::TAPE_LEN);
+            let (t, ctx) = (self.tape, self.ctx);
+            self.b.ins().store(t.height, st.len, ctx, Offsets::TAPE_LEN);
         }
         if let Some(p) = st.tags {
             self.write_tags(p);
@@ -1030,6 +1320,9 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         };
         if let (Some(&var), Lv::One(x)) = (self.vars.get(&v), lv) {
             self.b.def_var(var, x);
+        }
+        if let (Some(&slot), Lv::Slice(p, _)) = (self.reloads.get(&v), lv) {
+            self.b.ins().stack_store(types::I64, p, slot, 0);
         }
         self.vals[v] = Some(lv);
         Ok(())
@@ -1590,7 +1883,11 @@ impl<M: ClModule> Lower<'_, '_, M> {
         match self.tape_state {
             Some(st) => st,
             None => {
-                let len = self.load_ctx(types::I64, Offsets::TAPE_LEN);
+                let (t, ctx) = (self.tape, self.ctx);
+                let len = self
+                    .b
+                    .ins()
+                    .load(types::I64, t.height, ctx, Offsets::TAPE_LEN);
                 let st = TapeState {
                     len,
                     dirty: false,
