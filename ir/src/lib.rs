@@ -48,6 +48,7 @@ pub mod flowgraph;
 pub mod function;
 pub mod interp;
 pub mod loops;
+pub mod math;
 pub mod module;
 pub mod ops;
 pub mod opt;

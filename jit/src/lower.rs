@@ -1612,6 +1612,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             Opcode::Sqrt => return Ok(ins.sqrt(x)),
             Opcode::Floor => return Ok(ins.floor(x)),
             Opcode::Ceil => return Ok(ins.ceil(x)),
+            Opcode::Exp if !f32 => return Ok(self.exp_f64(x)),
             Opcode::Exp => math(MathFn::Exp),
             Opcode::Log => math(MathFn::Log),
             Opcode::Sin => math(MathFn::Sin),
@@ -1629,6 +1630,64 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             _ => return Err(self.internal("not a float unary op")),
         };
         self.helper_result(h, &[x])
+    }
+
+    /// `exp` of an `f64`, inline: the operations of [`gradlift_ir::math::exp`] in
+    /// its order, so the result is the interpreter's bit for bit.
+    fn exp_f64(&mut self, x: cl::Value) -> cl::Value {
+        use gradlift_ir::math::{EXP_MAX, EXP_MIN, LN2_HI, LN2_LO, LOG2_E, P, SHIFT};
+        let c = |this: &mut Self, v: f64| this.b.ins().f64const(Ieee64::with_bits(v.to_bits()));
+        // The clamp (`f64::clamp`: below the minimum, then above the maximum),
+        // NaN through.
+        let (max, min) = (c(self, EXP_MAX), c(self, EXP_MIN));
+        let below = self.b.ins().fcmp(FloatCC::LessThan, x, min);
+        let x = self.b.ins().select(below, min, x);
+        let above = self.b.ins().fcmp(FloatCC::GreaterThan, x, max);
+        let x = self.b.ins().select(above, max, x);
+        let (log2e, shift) = (c(self, LOG2_E), c(self, SHIFT));
+        let kd = self.b.ins().fmul(x, log2e);
+        let kd = self.b.ins().fadd(kd, shift);
+        let bits = self.b.ins().bitcast(types::I64, MemFlagsData::new(), kd);
+        let ki = self
+            .b
+            .ins()
+            .iadd_imm_s(bits, (SHIFT.to_bits() as i64).wrapping_neg());
+        let k = self.b.ins().fsub(kd, shift);
+        let (ln2_hi, ln2_lo) = (c(self, LN2_HI), c(self, LN2_LO));
+        let khi = self.b.ins().fmul(k, ln2_hi);
+        let hi = self.b.ins().fsub(x, khi);
+        let lo = self.b.ins().fmul(k, ln2_lo);
+        let r = self.b.ins().fsub(hi, lo);
+        let t = self.b.ins().fmul(r, r);
+        let mut q = c(self, P[4]);
+        for &p in P[..4].iter().rev() {
+            let tq = self.b.ins().fmul(t, q);
+            let p = c(self, p);
+            q = self.b.ins().fadd(tq, p);
+        }
+        let tq = self.b.ins().fmul(t, q);
+        let cc = self.b.ins().fsub(r, tq);
+        let rc = self.b.ins().fmul(r, cc);
+        // `lo - rc / (2 - c)` as `lo + rc / (c - 2)`: the same number exactly
+        // (negating an operand of a rounded quotient negates the quotient), with
+        // the constant second, where x86-64 reads it from memory.
+        let two = c(self, 2.0);
+        let den = self.b.ins().fsub(cc, two);
+        let quot = self.b.ins().fdiv(rc, den);
+        let inner = self.b.ins().fadd(lo, quot);
+        let inner = self.b.ins().fsub(inner, hi);
+        let one = c(self, 1.0);
+        let y = self.b.ins().fsub(one, inner);
+        let half = self.b.ins().sshr_imm_s(ki, 1);
+        let rest = self.b.ins().isub(ki, half);
+        let mut out = y;
+        for e in [half, rest] {
+            let biased = self.b.ins().iadd_imm_s(e, 1023);
+            let bits = self.b.ins().ishl_imm_u(biased, 52);
+            let scale = self.b.ins().bitcast(types::F64, MemFlagsData::new(), bits);
+            out = self.b.ins().fmul(out, scale);
+        }
+        out
     }
 
     fn powi(&mut self, x: cl::Value, n: cl::Value) -> Result<cl::Value, CompileError> {

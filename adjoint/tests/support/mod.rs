@@ -169,7 +169,8 @@ fn step(op: Opcode, imm: Imm, a: &[Tan]) -> Tan {
             fl(s, dx / (2.0 * s))
         }
         Exp => {
-            let e = f(a[0]).exp();
+            // The IR's `exp` of an `f64` is gradlift's own (`math::exp`).
+            let e = gradlift_ir::math::exp(f(a[0]));
             fl(e, e * dx)
         }
         Log => fl(f(a[0]).ln(), dx / f(a[0])),

@@ -15,8 +15,11 @@
 //!    `state[0]` three times in the final energy where the generic version loads it
 //!    once, so the cotangents are summed in another order).
 //!
-//! The attribute's value is the native function's, bit for bit, and so is the
-//! generic path's (its arithmetic is written in the same order: a literal on the
+//! The attribute's value is the native function's, bit for bit (to 1e-14 for the
+//! three functions whose value goes through `exp`, whose `f64` version in the IR is
+//! gradlift's own, within 1 ulp of the platform's: `common::check_value_with_exp`;
+//! there the forward attribute's and the generic path's values are the
+//! attribute's, bit for bit), and so is the generic path's (its arithmetic is written in the same order: a literal on the
 //! left is `T::lit(..)`, `a * b` may become `b * a`, which rounds the same). The
 //! generic version run natively is checked against the native function too, so that
 //! a slip in writing it is not taken for a disagreement of the two paths.

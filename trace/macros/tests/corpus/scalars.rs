@@ -483,7 +483,7 @@ fn damped_oscillator() {
         let y = oscillator(z, w, t);
         assert_eq!(oscillator_g(z, w, t), y);
         let (v, dz, dw, dt) = d_oscillator(z, w, t, 1.0);
-        assert_eq!(v, y);
+        super::common::check_value_with_exp(v, y);
         if z == 1.0 {
             // Exactly critical: zeta's finite differences step into the other
             // branches (the function is smooth there, but this branch's formula
@@ -496,7 +496,7 @@ fn damped_oscillator() {
             );
         }
         let (gv, (gz, gw, gt)) = g.gradient((Active(z), Active(w), Active(t))).unwrap();
-        assert_eq!(gv, y);
+        assert_eq!(gv, v);
         check_generic(&[dz, dw, dt], &[gz, gw, gt]);
     }
 }
