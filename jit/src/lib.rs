@@ -183,7 +183,9 @@
 //!   registers and are written back once, where something reads them (the block's
 //!   end, a call, a `pop`, an error), so a block of k pushes costs k slot stores,
 //!   one height store and one tag store (`BENCHMARKS.md` times the suite's
-//!   gradients with and without tags). [`CompileOptions::tape_checks`] off leaves
+//!   gradients with and without tags). In a function where a loop pushes or
+//!   pops, the height also stays in a register from block to block, and the
+//!   context gets it only before a call, `tape_alloc`, `ret` or an error. [`CompileOptions::tape_checks`] off leaves
 //!   the tags out: a `pop` of another type then reads the slot's bits as its own
 //!   type (see its docs for what else holds).
 //! - Buffers: `tape_alloc` (a Rust helper) takes zeroed memory from chunks that

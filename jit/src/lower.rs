@@ -165,6 +165,9 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
     tape: TapeRegions,
     /// The tape as the block being lowered left it in registers ([`TapeState`]).
     tape_state: Option<TapeState>,
+    /// In a function that pushes or pops: the tape's height between blocks, a
+    /// Cranelift variable ([`TapeState`]).
+    height: Option<Variable>,
     /// Index ranges already checked in the block being lowered ([`Checked`]).
     checked: Checked,
     /// The pairs of lanes lowered as `f64x2` ([`lanes`]).
@@ -295,6 +298,16 @@ const MAX_RUN_INSTS: usize = 256;
 /// right), before a `pop` (the tags), a call and `tape_alloc`, and on the cold
 /// paths to the error block and to `tape_grow`. A block of k pushes thus writes
 /// the height once and its k tags with one store (up to 8), not k times each.
+///
+/// In a function where a loop pushes or pops, the height also stays in a
+/// register between blocks: a Cranelift variable ([`Lower::height`]) holds it,
+/// defined from the context at the entry and after each call, and at the end of
+/// every block that changed it. A block then reads the variable instead of the
+/// context (and takes the context to be behind, `dirty`), and the context is
+/// written only where something reads it: before a call, `tape_alloc`,
+/// `tape_grow` and `ret`, and on the cold paths to the error block. A loop's
+/// iterations pass the height in a register instead of storing it and loading
+/// it back (a store-to-load round trip on the loop's critical path).
 #[derive(Copy, Clone)]
 struct TapeState {
     len: cl::Value,
@@ -480,6 +493,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             arena_mark: None,
             tape,
             tape_state: None,
+            height: None,
             checked: HashMap::new(),
             lanes: plan,
             ranges,
@@ -534,6 +548,32 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             if let Some(Lv::Slice(p, _)) = lower.vals[s] {
                 lower.b.ins().stack_store(types::I64, p, slot, 0);
             }
+        }
+        // The height lives in a variable between blocks where a loop pushes or
+        // pops (its iterations then pass it in a register, not through the
+        // context); elsewhere each block reads the context and writes it back, which
+        // keeps the variable from taking a register across loops that leave the
+        // tape alone.
+        let forest = gradlift_ir::loops::LoopForest::new(
+            &cfg,
+            &gradlift_ir::dominators::DominatorTree::new(&cfg),
+        );
+        let tapes = rpo.iter().any(|&blk| {
+            forest.innermost(blk).is_some()
+                && func.blocks[blk]
+                    .insts
+                    .iter()
+                    .any(|&i| matches!(func.insts[i].opcode, Opcode::Push | Opcode::Pop))
+        });
+        if tapes {
+            let var = lower.b.declare_var(types::I64);
+            let (t, ctx) = (lower.tape, lower.ctx);
+            let len = lower
+                .b
+                .ins()
+                .load(types::I64, t.height, ctx, Offsets::TAPE_LEN);
+            lower.b.def_var(var, len);
+            lower.height = Some(var);
         }
         let allocates = func
             .placed_insts()
@@ -607,7 +647,11 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let Some(term) = &self.func.blocks[blk].term else {
             return Err(self.internal("a block without terminator"));
         };
-        self.save_tape();
+        if matches!(term, Terminator::Ret(_)) {
+            self.save_tape();
+        } else {
+            self.end_tape();
+        }
         match term {
             Terminator::Jump(to) if self.rotated.get(&blk) == Some(to) => {
                 self.rotate(blk, *to)?;
@@ -948,12 +992,16 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
     /// Jumps to the error block with error `code` at `inst` (the current block is
     /// a cold one).
     fn fail(&mut self, code: u32, inst: Inst, a: cl::Value, b: cl::Value) {
-        if let Some(st) = self.tape_state
-            && (st.dirty || st.tags.is_some())
-        {
-            // The error leaves the tape in the context: write it back on the
-            // cold path only.
-            self.write_back(st);
+        // The error leaves the tape in the context: write it back on the cold path
+        // only (the state in registers is the hot path's: it is not changed here).
+        match (self.tape_state, self.height) {
+            (Some(st), _) if st.dirty || st.tags.is_some() => self.write_back(st),
+            (None, Some(var)) => {
+                let len = self.b.use_var(var);
+                let (t, ctx) = (self.tape, self.ctx);
+                self.b.ins().store(t.height, len, ctx, Offsets::TAPE_LEN);
+            }
+            _ => {}
         }
         let code = self.b.ins().iconst(types::I32, i64::from(code));
         let at = self.b.ins().iconst(types::I32, inst.index() as i64);
@@ -1218,6 +1266,11 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
     /// Writes the tape back ([`Lower::write_back`]) and keeps in registers only
     /// its height, now the context's.
     fn save_tape(&mut self) {
+        if self.height.is_some() {
+            // The height between blocks is the variable's: the context may be
+            // behind.
+            self.current_tape();
+        }
         if let Some(st) = self.tape_state {
             self.write_back(st);
             self.tape_state = Some(TapeState {
@@ -1225,6 +1278,24 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 dirty: false,
                 tags: None,
             });
+        }
+    }
+
+    /// At the end of a block that does not return: the pending tags written, and
+    /// the height kept in the variable for the next block (the context is
+    /// written where something reads it: [`Lower::save_tape`]). Without the
+    /// variable, as [`Lower::save_tape`].
+    fn end_tape(&mut self) {
+        let Some(var) = self.height else {
+            self.save_tape();
+            return;
+        };
+        if let Some(st) = self.tape_state {
+            if let Some(p) = st.tags {
+                self.write_tags(p);
+            }
+            self.b.def_var(var, st.len);
+            self.tape_state = Some(TapeState { tags: None, ..st });
         }
     }
 
@@ -1911,6 +1982,19 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         self.store_ctx(depth, Offsets::DEPTH);
         // The callee may have pushed or popped.
         self.tape_state = None;
+        if let Some(var) = self.height {
+            let (t, ctx) = (self.tape, self.ctx);
+            let len = self
+                .b
+                .ins()
+                .load(types::I64, t.height, ctx, Offsets::TAPE_LEN);
+            self.b.def_var(var, len);
+            self.tape_state = Some(TapeState {
+                len,
+                dirty: false,
+                tags: None,
+            });
+        }
         let status = self.load_ctx(types::I32, Offsets::STATUS);
         let cont = self.b.create_block();
         self.b.ins().brif(status, self.bail_block, &[], cont, &[]);
@@ -1941,6 +2025,17 @@ impl<M: ClModule> Lower<'_, '_, M> {
     fn current_tape(&mut self) -> TapeState {
         match self.tape_state {
             Some(st) => st,
+            None if self.height.is_some() => {
+                let var = self.height.expect("checked");
+                let len = self.b.use_var(var);
+                let st = TapeState {
+                    len,
+                    dirty: true,
+                    tags: None,
+                };
+                self.tape_state = Some(st);
+                st
+            }
             None => {
                 let (t, ctx) = (self.tape, self.ctx);
                 let len = self
