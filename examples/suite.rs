@@ -21,11 +21,17 @@
 //! entry to 1e-8 relative; for `mlp.ir` and `ode.ir`, whose parameters differ,
 //! the value), so the table never reports a wrong program.
 //!
+//! Run without an argument, it also times the gradients of `normalize` and `ode` at
+//! four sizes each and writes two plots ([`write_plots`]): `docs/img/suite_ratios.svg`
+//! and `docs/img/suite_scaling.svg`.
+//!
 //! Run with `cargo run --release --example suite` (an argument keeps only the
-//! programs whose name contains it). `cargo bench --bench suite` measures the same
-//! programs with criterion's statistics (`benches/suite.rs`).
+//! programs whose name contains it, and writes no plot). `cargo bench --bench
+//! suite` measures the same programs with criterion's statistics
+//! (`benches/suite.rs`).
 
 use std::hint::black_box;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -38,6 +44,9 @@ use gradlift::{
     Autodiff, CompiledFunction, CompiledGradient, Const, Duplicated, Error, Pipeline, Workspace,
     autodiff,
 };
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// The hand-written primals and gradients (`benches/hand.rs`), shared with the
 /// criterion benchmarks.
@@ -695,7 +704,256 @@ fn ode() -> Result<Row, Error> {
     Ok(row)
 }
 
-fn main() -> Result<(), Error> {
+/// Enzyme's gradient / primal ratios (issue 17), the reference marks of the
+/// ratios plot (`None`: no measurement).
+const ENZYME: [(&str, Option<f64>); 7] = [
+    ("sumsq", Some(1.64)),
+    ("rosenbrock", Some(2.34)),
+    ("logsumexp", Some(1.83)),
+    ("normalize", None),
+    ("mlp", Some(3.67)),
+    ("ode", Some(2.45)),
+    ("branchy", Some(2.94)),
+];
+
+/// The gradient times (size, median ms) of the scaling plot: `normalize` at n and
+/// `ode` at T steps, each at a quarter, a half, one and two times its suite size.
+struct Sweep {
+    normalize: Vec<(f64, f64)>,
+    ode: Vec<(f64, f64)>,
+}
+
+/// The median ms ([`timing::measure`]) of the gradient of `ad`'s function with
+/// the activities `params` at `args`, on borrowed arguments and shadows made
+/// before the timed calls (as in [`jit`]), its value checked against `hand_value`.
+fn gradient_ms<A, R>(
+    ad: &Autodiff<A, R>,
+    params: &[Activity],
+    args: &[Val],
+    hand_value: f64,
+) -> Result<f64, Error> {
+    let (module, name) = (ad.module(), ad.name());
+    let id = module
+        .func_by_name(name)
+        .ok_or_else(|| Error::NoSuchFunction(name.to_string()))?;
+    let config = RuleConfig::default_for(module.sig(id)).with_params(params);
+    let grad = CompiledGradient::with_config(module, name, &config, ad.hosts())?;
+    let mut shadows: Vec<Vec<f64>> = args
+        .iter()
+        .zip(params)
+        .filter(|&(_, &p)| matches!(p, Activity::Dup | Activity::DupNoNeed))
+        .map(|(a, _)| vec![0.0; a.slice_len().unwrap_or(0)])
+        .collect();
+    let mut borrowed: Vec<Arg<'_>> = args.iter().map(Arg::from).collect();
+    let mut shadow_args: Vec<Arg<'_>> = shadows.iter_mut().map(|s| Arg::F64sMut(s)).collect();
+    let (mut value, mut grads, mut ws) = (Vec::new(), Vec::new(), Workspace::new());
+    let mut gradient = |value: &mut Vec<Val>| {
+        grad.gradient_args(
+            &mut ws,
+            black_box(&mut borrowed),
+            &mut shadow_args,
+            &[],
+            value,
+            &mut grads,
+        )
+    };
+    gradient(&mut value)?;
+    check(name, scalar(&value), hand_value, &[]);
+    Ok(timing::measure(|| {
+        gradient(&mut value).expect("the gradient ran once");
+        black_box(&value);
+    }))
+}
+
+/// The [`Sweep`]: `normalize` (`x` duplicated, `w` constant) and `ode` (the six
+/// parameters duplicated), each traced once and timed at four sizes.
+fn sweep() -> Result<Sweep, Error> {
+    let sizes = |n: usize| [n / 4, n / 2, n, 2 * n];
+    let ad = autodiff("normalize", suite::normalize::<Var>)?;
+    let mut normalize = Vec::new();
+    for n in sizes(NORMALIZE_N) {
+        let (x, w) = suite::normalize_input(n);
+        let hand_value = hand::normalize(&x, &w);
+        let args = [Val::F64s(x), Val::F64s(w)];
+        let ms = gradient_ms(&ad, &[Activity::Dup, Activity::Const], &args, hand_value)?;
+        normalize.push((n as f64, ms));
+    }
+    let ad = autodiff("ode", suite::ode::<Var>)?;
+    let p = suite::ode_input();
+    let mut ode = Vec::new();
+    for steps in sizes(ODE_STEPS as usize) {
+        let args = [Val::F64s(p.clone()), Val::I64(steps as i64)];
+        let hand_value = hand::ode(&p, steps);
+        let ms = gradient_ms(&ad, &[Activity::Dup, Activity::Const], &args, hand_value)?;
+        ode.push((steps as f64, ms));
+    }
+    Ok(Sweep { normalize, ode })
+}
+
+/// Writes `docs/img/suite_ratios.svg` (per program, gradient / hand gradient and
+/// gradient / primal as bars, Enzyme's gradient / primal as marks) from `rows`,
+/// and `docs/img/suite_scaling.svg` (the [`Sweep`]), and returns their paths.
+fn write_plots(rows: &[Row], sweep: &Sweep) -> Result<[PathBuf; 2], Box<dyn std::error::Error>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/img");
+    std::fs::create_dir_all(&dir)?;
+    let paths = [dir.join("suite_ratios.svg"), dir.join("suite_scaling.svg")];
+    let with_path = |p: &Path, e: Box<dyn std::error::Error>| format!("{}: {e}", p.display());
+    plot_ratios(rows, &paths[0]).map_err(|e| with_path(&paths[0], e))?;
+    plot_scaling(sweep, &paths[1]).map_err(|e| with_path(&paths[1], e))?;
+    Ok(paths)
+}
+
+/// The ratios plot (see [`write_plots`]): each program's first row (`normalize` at
+/// its suite size).
+fn plot_ratios(rows: &[Row], path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    // (program, gradient / hand gradient, gradient / primal, Enzyme's).
+    let bars: Vec<(&str, f64, f64, Option<f64>)> = ENZYME
+        .iter()
+        .filter_map(|&(program, enzyme)| {
+            let r = rows.iter().find(|r| r.program == program)?;
+            let g = r.gradient.as_ref()?;
+            Some((program, g.time / r.hand_gradient, g.time / r.primal, enzyme))
+        })
+        .collect();
+    let top = bars
+        .iter()
+        .map(|b| b.1.max(b.2).max(b.3.unwrap_or(0.0)))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let (hand_color, primal_color) = (RGBColor(70, 130, 180), RGBColor(230, 145, 56));
+
+    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "gradlift's gradient cost on the suite (lower is better)",
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(-0.5..bars.len() as f64 - 0.5, 0.0..top)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(bars.len())
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            let name = bars.get(i as usize).map(|b| b.0);
+            name.filter(|_| (x - i).abs() < 1e-6)
+                .unwrap_or("")
+                .to_string()
+        })
+        .x_desc("program")
+        .y_desc("time ratio")
+        .draw()?;
+
+    // Each bar's value inside its foot, clear of Enzyme's marks (all above 1.6).
+    let label = ("sans-serif", 11)
+        .into_font()
+        .color(&WHITE)
+        .pos(Pos::new(HPos::Center, VPos::Bottom));
+    for (offset, color, name) in [
+        (-0.2, hand_color, "gradient / hand-written gradient"),
+        (0.2, primal_color, "gradient / primal"),
+    ] {
+        let value = |b: &(&str, f64, f64, Option<f64>)| if offset < 0.0 { b.1 } else { b.2 };
+        let bar = |i: usize, v: f64| {
+            let x = i as f64 + offset;
+            Rectangle::new([(x - 0.18, 0.0), (x + 0.18, v)], color.filled())
+        };
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, b)| bar(i, value(b))))?
+            .label(name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+        chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
+            let v = value(b);
+            EmptyElement::at((i as f64 + offset, 0.0))
+                + Text::new(format!("{v:.2}"), (0, -5), label.clone())
+        }))?;
+    }
+    chart
+        .draw_series(bars.iter().enumerate().filter_map(|(i, b)| {
+            let x = i as f64 + 0.2;
+            let e = b.3?;
+            Some(PathElement::new(
+                vec![(x - 0.25, e), (x + 0.25, e)],
+                BLACK.stroke_width(3),
+            ))
+        }))?
+        .label("Enzyme's gradient / primal")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], BLACK.stroke_width(3)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// The scaling plot (see [`write_plots`]): one panel per program, the times and
+/// the line `c n` fitted to them (least squares through the origin).
+fn plot_scaling(sweep: &Sweep, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(
+        "gradlift's gradient time against the size: linear (O(n))",
+        ("sans-serif", 20),
+    )?;
+    let panels = root.split_evenly((1, 2));
+    let series = [
+        ("normalize", "n", &sweep.normalize, RGBColor(70, 130, 180)),
+        ("ode", "steps T", &sweep.ode, RGBColor(230, 145, 56)),
+    ];
+    for (area, (program, x_desc, points, color)) in panels.iter().zip(series) {
+        let x_max = points.iter().fold(0.0, |m, p| p.0.max(m));
+        let y_max = points.iter().fold(0.0, |m, p| p.1.max(m));
+        let c = points.iter().map(|p| p.0 * p.1).sum::<f64>()
+            / points.iter().map(|p| p.0 * p.0).sum::<f64>();
+        let mut chart = ChartBuilder::on(area)
+            .caption(program, ("sans-serif", 16))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0.0..x_max * 1.08, 0.0..y_max.max(c * x_max) * 1.15)?;
+        chart
+            .configure_mesh()
+            .x_labels(6)
+            .x_label_formatter(&|&x| match x {
+                0.0 => "0".to_string(),
+                _ => format!("{}k", x / 1e3),
+            })
+            .x_desc(x_desc)
+            .y_desc("gradient ms (median)")
+            .draw()?;
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))?
+            .label("measured")
+            .legend(move |(x, y)| Circle::new((x + 7, y), 4, color.filled()));
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+        // Dashed, over the measured line.
+        let fit = [(0.0, 0.0), (x_max, c * x_max)];
+        chart
+            .draw_series(DashedLineSeries::new(fit, 6, 4, BLACK.into()))?
+            .label("c n (least squares through 0)")
+            .legend(|(x, y)| DashedPathElement::new([(x, y), (x + 14, y)], 4, 3, BLACK));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     // An argument keeps only the programs whose name contains it.
     let only = std::env::args().nth(1).unwrap_or_default();
     let start = Instant::now();
@@ -769,6 +1027,13 @@ fn main() -> Result<(), Error> {
             rows.push(row);
         }
     }
+    // The plots take every program: not made when an argument keeps some only.
+    let sweep = if only.is_empty() {
+        eprintln!("scaling (normalize, ode)...");
+        Some(sweep()?)
+    } else {
+        None
+    };
     println!(
         "| program | n | primal ms | gradient ms | ratio | hand primal ms | hand gradient ms | primal vs hand | vs hand | compile ms | tape bytes | vs autodiff |"
     );
@@ -857,5 +1122,13 @@ fn main() -> Result<(), Error> {
          every column of a row timed in turns with the others (medians); {:.1} s in all.",
         start.elapsed().as_secs_f64()
     );
+    match sweep {
+        Some(sweep) => {
+            for path in write_plots(&rows, &sweep)? {
+                println!("Wrote {}", path.display());
+            }
+        }
+        None => println!("The plots (docs/img/suite_*.svg) are written by a run of every program."),
+    }
     Ok(())
 }
