@@ -289,18 +289,9 @@ fn jit<A, R>(
             hand_gradient: t[2],
         });
     };
-    let id = module
-        .func_by_name(name)
-        .ok_or_else(|| Error::NoSuchFunction(name.to_string()))?;
-    let config = RuleConfig::default_for(module.sig(id)).with_params(params);
-    let grad = CompiledGradient::with_config(module, name, &config, ad.hosts())?;
+    let grad = compiled_gradient(ad, params)?;
     // Borrowed arguments and shadows, made once: `gradient_args` copies nothing.
-    let mut shadows: Vec<Vec<f64>> = args
-        .iter()
-        .zip(params)
-        .filter(|&(_, &p)| matches!(p, Activity::Dup | Activity::DupNoNeed))
-        .map(|(a, _)| vec![0.0; a.slice_len().unwrap_or(0)])
-        .collect();
+    let mut shadows = zero_shadows(&args, params);
     let mut borrowed: Vec<Arg<'_>> = args.iter().map(Arg::from).collect();
     let mut shadow_args: Vec<Arg<'_>> = shadows.iter_mut().map(|s| Arg::F64sMut(s)).collect();
     let (mut value, mut grads) = (Vec::new(), Vec::new());
@@ -723,6 +714,28 @@ struct Sweep {
     ode: Vec<(f64, f64)>,
 }
 
+/// The compiled gradient of `ad`'s function with the activities `params`.
+fn compiled_gradient<A, R>(
+    ad: &Autodiff<A, R>,
+    params: &[Activity],
+) -> Result<CompiledGradient, Error> {
+    let (module, name) = (ad.module(), ad.name());
+    let id = module
+        .func_by_name(name)
+        .ok_or_else(|| Error::NoSuchFunction(name.to_string()))?;
+    let config = RuleConfig::default_for(module.sig(id)).with_params(params);
+    CompiledGradient::with_config(module, name, &config, ad.hosts())
+}
+
+/// A zero shadow for each argument of `args` that `params` duplicates.
+fn zero_shadows(args: &[Val], params: &[Activity]) -> Vec<Vec<f64>> {
+    args.iter()
+        .zip(params)
+        .filter(|&(_, &p)| matches!(p, Activity::Dup | Activity::DupNoNeed))
+        .map(|(a, _)| vec![0.0; a.slice_len().unwrap_or(0)])
+        .collect()
+}
+
 /// The median ms ([`timing::measure`]) of the gradient of `ad`'s function with
 /// the activities `params` at `args`, on borrowed arguments and shadows made
 /// before the timed calls (as in [`jit`]), its value checked against `hand_value`.
@@ -732,18 +745,8 @@ fn gradient_ms<A, R>(
     args: &[Val],
     hand_value: f64,
 ) -> Result<f64, Error> {
-    let (module, name) = (ad.module(), ad.name());
-    let id = module
-        .func_by_name(name)
-        .ok_or_else(|| Error::NoSuchFunction(name.to_string()))?;
-    let config = RuleConfig::default_for(module.sig(id)).with_params(params);
-    let grad = CompiledGradient::with_config(module, name, &config, ad.hosts())?;
-    let mut shadows: Vec<Vec<f64>> = args
-        .iter()
-        .zip(params)
-        .filter(|&(_, &p)| matches!(p, Activity::Dup | Activity::DupNoNeed))
-        .map(|(a, _)| vec![0.0; a.slice_len().unwrap_or(0)])
-        .collect();
+    let grad = compiled_gradient(ad, params)?;
+    let mut shadows = zero_shadows(args, params);
     let mut borrowed: Vec<Arg<'_>> = args.iter().map(Arg::from).collect();
     let mut shadow_args: Vec<Arg<'_>> = shadows.iter_mut().map(|s| Arg::F64sMut(s)).collect();
     let (mut value, mut grads, mut ws) = (Vec::new(), Vec::new(), Workspace::new());
@@ -758,7 +761,7 @@ fn gradient_ms<A, R>(
         )
     };
     gradient(&mut value)?;
-    check(name, scalar(&value), hand_value, &[]);
+    check(ad.name(), scalar(&value), hand_value, &[]);
     Ok(timing::measure(|| {
         gradient(&mut value).expect("the gradient ran once");
         black_box(&value);
