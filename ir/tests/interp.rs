@@ -237,7 +237,15 @@ fn every_scalar_op_computes_what_rust_computes() {
     check(Opcode::Sinh, n, &[D(1000.0)], D(f64::INFINITY));
     check(Opcode::Cosh, n, &[D(0.0)], D(1.0));
     check(Opcode::Cosh, n, &[D(-0.5)], D(0.5f64.cosh()));
-    check(Opcode::Cosh, n, &[S(2.0)], S(2f32.cosh()));
+    // At run time (`black_box`): in a release build rustc folds `2f32.cosh()` at
+    // compile time to a value 1 ulp from the platform's `coshf`, which the
+    // interpreter calls.
+    check(
+        Opcode::Cosh,
+        n,
+        &[S(2.0)],
+        S(std::hint::black_box(2f32).cosh()),
+    );
     check(Opcode::Asin, n, &[D(1.0)], D(core::f64::consts::FRAC_PI_2));
     check(Opcode::Asin, n, &[D(1.5)], D(nan));
     check(Opcode::Asin, n, &[S(0.5)], S(0.5f32.asin()));
