@@ -79,6 +79,17 @@ mod attr;
 
 /// The criterion settings of every group: few, short samples, so that the whole
 /// suite runs in a few minutes on two cores.
+/// A zero shadow for each argument of `args` that `grad`'s rule has a shadow of
+/// (its layout's `shadow_params`, in their order).
+fn zero_shadows(grad: &CompiledGradient, args: &[Val]) -> Vec<Vec<f64>> {
+    grad.rule()
+        .layout
+        .shadow_params
+        .iter()
+        .map(|&i| vec![0.0; args[i].slice_len().unwrap_or(0)])
+        .collect()
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(10)
@@ -201,13 +212,7 @@ fn bench_gradient(
     hand::check(program, scalar(g.value), hand_value, &pairs);
     // Timed: the zero-copy form, on borrowed arguments and shadows made before the
     // loop (the shadows accumulate, which costs the same as overwriting).
-    let mut shadows: Vec<Vec<f64>> = grad
-        .rule()
-        .layout
-        .shadow_params
-        .iter()
-        .map(|&i| vec![0.0; args[i].slice_len().unwrap_or(0)])
-        .collect();
+    let mut shadows = zero_shadows(grad, args);
     let mut borrowed: Vec<Arg<'_>> = args.iter().map(Arg::from).collect();
     let mut shadow_args: Vec<Arg<'_>> = shadows.iter_mut().map(|s| Arg::F64sMut(s)).collect();
     let (mut value, mut grads, mut ws) = (Vec::new(), Vec::new(), Workspace::new());
@@ -306,13 +311,7 @@ fn bench_ir(
             black_box(&out);
         })
     });
-    let mut shadows: Vec<Vec<f64>> = grad
-        .rule()
-        .layout
-        .shadow_params
-        .iter()
-        .map(|&i| vec![0.0; args[i].slice_len().unwrap_or(0)])
-        .collect();
+    let mut shadows = zero_shadows(&grad, args);
     let mut borrowed: Vec<Arg<'_>> = args.iter().map(Arg::from).collect();
     let mut shadow_args: Vec<Arg<'_>> = shadows.iter_mut().map(|s| Arg::F64sMut(s)).collect();
     let (mut value, mut grads, mut ws) = (Vec::new(), Vec::new(), Workspace::new());

@@ -115,12 +115,7 @@ fn ir_row(
     let id = module.func_by_name(name).expect("the function exists");
     let config = RuleConfig::default_for(module.sig(id)).with_params(params);
     let grad = pipeline.compile_gradient(&module, name, Some(&config))?;
-    let mut shadows: Vec<Vec<f64>> = args
-        .iter()
-        .zip(params)
-        .filter(|&(_, &p)| matches!(p, Activity::Dup | Activity::DupNoNeed))
-        .map(|(a, _)| vec![0.0; a.slice_len().unwrap_or(0)])
-        .collect();
+    let mut shadows = zero_shadows(&grad, &args);
     let mut borrowed: Vec<Arg<'_>> = args.iter().map(Arg::from).collect();
     let (mut value, mut grads) = (Vec::new(), Vec::new());
     let mut ws = Workspace::new();
@@ -291,7 +286,7 @@ fn jit<A, R>(
     };
     let grad = compiled_gradient(ad, params)?;
     // Borrowed arguments and shadows, made once: `gradient_args` copies nothing.
-    let mut shadows = zero_shadows(&args, params);
+    let mut shadows = zero_shadows(&grad, &args);
     let mut borrowed: Vec<Arg<'_>> = args.iter().map(Arg::from).collect();
     let mut shadow_args: Vec<Arg<'_>> = shadows.iter_mut().map(|s| Arg::F64sMut(s)).collect();
     let (mut value, mut grads) = (Vec::new(), Vec::new());
@@ -727,12 +722,14 @@ fn compiled_gradient<A, R>(
     CompiledGradient::with_config(module, name, &config, ad.hosts())
 }
 
-/// A zero shadow for each argument of `args` that `params` duplicates.
-fn zero_shadows(args: &[Val], params: &[Activity]) -> Vec<Vec<f64>> {
-    args.iter()
-        .zip(params)
-        .filter(|&(_, &p)| matches!(p, Activity::Dup | Activity::DupNoNeed))
-        .map(|(a, _)| vec![0.0; a.slice_len().unwrap_or(0)])
+/// A zero shadow for each argument of `args` that `grad`'s rule has a shadow of
+/// (its layout's `shadow_params`, in their order).
+fn zero_shadows(grad: &CompiledGradient, args: &[Val]) -> Vec<Vec<f64>> {
+    grad.rule()
+        .layout
+        .shadow_params
+        .iter()
+        .map(|&i| vec![0.0; args[i].slice_len().unwrap_or(0)])
         .collect()
 }
 
@@ -746,7 +743,7 @@ fn gradient_ms<A, R>(
     hand_value: f64,
 ) -> Result<f64, Error> {
     let grad = compiled_gradient(ad, params)?;
-    let mut shadows = zero_shadows(args, params);
+    let mut shadows = zero_shadows(&grad, args);
     let mut borrowed: Vec<Arg<'_>> = args.iter().map(Arg::from).collect();
     let mut shadow_args: Vec<Arg<'_>> = shadows.iter_mut().map(|s| Arg::F64sMut(s)).collect();
     let (mut value, mut grads, mut ws) = (Vec::new(), Vec::new(), Workspace::new());

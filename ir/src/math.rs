@@ -81,6 +81,26 @@ fn pow2(k: i64) -> f64 {
     f64::from_bits((k.wrapping_add(1023) as u64) << 52)
 }
 
+/// `exp` as the IR defines it, for each float type: [`exp`] for `f64` (what the
+/// JIT inlines), the platform's for `f32`. The interpreter and the JIT's helper
+/// both call this, so the choice is made once.
+pub trait IrExp {
+    /// `e^self` as the IR's `exp`.
+    fn ir_exp(self) -> Self;
+}
+
+impl IrExp for f64 {
+    fn ir_exp(self) -> f64 {
+        exp(self)
+    }
+}
+
+impl IrExp for f32 {
+    fn ir_exp(self) -> f32 {
+        self.exp()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -135,24 +135,9 @@ macro_rules! math_fns {
     };
 }
 
-/// The IR's `exp`: gradlift's own for `f64` ([`gradlift_ir::math::exp`], which
-/// the JIT inlines; the helper is there for completeness), the platform's for
-/// `f32`.
-trait IrExp {
-    fn ir_exp(self) -> Self;
-}
-
-impl IrExp for f64 {
-    fn ir_exp(self) -> f64 {
-        gradlift_ir::math::exp(self)
-    }
-}
-
-impl IrExp for f32 {
-    fn ir_exp(self) -> f32 {
-        self.exp()
-    }
-}
+// `exp` is the IR's (`IrExp`: gradlift's own for `f64`, which the JIT inlines;
+// the helper is there for completeness).
+use gradlift_ir::math::IrExp;
 
 math_fns! {
     unary {

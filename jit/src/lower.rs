@@ -30,7 +30,9 @@ use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_entity::{EntityRef, SecondaryMap};
 use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::{FuncId as ClFuncId, Linkage, Module as ClModule};
+use gradlift_ir::dominators::DominatorTree;
 use gradlift_ir::flowgraph::ControlFlowGraph;
+use gradlift_ir::loops::LoopForest;
 use gradlift_ir::ops::Shape;
 use gradlift_ir::{
     Block, Body, CmpPred, Elem, FuncId, Function, Imm, Inst, Module, Opcode, Pos, Scalar,
@@ -229,8 +231,12 @@ const MAX_ROTATED_INSTS: usize = 4;
 /// fail and reads no memory (`icmp`, `iadd`, `isub`, `len`): running the copy
 /// at the end of the latch computes what the header would compute next, at the
 /// same point of the run.
-fn rotations(func: &Function, cfg: &ControlFlowGraph, plan: &LanePlan) -> HashMap<Block, Block> {
-    let dom = gradlift_ir::dominators::DominatorTree::new(cfg);
+fn rotations(
+    func: &Function,
+    cfg: &ControlFlowGraph,
+    dom: &DominatorTree,
+    plan: &LanePlan,
+) -> HashMap<Block, Block> {
     let mut out = HashMap::new();
     for &h in cfg.reverse_postorder() {
         let d = &func.blocks[h];
@@ -436,9 +442,12 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         b.set_cold_block(bail_block);
 
         let tape = TapeRegions::new(b.func);
-        let rotated = rotations(func, &cfg, &plan);
-        let ranges = Ranges::new(func, &cfg);
-        let versioned = version::plan(func, &cfg, &plan, &ranges);
+        // The dominator tree and the loops, computed once for the analyses below.
+        let dom = DominatorTree::new(&cfg);
+        let forest = LoopForest::new(&cfg, &dom);
+        let rotated = rotations(func, &cfg, &dom, &plan);
+        let ranges = Ranges::new(func, &cfg, &dom);
+        let versioned = version::plan(func, &cfg, &dom, &forest, &plan, &ranges);
         // The values of rotated headers and of versioned loops are variables.
         let mut vars = HashMap::new();
         let rotated_headers = rotated.values().copied();
@@ -516,28 +525,13 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         // live across a call elsewhere in the function is otherwise kept in a
         // stack slot by the register allocator, and reloaded (and stored again)
         // in every iteration.
-        let mut used: Vec<Value> = Vec::new();
-        for v in lower.versioned.values() {
-            for &blk in &v.blocks {
-                for &inst in &func.blocks[blk].insts {
-                    let d = &func.insts[inst];
-                    let s = match d.opcode {
-                        Opcode::Load | Opcode::Store => d.args[0],
-                        _ => continue,
-                    };
-                    let reloadable = match func.value_def(s) {
-                        ValueDef::Param(_) => true,
-                        ValueDef::Result(i, 0) => {
-                            matches!(func.insts[i].opcode, Opcode::Alloc | Opcode::TapeView)
-                        }
-                        _ => false,
-                    };
-                    if reloadable && !used.contains(&s) {
-                        used.push(s);
-                    }
-                }
-            }
-        }
+        let mut used: Vec<Value> = lower
+            .versioned
+            .values()
+            .flat_map(|v| v.reloaded.iter().copied())
+            .collect();
+        used.sort();
+        used.dedup();
         for s in used {
             let slot = lower.b.create_sized_stack_slot(cl::StackSlotData::new(
                 cl::StackSlotKind::ExplicitSlot,
@@ -554,10 +548,6 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         // context); elsewhere each block reads the context and writes it back, which
         // keeps the variable from taking a register across loops that leave the
         // tape alone.
-        let forest = gradlift_ir::loops::LoopForest::new(
-            &cfg,
-            &gradlift_ir::dominators::DominatorTree::new(&cfg),
-        );
         let tapes = rpo.iter().any(|&blk| {
             forest.innermost(blk).is_some()
                 && func.blocks[blk]
@@ -830,17 +820,8 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             unchecked: v.unchecked.clone(),
             slices: HashMap::new(),
         };
-        let mut reloads: Vec<(Value, cl::StackSlot)> =
-            self.reloads.iter().map(|(&s, &slot)| (s, slot)).collect();
-        reloads.sort_by_key(|&(s, _)| s);
-        for (s, slot) in reloads {
-            let uses = v.blocks.iter().any(|&blk| {
-                self.func.blocks[blk].insts.iter().any(|&i| {
-                    let d = &self.func.insts[i];
-                    matches!(d.opcode, Opcode::Load | Opcode::Store) && d.args[0] == s
-                })
-            });
-            if let (true, Some(Lv::Slice(_, n))) = (uses, self.vals[s]) {
+        for &s in &v.reloaded {
+            if let (Some(&slot), Some(Lv::Slice(_, n))) = (self.reloads.get(&s), self.vals[s]) {
                 let p = self.b.ins().stack_load(types::I64, types::I64, slot, 0);
                 copy.slices.insert(s, Lv::Slice(p, n));
             }

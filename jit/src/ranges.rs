@@ -57,11 +57,10 @@ pub(crate) struct Ranges {
 }
 
 impl Ranges {
-    pub(crate) fn new(func: &Function, cfg: &ControlFlowGraph) -> Ranges {
+    pub(crate) fn new(func: &Function, cfg: &ControlFlowGraph, dom: &DominatorTree) -> Ranges {
         if func.values.len() > MAX_VALUES {
             return Ranges::default();
         }
-        let dom = DominatorTree::new(cfg);
         let entry = func.entry();
         let same_len = equal_lengths(func);
         let name = |s: Value| same_len.get(&s).copied().unwrap_or(s);

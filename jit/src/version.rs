@@ -145,17 +145,22 @@ pub(crate) struct Versioned {
     pub(crate) accesses: Vec<Access>,
     /// By guarded block, the `(slice, index)` pairs that need no check in the copy.
     pub(crate) unchecked: HashMap<Block, HashSet<(Value, Value)>>,
+    /// The slices the loop reads or writes whose address the lowering keeps in a
+    /// stack slot and reloads in the dispatch: parameters and the results of
+    /// `alloc` and `tape_view` (one definition, so the slot always holds the
+    /// value the loop sees). In the order they are first accessed.
+    pub(crate) reloaded: Vec<Value>,
 }
 
 /// The loops to version, by header.
 pub(crate) fn plan(
     func: &Function,
     cfg: &ControlFlowGraph,
+    dom: &DominatorTree,
+    forest: &LoopForest,
     lanes: &LanePlan,
     ranges: &Ranges,
 ) -> HashMap<Block, Versioned> {
-    let dom = DominatorTree::new(cfg);
-    let forest = LoopForest::new(cfg, &dom);
     let mut has_child = vec![false; forest.len()];
     for l in forest.loops() {
         if let Some(p) = l.parent() {
@@ -167,7 +172,7 @@ pub(crate) fn plan(
         if has_child[n] {
             continue;
         }
-        if let Some(v) = one(func, cfg, &dom, lanes, ranges, l.header(), l.blocks()) {
+        if let Some(v) = one(func, cfg, dom, lanes, ranges, l.header(), l.blocks()) {
             out.insert(v.header, v);
         }
     }
@@ -258,6 +263,25 @@ fn one(
             }
         }
     }
+    let mut reloaded: Vec<Value> = Vec::new();
+    for &b in blocks {
+        for &i in &func.blocks[b].insts {
+            let d = &func.insts[i];
+            if !matches!(d.opcode, Opcode::Load | Opcode::Store) || reloaded.contains(&d.args[0]) {
+                continue;
+            }
+            let one_definition = match func.value_def(d.args[0]) {
+                ValueDef::Param(_) => true,
+                ValueDef::Result(i, 0) => {
+                    matches!(func.insts[i].opcode, Opcode::Alloc | Opcode::TapeView)
+                }
+                _ => false,
+            };
+            if one_definition {
+                reloaded.push(d.args[0]);
+            }
+        }
+    }
     gains.then(|| Versioned {
         header: h,
         entry,
@@ -265,6 +289,7 @@ fn one(
         counter,
         accesses,
         unchecked,
+        reloaded,
     })
 }
 

@@ -469,7 +469,7 @@ pub(super) fn exec(
         Opcode::Fneg => float1!(|a| -a),
         Opcode::Fabs => float1!(|a| a.abs()),
         Opcode::Sqrt => float1!(|a| a.sqrt()),
-        Opcode::Exp => float1!(|a| IrExp::ir_exp(a)),
+        Opcode::Exp => float1!(|a| crate::math::IrExp::ir_exp(a)),
         Opcode::Log => float1!(|a| a.ln()),
         Opcode::Sin => float1!(|a| a.sin()),
         Opcode::Cos => float1!(|a| a.cos()),
@@ -664,24 +664,6 @@ pub(super) fn exec(
     };
     regs[dst as usize] = out;
     Ok(())
-}
-
-/// `exp` as the IR defines it: [`crate::math::exp`] for `f64` (the JIT's inline
-/// sequence), the platform's for `f32`.
-trait IrExp {
-    fn ir_exp(self) -> Self;
-}
-
-impl IrExp for f64 {
-    fn ir_exp(self) -> f64 {
-        crate::math::exp(self)
-    }
-}
-
-impl IrExp for f32 {
-    fn ir_exp(self) -> f32 {
-        self.exp()
-    }
 }
 
 #[cfg(test)]
