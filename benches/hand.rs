@@ -112,6 +112,20 @@ pub fn normalize(x: &[f64], w: &[f64]) -> f64 {
     s / q.sqrt()
 }
 
+/// [`normalize`] with the operations of the suite's program after gradlift's
+/// optimiser: the norm computed once (hoisted) and every term divided by it,
+/// `sum_i (w_i x_i) / |x|` in the program's order. What rustc makes of the program
+/// as written, without the reassociation of [`normalize`] (one division instead of
+/// n), which changes the result's rounding and which neither rustc nor gradlift
+/// does on its own.
+pub fn normalize_as_written(x: &[f64], w: &[f64]) -> f64 {
+    assert_eq!(x.len(), w.len(), "normalize: x and w must have one length");
+    let r = x.iter().fold(0.0, |q, &xi| q + xi * xi).sqrt();
+    x.iter()
+        .zip(w)
+        .fold(0.0, |acc, (&xi, &wi)| acc + wi * xi / r)
+}
+
 /// [`normalize`] and its gradient with respect to `x` (`w` constant), written into
 /// `dx` (of `x`'s length): `df/dx_k = w_k / r - S x_k / r^3`. Two passes, O(n).
 pub fn normalize_gradient(x: &[f64], w: &[f64], dx: &mut [f64]) -> f64 {
@@ -165,6 +179,29 @@ fn mlp_row(
             *zc += hj * w;
         }
     }
+}
+
+/// [`mlp`] with the loops in the suite program's order: each hidden unit and each
+/// logit a dot product (`j` outside `k`, `c` outside `j`), the operations and
+/// their order (and so the result, bit for bit) those of [`mlp`], whose
+/// interchanged loops rustc vectorises. What rustc makes of the program as
+/// written.
+pub fn mlp_as_written(x: &[f64], w1: &[f64], b1: &[f64], w2: &[f64], b2: &[f64]) -> f64 {
+    let batch = check_mlp(x, w1, b1, w2, b2);
+    let (mut h, mut z) = ([0.0; H], [0.0; C]);
+    let mut loss = 0.0;
+    for (b, xb) in x.chunks_exact(K).enumerate() {
+        for (j, hj) in h.iter_mut().enumerate() {
+            let s = (0..K).fold(b1[j], |s, k| s + xb[k] * w1[k * H + j]);
+            *hj = s.tanh();
+        }
+        for (c, zc) in z.iter_mut().enumerate() {
+            *zc = (0..H).fold(b2[c], |s, j| s + h[j] * w2[j * C + c]);
+        }
+        let (m, e) = max_and_sum_exp(&z);
+        loss = loss + (m + e.ln()) - z[b % C];
+    }
+    loss / batch as f64
 }
 
 /// The maximum of `z` and `sum_c exp(z_c - max)`.

@@ -170,6 +170,25 @@ fn bench_primals(
     group.bench_function("primal/hand", |b| b.iter(|| black_box(hand_primal())));
 }
 
+/// Checks `written` (rustc's primal of the program as written, where the
+/// hand-written primal computes differently) against the compiled primal
+/// (relative 1e-8), then times it (`primal/rustc_as_written`).
+fn bench_written(
+    group: &mut Group<'_>,
+    program: &str,
+    func: &CompiledFunction,
+    args: &[Val],
+    mut written: impl FnMut() -> f64,
+) {
+    let (mut ws, mut args, mut out) = (Workspace::new(), args.to_vec(), Vec::new());
+    func.call_into(&mut ws, &mut args, &mut out)
+        .unwrap_or_else(|e| panic!("{program}: the primal fails: {e}"));
+    hand::check(program, scalar(&out), written(), &[]);
+    group.bench_function("primal/rustc_as_written", |b| {
+        b.iter(|| black_box(written()))
+    });
+}
+
 /// Prepares `grad` at `args`, checks its value and gradient against `hand`'s, then
 /// times it as `id`.
 fn bench_gradient(
@@ -500,6 +519,9 @@ fn normalize(c: &mut Criterion) {
     bench_primals(&mut group, "normalize", &func, &args, || {
         hand::normalize(black_box(&x), &w)
     });
+    bench_written(&mut group, "normalize", &func, &args, || {
+        hand::normalize_as_written(black_box(&x), &w)
+    });
     if run_gradient {
         bench_gradient(
             &mut group,
@@ -577,6 +599,9 @@ fn mlp(c: &mut Criterion) {
     let mut group = c.benchmark_group("mlp");
     bench_primals(&mut group, "mlp", &func, &args, || {
         hand::mlp(black_box(&p.x), &p.w1, &p.b1, &p.w2, &p.b2)
+    });
+    bench_written(&mut group, "mlp", &func, &args, || {
+        hand::mlp_as_written(black_box(&p.x), &p.w1, &p.b1, &p.w2, &p.b2)
     });
     bench_gradient(&mut group, "gradient/jit", "mlp", &grad, &args, &mut hand);
     bench_attr(&mut group, "gradient/attr", "mlp", &mut hand, |d| {

@@ -74,6 +74,9 @@ struct Row {
     gradient: Option<Gradlift>,
     hand_primal: f64,
     hand_gradient: f64,
+    /// rustc's primal of the program as written, where it differs from the
+    /// hand-written primal.
+    written_primal: Option<f64>,
     /// The attribute form's gradient, `None` when it was not run (as `gradient`).
     attr: Option<Attr>,
     /// The same program from `examples/ir`, through the command line's pipeline.
@@ -228,12 +231,17 @@ struct Jit {
     /// The median ms of the hand-written primal and gradient.
     hand_primal: f64,
     hand_gradient: f64,
+    /// The median ms of rustc's primal of the program as written, when timed.
+    written_primal: Option<f64>,
 }
 
-/// The hand-written primal and gradient of a program, as calls to time.
+/// The hand-written primal and gradient of a program, as calls to time, and
+/// where the hand-written primal computes differently from the program (see
+/// `hand::normalize_as_written`), rustc's primal of the program as written.
 struct Hand<'a> {
     primal: &'a mut dyn FnMut(),
     gradient: &'a mut dyn FnMut(),
+    written: Option<&'a mut dyn FnMut()>,
 }
 
 /// The medians (ms) of `samples_each(fs)`.
@@ -274,7 +282,12 @@ fn jit<A, R>(
     };
 
     let Some(params) = params else {
-        let t = medians(&mut [&mut primal, hand.primal, hand.gradient]);
+        let mut calls: Vec<&mut dyn FnMut()> = vec![&mut primal, hand.primal, hand.gradient];
+        let has_written = hand.written.is_some();
+        if let Some(w) = hand.written {
+            calls.push(w);
+        }
+        let t = medians(&mut calls);
         return Ok(Jit {
             primal: t[0],
             primal_value,
@@ -282,6 +295,7 @@ fn jit<A, R>(
             attr: None,
             hand_primal: t[1],
             hand_gradient: t[2],
+            written_primal: has_written.then(|| t[3]),
         });
     };
     let grad = compiled_gradient(ad, params)?;
@@ -306,21 +320,22 @@ fn jit<A, R>(
         gradient_value = scalar(&value);
         black_box(&grads);
     };
-    let (t, attr) = match attr {
-        Some(attr) => {
-            let s =
-                samples_each(&mut [&mut primal, hand.primal, &mut gradient, hand.gradient, attr]);
-            let fastest = |s: &[f64]| s.iter().copied().fold(f64::INFINITY, f64::min);
-            let ratio = fastest(&s[4]) / fastest(&s[2]);
-            let t: Vec<f64> = s.into_iter().map(|s| median(s) * 1e3).collect();
-            let a = t[4];
-            (t, Some((a, ratio)))
-        }
-        None => (
-            medians(&mut [&mut primal, hand.primal, &mut gradient, hand.gradient]),
-            None,
-        ),
-    };
+    let mut calls: Vec<&mut dyn FnMut()> =
+        vec![&mut primal, hand.primal, &mut gradient, hand.gradient];
+    let has_attr = attr.is_some();
+    if let Some(a) = attr {
+        calls.push(a);
+    }
+    let has_written = hand.written.is_some();
+    if let Some(w) = hand.written {
+        calls.push(w);
+    }
+    let s = samples_each(&mut calls);
+    drop(calls);
+    let fastest = |s: &[f64]| s.iter().copied().fold(f64::INFINITY, f64::min);
+    let attr_ratio = has_attr.then(|| fastest(&s[4]) / fastest(&s[2]));
+    let t: Vec<f64> = s.into_iter().map(|s| median(s) * 1e3).collect();
+    let attr = attr_ratio.map(|ratio| (t[4], ratio));
     Ok(Jit {
         primal: t[0],
         primal_value,
@@ -328,6 +343,7 @@ fn jit<A, R>(
         attr,
         hand_primal: t[1],
         hand_gradient: t[3],
+        written_primal: has_written.then(|| t[t.len() - 1]),
     })
 }
 
@@ -365,6 +381,7 @@ fn row(
         gradient,
         hand_primal: jit.hand_primal,
         hand_gradient: jit.hand_gradient,
+        written_primal: jit.written_primal,
         attr,
         ir: None,
     }
@@ -414,6 +431,7 @@ fn of_x<F: Callable<(Slice<f64>,), Output = Var>>(
     let hand = Hand {
         primal: &mut hp,
         gradient: &mut hg,
+        written: None,
     };
     let jit = jit(
         &ad,
@@ -425,6 +443,7 @@ fn of_x<F: Callable<(Slice<f64>,), Output = Var>>(
     let hand = Hand {
         primal: &mut hp,
         gradient: &mut hg,
+        written: None,
     };
     let ir = ir_row(
         ir_file,
@@ -480,6 +499,9 @@ fn normalize(n: usize, tape: Option<usize>) -> Result<Row, Error> {
     let mut hp = || {
         black_box(hand::normalize(black_box(&x), black_box(&w)));
     };
+    let mut hw = || {
+        black_box(hand::normalize_as_written(black_box(&x), black_box(&w)));
+    };
     let mut hg = || {
         black_box(hand::normalize_gradient(
             black_box(&x),
@@ -490,6 +512,7 @@ fn normalize(n: usize, tape: Option<usize>) -> Result<Row, Error> {
     let hand = Hand {
         primal: &mut hp,
         gradient: &mut hg,
+        written: Some(&mut hw),
     };
     let jit = jit(
         &ad,
@@ -501,6 +524,7 @@ fn normalize(n: usize, tape: Option<usize>) -> Result<Row, Error> {
     let hand = Hand {
         primal: &mut hp,
         gradient: &mut hg,
+        written: None,
     };
     let ir = ir_row(
         "normalize.ir",
@@ -595,12 +619,22 @@ fn mlp() -> Result<Row, Error> {
     let mut hp = || {
         black_box(hand::mlp(black_box(&p.x), &p.w1, &p.b1, &p.w2, &p.b2));
     };
+    let mut hw = || {
+        black_box(hand::mlp_as_written(
+            black_box(&p.x),
+            &p.w1,
+            &p.b1,
+            &p.w2,
+            &p.b2,
+        ));
+    };
     let mut hg = || {
         black_box(hand_gradient(&mut h));
     };
     let hand = Hand {
         primal: &mut hp,
         gradient: &mut hg,
+        written: Some(&mut hw),
     };
     let jit = jit(&ad, Some(&params), args.clone(), Some(&mut attr), hand)?;
     // The IR version takes the labels (`b mod 10`) as a slice of its own.
@@ -611,6 +645,7 @@ fn mlp() -> Result<Row, Error> {
     let hand = Hand {
         primal: &mut hp,
         gradient: &mut hg,
+        written: None,
     };
     let ir = ir_row("mlp.ir", "mlp", ir_args, &ir_params, hand, hand_value, None)?;
     let mut row = row(
@@ -666,6 +701,7 @@ fn ode() -> Result<Row, Error> {
     let hand = Hand {
         primal: &mut hp,
         gradient: &mut hg,
+        written: None,
     };
     let jit = jit(&ad, Some(&params), args, Some(&mut attr), hand)?;
     // The IR version takes the six numbers as scalars (all active) and T.
@@ -676,6 +712,7 @@ fn ode() -> Result<Row, Error> {
     let hand = Hand {
         primal: &mut hp,
         gradient: &mut hg,
+        written: None,
     };
     let ir = ir_row("ode.ir", "ode", ir_args, &ir_params, hand, hand_value, None)?;
     let mut row = row(
@@ -1105,6 +1142,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ir.compile.as_secs_f64() * 1e3,
                 ir.tape_bytes,
             );
+        }
+    }
+    if rows.iter().any(|r| r.written_primal.is_some()) {
+        println!(
+            "\nThe primal against rustc's primal of the program as written (`hand::normalize_as_written`, `hand::mlp_as_written`: the suite program's operations in its order), timed in the same turns as the row above:\n"
+        );
+        println!(
+            "| program | n | primal ms | rustc as written ms | primal vs as written | hand primal ms | as written vs hand |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|");
+        for r in &rows {
+            if let Some(w) = r.written_primal {
+                println!(
+                    "| {} | {} | {:.4} | {w:.4} | {:.2} | {:.4} | {:.2} |",
+                    r.program,
+                    r.n,
+                    r.primal,
+                    r.primal / w,
+                    r.hand_primal,
+                    w / r.hand_primal,
+                );
+            }
         }
     }
     if skipped {

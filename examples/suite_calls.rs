@@ -5,7 +5,9 @@
 //! ```sh
 //! cargo build --release --example suite_calls
 //! # PROGRAM: sumsq rosenbrock logsumexp normalize mlp ode branchy
-//! # CALL: jp (gradlift's primal), jg (its gradient), hp, hg (the hand-written ones)
+//! # CALL: jp (gradlift's primal), jg (its gradient), hp, hg (the hand-written ones),
+//! #       hw (rustc on the program as written: `hand::normalize_as_written`,
+//! #       `hand::mlp_as_written`; the hand-written primal for the others)
 //! perf stat -e instructions:u,cycles:u target/release/examples/suite_calls PROGRAM CALL 201
 //! perf stat -e instructions:u,cycles:u target/release/examples/suite_calls PROGRAM CALL 1
 //! ```
@@ -25,7 +27,7 @@ use std::hint::black_box;
 mod hand;
 /// Runs the call the arguments name, CALLS times.
 fn main() {
-    let usage = "usage: suite_calls PROGRAM jp|jg|hp|hg CALLS";
+    let usage = "usage: suite_calls PROGRAM jp|jg|hp|hg|hw CALLS";
     let prog = std::env::args().nth(1).expect(usage);
     let var = std::env::args().nth(2).expect(usage);
     let reps: usize = std::env::args()
@@ -48,7 +50,7 @@ fn main() {
         "branchy",
     ];
     assert!(
-        PROGRAMS.contains(&prog.as_str()) && ["jp", "jg", "hp", "hg"].contains(&var.as_str()),
+        PROGRAMS.contains(&prog.as_str()) && ["jp", "jg", "hp", "hg", "hw"].contains(&var.as_str()),
         "{usage}: PROGRAM one of {PROGRAMS:?}"
     );
     let p = suite::mlp_input(MLP_BATCH);
@@ -134,9 +136,14 @@ fn main() {
                     .unwrap();
             }
         }
-        "hp" => {
+        "hp" | "hw" => {
+            let written = var == "hw";
             for _ in 0..reps {
                 black_box(match prog.as_str() {
+                    "normalize" if written => hand::normalize_as_written(black_box(&nx), &w),
+                    "mlp" if written => {
+                        hand::mlp_as_written(black_box(&p.x), &p.w1, &p.b1, &p.w2, &p.b2)
+                    }
                     "sumsq" => hand::sumsq(black_box(&x)),
                     "rosenbrock" => hand::rosenbrock(black_box(&x)),
                     "logsumexp" => hand::logsumexp(black_box(&x)),

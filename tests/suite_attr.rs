@@ -167,3 +167,32 @@ fn seed_and_grad() {
     let scaled: Vec<f64> = grad.iter().map(|d| -2.5 * d).collect();
     check("rosenbrock", value, grad_value, &[(&dx, &scaled)]);
 }
+
+/// The "as written" primals of `benches/hand.rs` (rustc's primal of the suite
+/// program's operations, a column of the suite's table) compute what the
+/// programs compute, bit for bit: `normalize_as_written` the plain Rust program
+/// (the norm recomputed for every term) and gradlift's compiled value,
+/// `mlp_as_written` the hand-written primal with its loops interchanged.
+#[test]
+fn as_written_primals() {
+    for n in SIZES {
+        let (x, w) = suite::normalize_input(n);
+        let written = hand::normalize_as_written(&x, &w);
+        assert_eq!(
+            written.to_bits(),
+            attr::normalize(&x, &w).to_bits(),
+            "n = {n}"
+        );
+        let mut dx = vec![0.0; n];
+        let value = attr::d_normalize(&x, &mut dx, &w, 1.0);
+        assert_eq!(written.to_bits(), value.to_bits(), "n = {n}");
+    }
+    for batch in [1, 3, 12] {
+        let p = suite::mlp_input(batch);
+        let written = hand::mlp_as_written(&p.x, &p.w1, &p.b1, &p.w2, &p.b2);
+        let hand = hand::mlp(&p.x, &p.w1, &p.b1, &p.w2, &p.b2);
+        assert_eq!(written.to_bits(), hand.to_bits(), "batch {batch}");
+        let native = attr::mlp(&p.x, &p.w1, &p.b1, &p.w2, &p.b2);
+        assert_eq!(written.to_bits(), native.to_bits(), "batch {batch}");
+    }
+}

@@ -323,19 +323,25 @@ pub(crate) fn op_rule(op: Opcode) -> OpRule {
         // reciprocal does not depend on the cotangent (or tangent), so the lanes
         // of a rule of width N share its one division, and a divisor invariant in
         // a loop has it hoisted. A constant divisor keeps the exact `ct / y`.
-        Fdiv => float(&[Some(ARG1), Some(READS_ARG1_RESULT)], |r, k| {
+        // `∂(x/y)/∂y = -(x/y)/y`, written `-(ct/y) (x (1/y))`: it reads `x`, not
+        // the quotient, so a pullback that recomputes what it reads (the minimal
+        // tape) multiplies by `1/y` instead of dividing again. `1/y` is computed
+        // once for both operands and, where `y` is invariant, hoisted with it.
+        Fdiv => float(&[Some(ARG1), Some(ARGS01)], |r, k| {
             let (g, y) = (r.ct(), r.arg(1));
-            let q = if r.arg_const(1).is_some() {
-                r.b.fdiv(g, y)
-            } else {
-                let one = r.lit(1.0);
-                let inv = r.b.fdiv(one, y);
-                r.b.fmul(g, inv)
-            };
+            if r.arg_const(1).is_some() {
+                // A literal divisor is never active: this is the contribution to
+                // `x`.
+                return Some(r.b.fdiv(g, y));
+            }
+            let one = r.lit(1.0);
+            let inv = r.b.fdiv(one, y);
+            let q = r.b.fmul(g, inv);
             if k == 0 {
                 return Some(q);
             }
-            let t = r.result();
+            let x = r.arg(0);
+            let t = r.b.fmul(x, inv);
             let p = r.b.fmul(q, t);
             Some(r.b.fneg(p))
         }),

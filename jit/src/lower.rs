@@ -38,7 +38,7 @@ use gradlift_ir::{
     Block, Body, CmpPred, Elem, FuncId, Function, Imm, Inst, Module, Opcode, Pos, Scalar,
     Terminator, Type, Value, ValueDef,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::error::CompileError;
 use crate::helpers::{Helper, MathFn, MathFn2};
@@ -201,6 +201,9 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
     /// The stack slot holding the address of each slice parameter that a
     /// versioned loop reads or writes ([`Lower::version`]).
     reloads: HashMap<Value, cl::StackSlot>,
+    /// The blocks that read each value (instructions, terminators, phis of
+    /// successors), made when a block first calls out ([`Self::spill_across`]).
+    readers: Option<HashMap<Value, Vec<Block>>>,
 }
 
 /// The unchecked copy of a versioned loop being lowered ([`version`]).
@@ -516,6 +519,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             dispatch,
             copy: None,
             reloads: HashMap::new(),
+            readers: None,
         };
         lower.b.switch_to_block(centry);
         // The addresses of the slices that versioned loops read or write (slice
@@ -628,11 +632,40 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let func = self.func;
         let insts = &func.blocks[blk].insts;
         let mut run_end = 0;
+        let mut spilled: HashMap<Value, (cl::StackSlot, Option<Lv>)> = HashMap::new();
         for (at, &inst) in insts.iter().enumerate() {
             if at >= run_end && func.insts[inst].opcode == Opcode::Load {
                 run_end = self.check_run(&insts[at..])? + at;
             }
+            let across = if self.calls_out(inst) {
+                self.spill_across(blk, &insts[at + 1..], inst, &mut spilled)?
+            } else {
+                Vec::new()
+            };
             self.inst(inst)?;
+            for (v, slot, ty) in across {
+                // Loaded as an integer and moved: a float load could become the
+                // memory operand of a commutative op, whose operands x86-64 then
+                // swaps, which changes which NaN comes out.
+                let int = if ty == types::F64 {
+                    types::I64
+                } else {
+                    types::I32
+                };
+                let bits = self.b.ins().stack_load(types::I64, int, slot, 0);
+                let x = self.b.ins().bitcast(ty, MemFlagsData::new(), bits);
+                match self.vars.get(&v) {
+                    Some(&var) => self.b.def_var(var, x),
+                    None => self.vals[v] = Some(Lv::One(x)),
+                }
+            }
+        }
+        // The reloads serve this block only (blocks it does not dominate read
+        // the values as defined); a variable's reload is an ordinary definition.
+        for (v, (_, orig)) in spilled {
+            if !self.vars.contains_key(&v) {
+                self.vals[v] = orig;
+            }
         }
         let Some(term) = &self.func.blocks[blk].term else {
             return Err(self.internal("a block without terminator"));
@@ -661,7 +694,12 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 let else_args = self.edge_args(blk, *else_dest)?;
                 let t = self.edge_target(blk, *then_dest)?;
                 let e = self.edge_target(blk, *else_dest)?;
-                self.b.ins().brif(c, t, &then_args, e, &else_args);
+                self.branch(
+                    c,
+                    blk,
+                    (*then_dest, t, then_args),
+                    (*else_dest, e, else_args),
+                );
             }
             Terminator::Ret(vals) => {
                 let mut out = Vec::new();
@@ -703,8 +741,53 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let then_args = self.edge_args(header, *then_dest)?;
         let else_args = self.edge_args(header, *else_dest)?;
         let (t, e) = (self.target(*then_dest)?, self.target(*else_dest)?);
-        self.b.ins().brif(c, t, &then_args, e, &else_args);
+        self.branch(
+            c,
+            header,
+            (*then_dest, t, then_args),
+            (*else_dest, e, else_args),
+        );
         Ok(())
+    }
+
+    /// `brif c` from the IR block `from` to its two destinations (IR block,
+    /// Cranelift block, arguments). An edge that passes a literal to a phi goes
+    /// through a block of its own: Cranelift makes a constant where it is used,
+    /// and used by the `brif` it would be made before the branch, on both paths
+    /// (at a rotated loop's exit, in every iteration: the next loop's `0` and
+    /// `0.0`).
+    fn branch(
+        &mut self,
+        c: cl::Value,
+        from: Block,
+        then: (Block, cl::Block, Vec<BlockArg>),
+        els: (Block, cl::Block, Vec<BlockArg>),
+    ) {
+        let func = self.func;
+        let literal = |to: Block| {
+            func.blocks[to].phis.iter().any(|p| {
+                p.incoming
+                    .iter()
+                    .any(|&(q, v)| q == from && matches!(func.value_def(v), ValueDef::Const(_)))
+            })
+        };
+        let mut split = Vec::new();
+        let mut side = |this: &mut Self, (to, target, args): (Block, cl::Block, Vec<BlockArg>)| {
+            if args.is_empty() || !literal(to) {
+                return (target, args);
+            }
+            let edge = this.b.create_block();
+            split.push((edge, target, args));
+            (edge, Vec::new())
+        };
+        let (t, then_args) = side(self, then);
+        let (e, else_args) = side(self, els);
+        self.b.ins().brif(c, t, &then_args, e, &else_args);
+        for (edge, target, args) in split {
+            self.b.switch_to_block(edge);
+            self.b.seal_block(edge);
+            self.b.ins().jump(target, &args);
+        }
     }
 
     /// The target of the edge `from -> to`: the dispatch block where `to` is a
@@ -926,6 +1009,28 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             Scalar::I64(x) => ins.iconst(types::I64, x),
             Scalar::Bool(x) => ins.iconst(types::I8, i64::from(x)),
         }
+    }
+
+    /// An `f64` constant, as the bits of an integer constant moved into a float
+    /// register. Cranelift rematerialises `f64const` at every use (two
+    /// instructions on x86-64, in every iteration of a loop); the `bitcast` is
+    /// an ordinary pure value, which its optimiser hoists out of loops, so the
+    /// constant stays in a register. `0.0` stays an `f64const` (one `xorpd`).
+    fn f64_bits(&mut self, bits: u64) -> cl::Value {
+        if bits == 0 {
+            return self.b.ins().f64const(Ieee64::with_bits(0));
+        }
+        let i = self.b.ins().iconst(types::I64, bits as i64);
+        self.b.ins().bitcast(types::F64, MemFlagsData::new(), i)
+    }
+
+    /// An `f32` constant, as [`Self::f64_bits`].
+    fn f32_bits(&mut self, bits: u32) -> cl::Value {
+        if bits == 0 {
+            return self.b.ins().f32const(Ieee32::with_bits(0));
+        }
+        let i = self.b.ins().iconst(types::I32, i64::from(bits));
+        self.b.ins().bitcast(types::F32, MemFlagsData::new(), i)
     }
 
     fn internal(&self, message: &str) -> CompileError {
@@ -1414,6 +1519,17 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                     {
                         (a[1].one(), a[0].one())
                     }
+                    // A literal first operand of `fsub` or `fdiv` cannot be a
+                    // memory operand: it is made hoistable instead (see
+                    // `f64_bits`), so a loop keeps it in a register.
+                    (Opcode::Fsub | Opcode::Fdiv, ValueDef::Const(c), _) => {
+                        let x = match c {
+                            Scalar::F64(v) => self.f64_bits(v.to_bits()),
+                            Scalar::F32(v) => self.f32_bits(v.to_bits()),
+                            _ => a[0].one(),
+                        };
+                        (x, a[1].one())
+                    }
                     _ => (a[0].one(), a[1].one()),
                 };
                 Some(self.float_binary(op, x, y)?)
@@ -1615,9 +1731,9 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 };
                 let nan = self.b.ins().fcmp(FloatCC::Unordered, x, y);
                 let canon = if ty == types::F32 {
-                    self.b.ins().f32const(Ieee32::with_bits(f32::NAN.to_bits()))
+                    self.f32_bits(f32::NAN.to_bits())
                 } else {
-                    self.b.ins().f64const(Ieee64::with_bits(f64::NAN.to_bits()))
+                    self.f64_bits(f64::NAN.to_bits())
                 };
                 self.b.ins().select(nan, canon, r)
             }
@@ -1654,9 +1770,9 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             // in two instructions at every use).
             Opcode::Fneg => {
                 let mask = if f32 {
-                    ins.f32const(Ieee32::with_bits(0x8000_0000))
+                    self.f32_bits(0x8000_0000)
                 } else {
-                    ins.f64const(Ieee64::with_bits(0x8000_0000_0000_0000))
+                    self.f64_bits(0x8000_0000_0000_0000)
                 };
                 return Ok(self.b.ins().bxor(x, mask));
             }
@@ -1691,7 +1807,12 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let c = |this: &mut Self, v: f64| this.b.ins().f64const(Ieee64::with_bits(v.to_bits()));
         // The clamp (`f64::clamp`: below the minimum, then above the maximum),
         // NaN through.
-        let (max, min) = (c(self, EXP_MAX), c(self, EXP_MIN));
+        // The clamp's bounds and the `1.0` below cannot be memory operands: made
+        // hoistable ([`Self::f64_bits`]).
+        let (max, min) = (
+            self.f64_bits(EXP_MAX.to_bits()),
+            self.f64_bits(EXP_MIN.to_bits()),
+        );
         let below = self.b.ins().fcmp(FloatCC::LessThan, x, min);
         let x = self.b.ins().select(below, min, x);
         let above = self.b.ins().fcmp(FloatCC::GreaterThan, x, max);
@@ -1728,7 +1849,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let quot = self.b.ins().fdiv(rc, den);
         let inner = self.b.ins().fadd(lo, quot);
         let inner = self.b.ins().fsub(inner, hi);
-        let one = c(self, 1.0);
+        let one = self.f64_bits(1f64.to_bits());
         let y = self.b.ins().fsub(one, inner);
         let half = self.b.ins().sshr_imm_s(ki, 1);
         let rest = self.b.ins().isub(ki, half);
@@ -1749,6 +1870,163 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             Helper::PowiF64
         };
         self.helper_result(h, &[x, n])
+    }
+
+    /// Whether lowering `inst` calls a function (an IR call, a host, a math
+    /// helper), across which no float register survives (System V saves none;
+    /// AArch64 the low halves of eight).
+    fn calls_out(&self, inst: Inst) -> bool {
+        let d = &self.func.insts[inst];
+        let f32 = || {
+            d.results
+                .first()
+                .is_some_and(|&r| self.func.value_type(r) == Type::F32)
+        };
+        match d.opcode {
+            Opcode::Call => true,
+            Opcode::Exp => f32(),
+            Opcode::Log
+            | Opcode::Sin
+            | Opcode::Cos
+            | Opcode::Tan
+            | Opcode::Tanh
+            | Opcode::Sinh
+            | Opcode::Cosh
+            | Opcode::Asin
+            | Opcode::Acos
+            | Opcode::Atan
+            | Opcode::Log10
+            | Opcode::Log2
+            | Opcode::Exp2
+            | Opcode::Pow
+            | Opcode::Atan2
+            | Opcode::Hypot
+            | Opcode::Powi => true,
+            _ => false,
+        }
+    }
+
+    /// Stores each float that the rest of the block (`rest`, its terminator)
+    /// reads and that is defined before the call
+    /// `inst` into a stack slot of its own, once per block; the caller loads it
+    /// back after the call. The register allocator would keep such a value in a
+    /// spill slot over its whole life instead, and a loop before the call would
+    /// store it there in every iteration (`logsumexp`'s maximum, live across
+    /// the final `log`).
+    fn spill_across(
+        &mut self,
+        blk: Block,
+        rest: &[Inst],
+        inst: Inst,
+        spilled: &mut HashMap<Value, (cl::StackSlot, Option<Lv>)>,
+    ) -> Result<Vec<(Value, cl::StackSlot, types::Type)>, CompileError> {
+        let func = self.func;
+        let made_here: HashSet<Value> = rest
+            .iter()
+            .chain([&inst])
+            .flat_map(|&i| func.insts[i].results.iter().copied())
+            .collect();
+        let mut read: Vec<Value> = rest
+            .iter()
+            .flat_map(|&i| func.insts[i].args.iter().copied())
+            .collect();
+        match &func.blocks[blk].term {
+            Some(Terminator::Br { cond, .. }) => read.push(*cond),
+            Some(Terminator::Ret(vals)) => read.extend(vals.iter().copied()),
+            _ => {}
+        }
+        // Not the values passed to the successors' phis: a loop carries those,
+        // and the register allocator spills them once for the whole loop.
+        // Loaded back after this call: what is read before the next one (the
+        // rest stays in its slot until after the call before its next read).
+        let next_call = rest.iter().position(|&i| self.calls_out(i));
+        let soon: HashSet<Value> = match next_call {
+            Some(k) => rest[..=k]
+                .iter()
+                .flat_map(|&i| func.insts[i].args.iter().copied())
+                .collect(),
+            None => read.iter().copied().collect(),
+        };
+        // Only values that no block after this one reads: for the others the
+        // original stays live across the call, and the allocator spills it as
+        // well.
+        let readers = self.readers.get_or_insert_with(|| {
+            let mut m: HashMap<Value, Vec<Block>> = HashMap::new();
+            for &b in &func.layout {
+                let data = &func.blocks[b];
+                for phi in &data.phis {
+                    for &(from, v) in &phi.incoming {
+                        m.entry(v).or_default().push(from);
+                    }
+                }
+                for &i in &data.insts {
+                    for &v in &func.insts[i].args {
+                        m.entry(v).or_default().push(b);
+                    }
+                }
+                match &data.term {
+                    Some(Terminator::Br { cond, .. }) => m.entry(*cond).or_default().push(b),
+                    Some(Terminator::Ret(vals)) => {
+                        for &v in vals {
+                            m.entry(v).or_default().push(b);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            m
+        });
+        let mut after: HashSet<Block> = HashSet::new();
+        let mut stack: Vec<Block> = func.successors(blk).into_iter().collect();
+        while let Some(b) = stack.pop() {
+            if after.insert(b) {
+                stack.extend(func.successors(b));
+            }
+        }
+        let local = |v: Value| {
+            readers
+                .get(&v)
+                .is_none_or(|bs| bs.iter().all(|b| !after.contains(b)))
+        };
+        let read: Vec<Value> = read.into_iter().filter(|&v| local(v)).collect();
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        for v in read {
+            if made_here.contains(&v)
+                || !seen.insert(v)
+                || !matches!(func.value_type(v), Type::F64 | Type::F32)
+                || matches!(func.value_def(v), ValueDef::Const(_))
+                || self.lanes.pair(v).is_some()
+                || self.copy.is_some()
+            {
+                continue;
+            }
+            let ty = if func.value_type(v) == Type::F64 {
+                types::F64
+            } else {
+                types::F32
+            };
+            let slot = match spilled.get(&v) {
+                Some(&(slot, _)) => slot,
+                None => {
+                    let Lv::One(x) = self.val(v)? else {
+                        continue;
+                    };
+                    let slot = self.b.create_sized_stack_slot(cl::StackSlotData::new(
+                        cl::StackSlotKind::ExplicitSlot,
+                        8,
+                        3,
+                    ));
+                    self.b.ins().stack_store(types::I64, x, slot, 0);
+                    spilled.insert(v, (slot, self.vals[v]));
+                    slot
+                }
+            };
+            if soon.contains(&v) {
+                out.push((v, slot, ty));
+            }
+        }
+        Ok(out)
     }
 
     fn helper_result(&mut self, h: Helper, args: &[cl::Value]) -> Result<cl::Value, CompileError> {
