@@ -204,6 +204,9 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
     /// The blocks that read each value (instructions, terminators, phis of
     /// successors), made when a block first calls out ([`Self::spill_across`]).
     readers: Option<HashMap<Value, Vec<Block>>>,
+    /// `iadd`/`isub` of a literal whose result a deeper loop than its own reads
+    /// ([`Self::int_binary`]).
+    hoisted_imm: HashSet<Inst>,
 }
 
 /// The unchecked copy of a versioned loop being lowered ([`version`]).
@@ -222,6 +225,54 @@ struct Copy {
 /// The most instructions a loop's header may have for its test to be copied into
 /// the latch.
 const MAX_ROTATED_INSTS: usize = 4;
+
+/// The `iadd` and `isub` of an `i64` literal in `func` whose result is read in a
+/// block of a deeper loop than the instruction's own ([`Lower::int_binary`]).
+fn hoisted_imm(func: &Function, forest: &LoopForest) -> HashSet<Inst> {
+    let depth = |b: Block| {
+        forest
+            .innermost(b)
+            .map_or(0, |l| forest.ancestors(l).count() + 1)
+    };
+    let mut def_depth: HashMap<Value, (Inst, usize)> = HashMap::new();
+    for (b, inst) in func.placed_insts() {
+        let d = &func.insts[inst];
+        if matches!(d.opcode, Opcode::Iadd | Opcode::Isub)
+            && func.value_type(d.results[0]) == Type::I64
+            && d.args
+                .iter()
+                .filter(|&&a| matches!(func.value_def(a), ValueDef::Const(_)))
+                .count()
+                == 1
+        {
+            def_depth.insert(d.results[0], (inst, depth(b)));
+        }
+    }
+    let mut out = HashSet::new();
+    if def_depth.is_empty() {
+        return out;
+    }
+    for &b in &func.layout {
+        let here = depth(b);
+        let data = &func.blocks[b];
+        let reads = data
+            .insts
+            .iter()
+            .flat_map(|&i| func.insts[i].args.iter().copied())
+            .chain(match &data.term {
+                Some(Terminator::Br { cond, .. }) => vec![*cond],
+                _ => Vec::new(),
+            });
+        for v in reads {
+            if let Some(&(inst, d)) = def_depth.get(&v)
+                && d < here
+            {
+                out.insert(inst);
+            }
+        }
+    }
+    out
+}
 
 /// The loops whose test is copied to the end of the latch (rotation), by latch:
 /// the loop then takes one branch per iteration instead of two (into the body
@@ -451,6 +502,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let rotated = rotations(func, &cfg, &dom, &plan);
         let ranges = Ranges::new(func, &cfg, &dom);
         let versioned = version::plan(func, &cfg, &dom, &forest, &plan, &ranges);
+        let hoisted_imm = hoisted_imm(func, &forest);
         // The values of rotated headers and of versioned loops are variables.
         let mut vars = HashMap::new();
         let rotated_headers = rotated.values().copied();
@@ -520,6 +572,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             copy: None,
             reloads: HashMap::new(),
             readers: None,
+            hoisted_imm,
         };
         lower.b.switch_to_block(centry);
         // The addresses of the slices that versioned loops read or write (slice
@@ -2035,6 +2088,27 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
     }
 
     fn int_binary(&mut self, inst: Inst, op: Opcode, x: cl::Value, y: cl::Value) -> cl::Value {
+        // Cranelift rematerialises `iadd`/`isub` of a constant where each use is
+        // (`n - 1` at a loop's test: two instructions in every iteration); with
+        // the constant passed through a float register and back, which its
+        // optimiser does not fold, the sum is an ordinary value, computed once
+        // and kept in a register.
+        let (x, y) = if self.hoisted_imm.contains(&inst) {
+            let opaque = |this: &mut Self, v: cl::Value| {
+                let f = this.b.ins().bitcast(types::F64, MemFlagsData::new(), v);
+                this.b.ins().bitcast(types::I64, MemFlagsData::new(), f)
+            };
+            let d = &self.func.insts[inst];
+            match (
+                self.func.value_def(d.args[0]),
+                self.func.value_def(d.args[1]),
+            ) {
+                (ValueDef::Const(_), _) => (opaque(self, x), y),
+                _ => (x, opaque(self, y)),
+            }
+        } else {
+            (x, y)
+        };
         let ins = self.b.ins();
         match op {
             Opcode::Iadd => ins.iadd(x, y),
