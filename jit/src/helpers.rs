@@ -135,14 +135,14 @@ macro_rules! math_fns {
     };
 }
 
-// `exp` is the IR's (`IrExp`: gradlift's own for `f64`, which the JIT inlines;
+// `exp`, `sin` and `cos` are the IR's (`IrMath`: gradlift's own for `f64`, which the JIT inlines;
 // the helper is there for completeness).
-use gradlift_ir::math::IrExp;
+use gradlift_ir::math::IrMath;
 
 math_fns! {
     unary {
-        Sin sin "sin";
-        Cos cos "cos";
+        Sin ir_sin "sin";
+        Cos ir_cos "cos";
         Tan tan "tan";
         Tanh tanh "tanh";
         Exp ir_exp "exp";

@@ -122,9 +122,12 @@
 //!   arithmetic, after checking that its values are too small to wrap); only if
 //!   all are inside does the copy without those checks run. Otherwise the
 //!   original runs, every check in place, and fails where the interpreter fails.
-//! - Math: `exp` of an `f64` is inline, the operations of
-//!   [`gradlift_ir::math::exp`] in its order (the interpreter's `exp`), so no call
-//!   clobbers the loop's registers; the other math functions call Rust's `std`.
+//! - Math: `exp`, `sin` and `cos` of an `f64` are inline, the operations of
+//!   [`gradlift_ir::math::exp`], [`gradlift_ir::math::sin`] and
+//!   [`gradlift_ir::math::cos`] in their order (the interpreter's), so no call
+//!   clobbers the loop's registers (`sin` and `cos` call out on a cold path
+//!   beyond `2^20 pi/2`; a `sin` and a `cos` of one value share their work); the
+//!   other math functions call Rust's `std`.
 //! - Depth: `ctx` counts active calls (1 in the outermost function). A `call` made
 //!   at the limit fails with [`ErrorKind::RecursionLimit`], at the `call`, as in
 //!   the interpreter (default 10,000, [`Workspace::with_max_depth`]).

@@ -207,6 +207,28 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
     /// `iadd`/`isub` of a literal whose result a deeper loop than its own reads
     /// ([`Self::int_binary`]).
     hoisted_imm: HashSet<Inst>,
+    /// The IR's dominator tree.
+    dom: DominatorTree,
+    /// The reduction and both kernels of each `f64` whose `sin` or `cos` was
+    /// lowered, for the other one ([`Self::sincos_f64`]).
+    sincos: HashMap<Value, SinCos>,
+    /// Counts the switches between a versioned loop's copies (values lowered in
+    /// one are not the other's).
+    copy_epoch: u32,
+}
+
+/// What [`Lower::sincos_f64`] keeps of an `f64`'s `sin` or `cos`: where it was
+/// lowered, the quadrant `n`, both kernels and whether the argument is out of
+/// the inline range.
+#[derive(Clone, Copy)]
+struct SinCos {
+    x: cl::Value,
+    block: Block,
+    epoch: u32,
+    n: cl::Value,
+    sin: cl::Value,
+    cos: cl::Value,
+    outside: cl::Value,
 }
 
 /// The unchecked copy of a versioned loop being lowered ([`version`]).
@@ -573,6 +595,9 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             reloads: HashMap::new(),
             readers: None,
             hoisted_imm,
+            dom,
+            sincos: HashMap::new(),
+            copy_epoch: 0,
         };
         lower.b.switch_to_block(centry);
         // The addresses of the slices that versioned loops read or write (slice
@@ -978,10 +1003,12 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             .ins()
             .brif(ok, copy.blocks[&h], &args, original, &args);
         self.copy = Some(copy);
+        self.copy_epoch += 1;
         for &blk in &v.blocks {
             self.block(blk)?;
         }
         self.copy = None;
+        self.copy_epoch += 1;
         // The original's instructions define their values anew (the variables
         // join both copies' definitions where the loop is left).
         let func = self.func;
@@ -1587,6 +1614,11 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 };
                 Some(self.float_binary(op, x, y)?)
             }
+            Shape::FloatUnary
+                if matches!(op, Opcode::Sin | Opcode::Cos) && arg_ty(0) == Some(Type::F64) =>
+            {
+                Some(self.sincos_f64(args[0], a[0].one(), op == Opcode::Cos)?)
+            }
             Shape::FloatUnary => Some(self.float_unary(op, a[0].one())?),
             // `fma` is the one ternary float op: Cranelift's `fma` (see
             // `helpers::libcalls` for the targets without the instruction).
@@ -1916,6 +1948,211 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         out
     }
 
+    /// `sin` (or with `cos`, `cos`) of the `f64` `v` (here `x`), inline: the
+    /// operations of [`gradlift_ir::math::sin`] ([`gradlift_ir::math::cos`]) in
+    /// their order, so the result is the interpreter's bit for bit. The second
+    /// and third rounds of reduction, which only arguments within about
+    /// `2^-16 |x|` of a multiple of `pi/2` take, run on a cold path, and so do
+    /// arguments beyond `2^20 pi/2`, infinities and NaN (a call of the helper,
+    /// the same function). The reduction and both kernels are kept for `v`: a
+    /// `sin` and a `cos` of one value (a derivative's) share them where the
+    /// first dominates the second.
+    fn sincos_f64(&mut self, v: Value, x: cl::Value, cos: bool) -> Result<cl::Value, CompileError> {
+        // Reused only for the same Cranelift value (a rotated loop's header is
+        // lowered twice, its phis' values anew) where the first was lowered in a
+        // block that dominates this one, in the same copy of a versioned loop.
+        let known = self.sincos.get(&v).copied().filter(|k| {
+            k.x == x
+                && k.epoch == self.copy_epoch
+                && (k.block == self.cur_block || self.dom.dominates(k.block, self.cur_block))
+        });
+        let k = match known {
+            Some(k) => k,
+            None => {
+                let k = self.sincos_kernels(x);
+                self.sincos.insert(
+                    v,
+                    SinCos {
+                        block: self.cur_block,
+                        epoch: self.copy_epoch,
+                        ..k
+                    },
+                );
+                k
+            }
+        };
+        let (n, sin, cos_v) = (k.n, k.sin, k.cos);
+        // The quadrant n mod 4: which kernel (bit 0) and its sign (sin: bit 1;
+        // cos: bit 1 of n + 1), the sign flipped as `fneg` flips it.
+        let flags = MemFlagsData::new();
+        let odd = self.b.ins().band_imm_u(n, 1);
+        let (chosen, signed) = if cos {
+            let n1 = self.b.ins().iadd_imm_s(n, 1);
+            (self.b.ins().select(odd, sin, cos_v), n1)
+        } else {
+            (self.b.ins().select(odd, cos_v, sin), n)
+        };
+        let sign = self.b.ins().band_imm_u(signed, 2);
+        let sign = self.b.ins().ishl_imm_u(sign, 62);
+        let bits = self.b.ins().bitcast(types::I64, flags, chosen);
+        let bits = self.b.ins().bxor(bits, sign);
+        let result = self.b.ins().bitcast(types::F64, flags, bits);
+        let (cold, join) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(cold);
+        let out = self.b.append_block_param(join, types::F64);
+        self.b
+            .ins()
+            .brif(k.outside, cold, &[], join, &[BlockArg::Value(result)]);
+        self.b.switch_to_block(cold);
+        self.b.seal_block(cold);
+        let f = if cos { MathFn::Cos } else { MathFn::Sin };
+        let called = self.helper_result(Helper::F64Unary(f), &[x])?;
+        self.b.ins().jump(join, &[BlockArg::Value(called)]);
+        self.b.switch_to_block(join);
+        self.b.seal_block(join);
+        Ok(out)
+    }
+
+    /// The reduction of `x` and both kernels ([`Self::sincos_f64`]).
+    fn sincos_kernels(&mut self, x: cl::Value) -> SinCos {
+        use gradlift_ir::math::{
+            COS, INV_PIO2, PIO2_1, PIO2_1T, PIO2_2, PIO2_2T, PIO2_3, PIO2_3T, SHIFT, SIN,
+            SINCOS_MEDIUM,
+        };
+        let flags = MemFlagsData::new();
+        let c = |this: &mut Self, v: f64| this.b.ins().f64const(Ieee64::with_bits(v.to_bits()));
+        let xb = self.b.ins().bitcast(types::I64, flags, x);
+        let hi = self.b.ins().ushr_imm_u(xb, 32);
+        let hi = self.b.ins().band_imm_u(hi, 0x7fff_ffff);
+        let outside =
+            self.b
+                .ins()
+                .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, hi, SINCOS_MEDIUM as i64);
+
+        // The reduction (`math::rem_pio2`).
+        let exponent = |this: &mut Self, bits: cl::Value| {
+            let e = this.b.ins().ushr_imm_u(bits, 52);
+            this.b.ins().band_imm_u(e, 0x7ff)
+        };
+        let (inv, shift) = (c(self, INV_PIO2), c(self, SHIFT));
+        let kd = self.b.ins().fmul(x, inv);
+        let kd = self.b.ins().fadd(kd, shift);
+        let kb = self.b.ins().bitcast(types::I64, flags, kd);
+        let n = self
+            .b
+            .ins()
+            .iadd_imm_s(kb, (SHIFT.to_bits() as i64).wrapping_neg());
+        let f = self.b.ins().fsub(kd, shift);
+        let p1 = c(self, PIO2_1);
+        let fp = self.b.ins().fmul(f, p1);
+        let r1 = self.b.ins().fsub(x, fp);
+        let t1 = c(self, PIO2_1T);
+        let w1 = self.b.ins().fmul(f, t1);
+        let y1 = self.b.ins().fsub(r1, w1);
+        let ex = exponent(self, xb);
+        let lost = |this: &mut Self, y: cl::Value, bits: i64| {
+            let yb = this.b.ins().bitcast(types::I64, flags, y);
+            let ey = exponent(this, yb);
+            let d = this.b.ins().isub(ex, ey);
+            this.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, d, bits)
+        };
+        let second = lost(self, y1, 16);
+        let (more, reduced) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(more);
+        let r = self.b.append_block_param(reduced, types::F64);
+        let w = self.b.append_block_param(reduced, types::F64);
+        let y0 = self.b.append_block_param(reduced, types::F64);
+        let first = [r1, w1, y1].map(BlockArg::Value);
+        self.b.ins().brif(second, more, &[], reduced, &first);
+        self.b.switch_to_block(more);
+        self.b.seal_block(more);
+        let again = |this: &mut Self, r: cl::Value, part: f64, tail: f64| {
+            let (part, tail) = (c(this, part), c(this, tail));
+            let w = this.b.ins().fmul(f, part);
+            let r2 = this.b.ins().fsub(r, w);
+            let ft = this.b.ins().fmul(f, tail);
+            let lost = this.b.ins().fsub(r, r2);
+            let lost = this.b.ins().fsub(lost, w);
+            let w2 = this.b.ins().fsub(ft, lost);
+            let y0 = this.b.ins().fsub(r2, w2);
+            (r2, w2, y0)
+        };
+        let (r2, w2, y2) = again(self, r1, PIO2_2, PIO2_2T);
+        let (r3, w3, y3) = again(self, r2, PIO2_3, PIO2_3T);
+        let third = lost(self, y2, 49);
+        let pick: Vec<BlockArg> = [(r3, r2), (w3, w2), (y3, y2)]
+            .into_iter()
+            .map(|(a, b)| BlockArg::Value(self.b.ins().select(third, a, b)))
+            .collect();
+        self.b.ins().jump(reduced, &pick);
+        self.b.switch_to_block(reduced);
+        self.b.seal_block(reduced);
+        let ry = self.b.ins().fsub(r, y0);
+        let y = self.b.ins().fsub(ry, w);
+
+        // The kernels (`math::k_sin`, `math::k_cos`).
+        let half = c(self, 0.5);
+        let z = self.b.ins().fmul(y0, y0);
+        let zz = self.b.ins().fmul(z, z);
+        let horner = |this: &mut Self, coefs: &[f64]| {
+            // coefs[0] + z (coefs[1] + z (...)), innermost first.
+            let (&last, rest) = coefs.split_last().expect("coefficients");
+            let mut acc = c(this, last);
+            for &k in rest.iter().rev() {
+                // `k + z acc` as `z acc + k` (the same sum: no NaN here), the
+                // literal second, where x86-64 reads it from memory.
+                let zacc = this.b.ins().fmul(z, acc);
+                let k = c(this, k);
+                acc = this.b.ins().fadd(zacc, k);
+            }
+            acc
+        };
+        // sin: r = s2 + z (s3 + z s4) + z w (s5 + z s6); v = z x;
+        // x - ((z (0.5 y - v r) - y) - v s1).
+        let a = horner(self, &SIN[1..4]);
+        let b = horner(self, &SIN[4..6]);
+        let zw = self.b.ins().fmul(z, zz);
+        let zwb = self.b.ins().fmul(zw, b);
+        let rs = self.b.ins().fadd(a, zwb);
+        let v = self.b.ins().fmul(z, y0);
+        let hy = self.b.ins().fmul(half, y);
+        let vr = self.b.ins().fmul(v, rs);
+        let inner = self.b.ins().fsub(hy, vr);
+        let inner = self.b.ins().fmul(z, inner);
+        let inner = self.b.ins().fsub(inner, y);
+        let s1 = c(self, SIN[0]);
+        let vs1 = self.b.ins().fmul(v, s1);
+        let inner = self.b.ins().fsub(inner, vs1);
+        let sin = self.b.ins().fsub(y0, inner);
+        // cos: r = z (c1 + z (c2 + z c3)) + w w (c4 + z (c5 + z c6));
+        // hz = 0.5 z; w = 1 - hz; w + (((1 - w) - hz) + (z r - x y)).
+        let a = horner(self, &COS[0..3]);
+        let b = horner(self, &COS[3..6]);
+        let za = self.b.ins().fmul(z, a);
+        let ww = self.b.ins().fmul(zz, zz);
+        let wwb = self.b.ins().fmul(ww, b);
+        let rc = self.b.ins().fadd(za, wwb);
+        let hz = self.b.ins().fmul(half, z);
+        let one = self.f64_bits(1f64.to_bits());
+        let w = self.b.ins().fsub(one, hz);
+        let back = self.b.ins().fsub(one, w);
+        let back = self.b.ins().fsub(back, hz);
+        let zr = self.b.ins().fmul(z, rc);
+        let xy = self.b.ins().fmul(y0, y);
+        let tail = self.b.ins().fsub(zr, xy);
+        let tail = self.b.ins().fadd(back, tail);
+        let cos = self.b.ins().fadd(w, tail);
+        SinCos {
+            x,
+            block: self.cur_block,
+            epoch: self.copy_epoch,
+            n,
+            sin,
+            cos,
+            outside,
+        }
+    }
+
     fn powi(&mut self, x: cl::Value, n: cl::Value) -> Result<cl::Value, CompileError> {
         let h = if self.b.func.dfg.value_type(x) == types::F32 {
             Helper::PowiF32
@@ -1937,10 +2174,9 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         };
         match d.opcode {
             Opcode::Call => true,
-            Opcode::Exp => f32(),
+            // Inline for `f64` (`sin` and `cos` call out on a cold path only).
+            Opcode::Exp | Opcode::Sin | Opcode::Cos => f32(),
             Opcode::Log
-            | Opcode::Sin
-            | Opcode::Cos
             | Opcode::Tan
             | Opcode::Tanh
             | Opcode::Sinh

@@ -1,8 +1,12 @@
-//! `exp` of an `f64` is inlined (`Lower::exp_f64`): the operations of
-//! `gradlift_ir::math::exp` in its order, no call. Tested here: the compiled code
-//! has no call, and gives the bits of `math::exp` (which the interpreter uses) at
-//! a sweep of arguments and at every edge: zeros, tiny and huge arguments,
-//! subnormal results, overflow, infinities and NaN.
+//! `exp`, `sin` and `cos` of an `f64` are inlined (`Lower::exp_f64`,
+//! `Lower::sincos_f64`): the operations of `gradlift_ir::math::exp`, `sin` and
+//! `cos` in their order, no call (`sin` and `cos` call out on a cold path beyond
+//! `2^20 pi/2`). Tested here: the compiled code has no call (one, on its cold
+//! path, for `sin` and `cos`), and gives the bits of `math` (which the
+//! interpreter uses) at sweeps of arguments and at every edge: zeros, tiny and
+//! huge arguments, subnormal results, overflow, infinities and NaN, and for
+//! `sin` and `cos` the multiples of `pi/2` where the reduction cancels and the
+//! edge of the inline range.
 
 mod support;
 
@@ -77,5 +81,111 @@ fn exp_is_inline_and_gives_the_bits_of_math_exp() {
             compare(&m, &c, &mut ws, id, &[Val::F64(x)]),
             Compared::Values
         );
+    }
+}
+
+const SINCOS: &str = r#"
+func @s(%x: f64) -> f64 {
+entry:
+    %y = sin %x
+    ret %y
+}
+
+func @c(%x: f64) -> f64 {
+entry:
+    %y = cos %x
+    ret %y
+}
+
+func @sc(%x: f64) -> f64 {
+entry:
+    %s = sin %x
+    %c = cos %x
+    %p = fmul %s, %c
+    ret %p
+}
+"#;
+
+#[test]
+fn sin_and_cos_are_inline_and_give_the_bits_of_math() {
+    let m = module(SINCOS);
+    for name in ["s", "c"] {
+        let clif = support::clif(&m, name);
+        assert_eq!(clif.matches("call ").count(), 1, "{name}:\n{clif}");
+    }
+    let c = compile(&m).unwrap();
+    let mut ws = Workspace::new();
+    let pio2 = std::f64::consts::FRAC_PI_2;
+    let edge = (1u64 << 20) as f64 * pio2;
+    let mut xs: Vec<f64> = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        1e-300,
+        -1e-300,
+        f64::MIN_POSITIVE,
+        5e-324,
+        pio2,
+        -pio2,
+        2.0 * pio2,
+        3.0 * pio2,
+        4.0 * pio2,
+        1e5 * pio2,
+        edge,
+        edge * (1.0 - f64::EPSILON),
+        -edge,
+        1e300,
+        f64::MAX,
+        f64::MIN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+    ];
+    let mut state = 0x853c_49e6_748f_ea9b_u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for _ in 0..10_000 {
+        let u = (next() >> 11) as f64 / (1u64 << 53) as f64;
+        xs.push((u - 0.5) * 20.0);
+        xs.push((u - 0.5) * 2.0 * edge);
+        // Near a multiple of pi/2, where one, two or three rounds of reduction
+        // are taken.
+        let k = (next() % 2_000_000) as f64 - 1e6;
+        xs.push(k * pio2);
+        xs.push(f64::from_bits(
+            (k * pio2).to_bits().wrapping_add(next() % 5),
+        ));
+        // Any bit pattern, NaNs and subnormal arguments included.
+        xs.push(f64::from_bits(next()));
+    }
+    type Want = fn(f64) -> f64;
+    let funcs: [(&str, Want); 3] = [
+        ("s", math::sin),
+        ("c", math::cos),
+        ("sc", |x| math::sin(x) * math::cos(x)),
+    ];
+    for x in xs {
+        for (name, want) in funcs {
+            let id = m.func_by_name(name).unwrap();
+            let mut args = [Val::F64(x)];
+            let out = c.call(&mut ws, id, &mut args).unwrap();
+            let [Val::F64(y)] = out[..] else {
+                panic!("one f64 result: {out:?}")
+            };
+            let want = want(x);
+            assert!(
+                y.to_bits() == want.to_bits() || (y.is_nan() && want.is_nan()),
+                "{name}({x:e}): JIT {y:e}, math {want:e}"
+            );
+            assert_eq!(
+                compare(&m, &c, &mut ws, id, &[Val::F64(x)]),
+                Compared::Values
+            );
+        }
     }
 }

@@ -174,8 +174,15 @@ fn step(op: Opcode, imm: Imm, a: &[Tan]) -> Tan {
             fl(e, e * dx)
         }
         Log => fl(f(a[0]).ln(), dx / f(a[0])),
-        Sin => fl(f(a[0]).sin(), f(a[0]).cos() * dx),
-        Cos => fl(f(a[0]).cos(), -f(a[0]).sin() * dx),
+        // So are `sin` and `cos` (`math::sin`, `math::cos`).
+        Sin => {
+            let x = f(a[0]);
+            fl(gradlift_ir::math::sin(x), gradlift_ir::math::cos(x) * dx)
+        }
+        Cos => {
+            let x = f(a[0]);
+            fl(gradlift_ir::math::cos(x), -gradlift_ir::math::sin(x) * dx)
+        }
         Tan => {
             let t = f(a[0]).tan();
             fl(t, (1.0 + t * t) * dx)

@@ -17,7 +17,7 @@
 //!
 //! The attribute's value is the native function's, bit for bit (to 1e-14 for the
 //! three functions whose value goes through `exp`, whose `f64` version in the IR is
-//! gradlift's own, within 1 ulp of the platform's: `common::check_value_with_exp`;
+//! gradlift's own, within 1 ulp of the platform's: `common::check_value_own_math`;
 //! there the forward attribute's and the generic path's values are the
 //! attribute's, bit for bit), and so is the generic path's (its arithmetic is written in the same order: a literal on the
 //! left is `T::lit(..)`, `a * b` may become `b * a`, which rounds the same). The

@@ -17,12 +17,13 @@ pub fn fd(f: impl Fn(&[f64]) -> f64, x: &[f64]) -> Vec<f64> {
 }
 
 /// The derivative's value `v` against the native function's `y`, for functions
-/// that call `exp`: the IR's `exp` of an `f64` is gradlift's own
-/// (`gradlift::ir::math::exp`, within 1 ulp of the platform's, the same bits on
-/// every machine), so the two may differ in the last bits (elsewhere the value
-/// is the native one bit for bit, and the tests say `assert_eq!`).
+/// that call `exp`, `sin` or `cos`: the IR's `exp`, `sin` and `cos` of an `f64`
+/// are gradlift's own (`gradlift::ir::math`, within 1 ulp of the platform's, the
+/// same bits on every machine), so the two may differ in the last bits
+/// (elsewhere the value is the native one bit for bit, and the tests say
+/// `assert_eq!`).
 #[track_caller]
-pub fn check_value_with_exp(v: f64, y: f64) {
+pub fn check_value_own_math(v: f64, y: f64) {
     assert!(
         v == y || (v - y).abs() <= 1e-14 * y.abs(),
         "value {v:e}, native {y:e}"
@@ -61,5 +62,20 @@ pub fn check_slice(f: fn(&[f64]) -> f64, df: fn(&[f64], &mut [f64], f64) -> f64,
     let mut dx = vec![0.0; x.len()];
     let v = df(x, &mut dx, 1.0);
     assert_eq!(v, f(x));
+    check_close(&dx, &fd(f, x));
+}
+
+/// [`check_slice`] for a function that calls `exp`, `sin` or `cos`: the value
+/// as [`check_value_own_math`].
+#[track_caller]
+#[allow(dead_code, reason = "not every test file has such a function")]
+pub fn check_slice_own_math(
+    f: fn(&[f64]) -> f64,
+    df: fn(&[f64], &mut [f64], f64) -> f64,
+    x: &[f64],
+) {
+    let mut dx = vec![0.0; x.len()];
+    let v = df(x, &mut dx, 1.0);
+    check_value_own_math(v, f(x));
     check_close(&dx, &fd(f, x));
 }
