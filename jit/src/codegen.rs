@@ -10,7 +10,9 @@ use cranelift_codegen::Context;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_entity::EntityRef;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use cranelift_module::{FuncId as ClFuncId, Linkage, Module as ClModule, ModuleError, ModuleReloc};
+use cranelift_module::{
+    DataDescription, FuncId as ClFuncId, Linkage, Module as ClModule, ModuleError, ModuleReloc,
+};
 use gradlift_ir::verify::verify_function;
 use gradlift_ir::{FuncId, Module, Opcode, VerifierErrors};
 
@@ -101,7 +103,30 @@ pub(crate) fn define<M: ClModule>(
         target_lexicon::Architecture::X86_64 => CallConv::WindowsFastcall,
         _ => call_conv,
     };
+    // `exp`'s table (`gradlift_ir::math::exp_table`), read by the inline `exp`
+    // of an `f64`: one local, read-only object per module, 8-byte words in the
+    // target's byte order.
+    let exp_table = jm
+        .declare_data("gradlift_exp_table", Linkage::Local, false, false)
+        .map_err(|e| codegen(None, e))?;
+    let little = jm.isa().endianness() == cranelift_codegen::ir::Endianness::Little;
+    let bytes: Vec<u8> = gradlift_ir::math::exp_table()
+        .iter()
+        .flat_map(|w| {
+            if little {
+                w.to_le_bytes()
+            } else {
+                w.to_be_bytes()
+            }
+        })
+        .collect();
+    let mut table = DataDescription::new();
+    table.define(bytes.into_boxed_slice());
+    table.set_align(8);
+    jm.define_data(exp_table, &table)
+        .map_err(|e| codegen(None, e))?;
     let decls = Decls {
+        exp_table,
         funcs: &ids,
         call_conv,
         cold_call_conv,

@@ -125,9 +125,11 @@
 //! - Math: `exp`, `sin` and `cos` of an `f64` are inline, the operations of
 //!   [`gradlift_ir::math::exp`], [`gradlift_ir::math::sin`] and
 //!   [`gradlift_ir::math::cos`] in their order (the interpreter's), so no call
-//!   clobbers the loop's registers (`sin` and `cos` call out on a cold path
-//!   beyond `2^20 pi/2`; a `sin` and a `cos` of one value share their work); the
-//!   other math functions call Rust's `std`.
+//!   clobbers the loop's registers (on cold paths, `exp` calls out outside
+//!   `2^-54 <= |x| < 512`, `sin` and `cos` beyond `2^20 pi/2`; a `sin` and a
+//!   `cos` of one value share their work; `exp`'s table is a read-only data
+//!   object of every compiled module); the other math functions call Rust's
+//!   `std`.
 //! - Depth: `ctx` counts active calls (1 in the outermost function). A `call` made
 //!   at the limit fails with [`ErrorKind::RecursionLimit`], at the `call`, as in
 //!   the interpreter (default 10,000, [`Workspace::with_max_depth`]).

@@ -131,6 +131,9 @@ fn elem_type(e: Elem) -> cl::Type {
 /// What a function needs from the module being built: the declared IR functions
 /// and helpers.
 pub(crate) struct Decls<'a> {
+    /// `exp`'s table ([`gradlift_ir::math::exp_table`]), a data object of the
+    /// module.
+    pub(crate) exp_table: cranelift_module::DataId,
     /// The Cranelift function of each IR function being compiled.
     pub(crate) funcs: &'a HashMap<FuncId, ClFuncId>,
     /// The calling convention of every function.
@@ -1865,7 +1868,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             Opcode::Sqrt => return Ok(ins.sqrt(x)),
             Opcode::Floor => return Ok(ins.floor(x)),
             Opcode::Ceil => return Ok(ins.ceil(x)),
-            Opcode::Exp if !f32 => return Ok(self.exp_f64(x)),
+            Opcode::Exp if !f32 => return self.exp_f64(x),
             Opcode::Exp => math(MathFn::Exp),
             Opcode::Log => math(MathFn::Log),
             Opcode::Sin => math(MathFn::Sin),
@@ -1885,67 +1888,85 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         self.helper_result(h, &[x])
     }
 
-    /// `exp` of an `f64`, inline: the operations of [`gradlift_ir::math::exp`] in
-    /// its order, so the result is the interpreter's bit for bit.
-    fn exp_f64(&mut self, x: cl::Value) -> cl::Value {
-        use gradlift_ir::math::{EXP_MAX, EXP_MIN, LN2_HI, LN2_LO, LOG2_E, P, SHIFT};
+    /// `exp` of an `f64`, inline: the operations of [`gradlift_ir::math::exp`]'s
+    /// main case (`2^-54 <= |x| < 512`) in its order, so the result is the
+    /// interpreter's bit for bit, with the table read from the module's data
+    /// object. The other arguments (tiny, huge, infinities, NaN) call the helper
+    /// (the same function) on a cold path; the main case is computed before the
+    /// test (no float op traps), so `exp`s of one value share it.
+    fn exp_f64(&mut self, x: cl::Value) -> Result<cl::Value, CompileError> {
+        use gradlift_ir::math::{
+            EXP_C, EXP_INV_LN2_N, EXP_NEG_LN2_HI_N, EXP_NEG_LN2_LO_N, EXP_RANGE, EXP_TOP_MIN, SHIFT,
+        };
+        let flags = MemFlagsData::new();
         let c = |this: &mut Self, v: f64| this.b.ins().f64const(Ieee64::with_bits(v.to_bits()));
-        // The clamp (`f64::clamp`: below the minimum, then above the maximum),
-        // NaN through.
-        // The clamp's bounds and the `1.0` below cannot be memory operands: made
-        // hoistable ([`Self::f64_bits`]).
-        let (max, min) = (
-            self.f64_bits(EXP_MAX.to_bits()),
-            self.f64_bits(EXP_MIN.to_bits()),
-        );
-        let below = self.b.ins().fcmp(FloatCC::LessThan, x, min);
-        let x = self.b.ins().select(below, min, x);
-        let above = self.b.ins().fcmp(FloatCC::GreaterThan, x, max);
-        let x = self.b.ins().select(above, max, x);
-        let (log2e, shift) = (c(self, LOG2_E), c(self, SHIFT));
-        let kd = self.b.ins().fmul(x, log2e);
+        let xb = self.b.ins().bitcast(types::I64, flags, x);
+        let top = self.b.ins().ushr_imm_u(xb, 52);
+        let top = self.b.ins().band_imm_u(top, 0x7ff);
+        let off = self.b.ins().iadd_imm_s(top, -(EXP_TOP_MIN as i64));
+        let special =
+            self.b
+                .ins()
+                .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, off, EXP_RANGE as i64);
+        // k = round(x 128 / ln 2), as a float and in the low bits of `ki`.
+        let (inv, shift) = (c(self, EXP_INV_LN2_N), c(self, SHIFT));
+        let kd = self.b.ins().fmul(x, inv);
         let kd = self.b.ins().fadd(kd, shift);
-        let bits = self.b.ins().bitcast(types::I64, MemFlagsData::new(), kd);
-        let ki = self
-            .b
+        let ki = self.b.ins().bitcast(types::I64, flags, kd);
+        let kd = self.b.ins().fsub(kd, shift);
+        let (nhi, nlo) = (c(self, EXP_NEG_LN2_HI_N), c(self, EXP_NEG_LN2_LO_N));
+        let khi = self.b.ins().fmul(kd, nhi);
+        let r = self.b.ins().fadd(x, khi);
+        let klo = self.b.ins().fmul(kd, nlo);
+        let r = self.b.ins().fadd(r, klo);
+        // The table's pair i = k mod 128: 16 bytes at 16 i.
+        let gv = self
+            .jm
+            .declare_data_in_func(self.decls.exp_table, self.b.func);
+        let base = self.b.ins().symbol_value(types::I64, gv);
+        let i = self.b.ins().band_imm_u(ki, 127);
+        let at = self.b.ins().ishl_imm_u(i, 4);
+        let addr = self.b.ins().iadd(base, at);
+        let table = MemFlagsData::trusted().with_readonly();
+        let tail = self.b.ins().load(types::F64, table, addr, 0);
+        let sbits = self.b.ins().load(types::I64, table, addr, 8);
+        let high = self.b.ins().ishl_imm_u(ki, 45);
+        let sbits = self.b.ins().iadd(sbits, high);
+        // tmp = tail + r + r^2 (c0 + r c1) + r^4 (c2 + r c3); the literals of
+        // the inner sums second (the same sums: out of the main case, where a
+        // NaN could tell, the result is not used).
+        let [c0, c1, c2, c3] = EXP_C;
+        let r2 = self.b.ins().fmul(r, r);
+        let tmp = self.b.ins().fadd(tail, r);
+        let c1 = c(self, c1);
+        let rc1 = self.b.ins().fmul(r, c1);
+        let c0 = c(self, c0);
+        let p = self.b.ins().fadd(rc1, c0);
+        let p = self.b.ins().fmul(r2, p);
+        let tmp = self.b.ins().fadd(tmp, p);
+        let r4 = self.b.ins().fmul(r2, r2);
+        let c3 = c(self, c3);
+        let rc3 = self.b.ins().fmul(r, c3);
+        let c2 = c(self, c2);
+        let q = self.b.ins().fadd(rc3, c2);
+        let q = self.b.ins().fmul(r4, q);
+        let tmp = self.b.ins().fadd(tmp, q);
+        let scale = self.b.ins().bitcast(types::F64, flags, sbits);
+        let st = self.b.ins().fmul(scale, tmp);
+        let result = self.b.ins().fadd(scale, st);
+        let (cold, join) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(cold);
+        let out = self.b.append_block_param(join, types::F64);
+        self.b
             .ins()
-            .iadd_imm_s(bits, (SHIFT.to_bits() as i64).wrapping_neg());
-        let k = self.b.ins().fsub(kd, shift);
-        let (ln2_hi, ln2_lo) = (c(self, LN2_HI), c(self, LN2_LO));
-        let khi = self.b.ins().fmul(k, ln2_hi);
-        let hi = self.b.ins().fsub(x, khi);
-        let lo = self.b.ins().fmul(k, ln2_lo);
-        let r = self.b.ins().fsub(hi, lo);
-        let t = self.b.ins().fmul(r, r);
-        let mut q = c(self, P[4]);
-        for &p in P[..4].iter().rev() {
-            let tq = self.b.ins().fmul(t, q);
-            let p = c(self, p);
-            q = self.b.ins().fadd(tq, p);
-        }
-        let tq = self.b.ins().fmul(t, q);
-        let cc = self.b.ins().fsub(r, tq);
-        let rc = self.b.ins().fmul(r, cc);
-        // `lo - rc / (2 - c)` as `lo + rc / (c - 2)`: the same number exactly
-        // (negating an operand of a rounded quotient negates the quotient), with
-        // the constant second, where x86-64 reads it from memory.
-        let two = c(self, 2.0);
-        let den = self.b.ins().fsub(cc, two);
-        let quot = self.b.ins().fdiv(rc, den);
-        let inner = self.b.ins().fadd(lo, quot);
-        let inner = self.b.ins().fsub(inner, hi);
-        let one = self.f64_bits(1f64.to_bits());
-        let y = self.b.ins().fsub(one, inner);
-        let half = self.b.ins().sshr_imm_s(ki, 1);
-        let rest = self.b.ins().isub(ki, half);
-        let mut out = y;
-        for e in [half, rest] {
-            let biased = self.b.ins().iadd_imm_s(e, 1023);
-            let bits = self.b.ins().ishl_imm_u(biased, 52);
-            let scale = self.b.ins().bitcast(types::F64, MemFlagsData::new(), bits);
-            out = self.b.ins().fmul(out, scale);
-        }
-        out
+            .brif(special, cold, &[], join, &[BlockArg::Value(result)]);
+        self.b.switch_to_block(cold);
+        self.b.seal_block(cold);
+        let called = self.helper_result(Helper::F64Unary(MathFn::Exp), &[x])?;
+        self.b.ins().jump(join, &[BlockArg::Value(called)]);
+        self.b.switch_to_block(join);
+        self.b.seal_block(join);
+        Ok(out)
     }
 
     /// `sin` (or with `cos`, `cos`) of the `f64` `v` (here `x`), inline: the
