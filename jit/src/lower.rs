@@ -218,6 +218,8 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
     /// Counts the switches between a versioned loop's copies (values lowered in
     /// one are not the other's).
     copy_epoch: u32,
+    /// `exp`'s table as a global value of this function, once declared.
+    exp_table: Option<cl::GlobalValue>,
 }
 
 /// What [`Lower::sincos_f64`] keeps of an `f64`'s `sin` or `cos`: where it was
@@ -601,6 +603,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             dom,
             sincos: HashMap::new(),
             copy_epoch: 0,
+            exp_table: None,
         };
         lower.b.switch_to_block(centry);
         // The addresses of the slices that versioned loops read or write (slice
@@ -1920,9 +1923,16 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let klo = self.b.ins().fmul(kd, nlo);
         let r = self.b.ins().fadd(r, klo);
         // The table's pair i = k mod 128: 16 bytes at 16 i.
-        let gv = self
-            .jm
-            .declare_data_in_func(self.decls.exp_table, self.b.func);
+        let gv = match self.exp_table {
+            Some(gv) => gv,
+            None => {
+                let gv = self
+                    .jm
+                    .declare_data_in_func(self.decls.exp_table, self.b.func);
+                self.exp_table = Some(gv);
+                gv
+            }
+        };
         let base = self.b.ins().symbol_value(types::I64, gv);
         let i = self.b.ins().band_imm_u(ki, 127);
         let at = self.b.ins().ishl_imm_u(i, 4);
