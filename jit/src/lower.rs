@@ -1964,15 +1964,27 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let scale = self.b.ins().bitcast(types::F64, flags, sbits);
         let st = self.b.ins().fmul(scale, tmp);
         let result = self.b.ins().fadd(scale, st);
-        let (cold, join) = (self.b.create_block(), self.b.create_block());
-        self.b.set_cold_block(cold);
+        self.or_helper(special, result, MathFn::Exp, x)
+    }
+
+    /// `result`, or where `cold` holds, the helper `f` of `x` called on a cold
+    /// path: the inline math functions' arguments out of their range.
+    fn or_helper(
+        &mut self,
+        cold: cl::Value,
+        result: cl::Value,
+        f: MathFn,
+        x: cl::Value,
+    ) -> Result<cl::Value, CompileError> {
+        let (call, join) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(call);
         let out = self.b.append_block_param(join, types::F64);
         self.b
             .ins()
-            .brif(special, cold, &[], join, &[BlockArg::Value(result)]);
-        self.b.switch_to_block(cold);
-        self.b.seal_block(cold);
-        let called = self.helper_result(Helper::F64Unary(MathFn::Exp), &[x])?;
+            .brif(cold, call, &[], join, &[BlockArg::Value(result)]);
+        self.b.switch_to_block(call);
+        self.b.seal_block(call);
+        let called = self.helper_result(Helper::F64Unary(f), &[x])?;
         self.b.ins().jump(join, &[BlockArg::Value(called)]);
         self.b.switch_to_block(join);
         self.b.seal_block(join);
@@ -1989,9 +2001,10 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
     /// `sin` and a `cos` of one value (a derivative's) share them where the
     /// first dominates the second.
     fn sincos_f64(&mut self, v: Value, x: cl::Value, cos: bool) -> Result<cl::Value, CompileError> {
-        // Reused only for the same Cranelift value (a rotated loop's header is
-        // lowered twice, its phis' values anew) where the first was lowered in a
-        // block that dominates this one, in the same copy of a versioned loop.
+        // Reused only where the first was lowered in a block that dominates this
+        // one, in the same copy of a versioned loop, and (should an IR value
+        // ever be lowered twice, as a rotated header's test is) for the same
+        // Cranelift value.
         let known = self.sincos.get(&v).copied().filter(|k| {
             k.x == x
                 && k.epoch == self.copy_epoch
@@ -2001,14 +2014,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             Some(k) => k,
             None => {
                 let k = self.sincos_kernels(x);
-                self.sincos.insert(
-                    v,
-                    SinCos {
-                        block: self.cur_block,
-                        epoch: self.copy_epoch,
-                        ..k
-                    },
-                );
+                self.sincos.insert(v, k);
                 k
             }
         };
@@ -2028,20 +2034,8 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let bits = self.b.ins().bitcast(types::I64, flags, chosen);
         let bits = self.b.ins().bxor(bits, sign);
         let result = self.b.ins().bitcast(types::F64, flags, bits);
-        let (cold, join) = (self.b.create_block(), self.b.create_block());
-        self.b.set_cold_block(cold);
-        let out = self.b.append_block_param(join, types::F64);
-        self.b
-            .ins()
-            .brif(k.outside, cold, &[], join, &[BlockArg::Value(result)]);
-        self.b.switch_to_block(cold);
-        self.b.seal_block(cold);
         let f = if cos { MathFn::Cos } else { MathFn::Sin };
-        let called = self.helper_result(Helper::F64Unary(f), &[x])?;
-        self.b.ins().jump(join, &[BlockArg::Value(called)]);
-        self.b.switch_to_block(join);
-        self.b.seal_block(join);
-        Ok(out)
+        self.or_helper(k.outside, result, f, x)
     }
 
     /// The reduction of `x` and both kernels ([`Self::sincos_f64`]).

@@ -30,7 +30,6 @@ fn exp_is_inline_and_gives_the_bits_of_math_exp() {
     assert_eq!(clif.matches("call ").count(), 1, "{clif}");
     let c = compile(&m).unwrap();
     let mut ws = Workspace::new();
-    let id = m.func_by_name("e").unwrap();
     let mut xs: Vec<f64> = vec![
         0.0,
         -0.0,
@@ -76,21 +75,32 @@ fn exp_is_inline_and_gives_the_bits_of_math_exp() {
         xs.push(f64::from_bits(state));
     }
     for x in xs {
-        let mut args = [Val::F64(x)];
-        let out = c.call(&mut ws, id, &mut args).unwrap();
-        let [Val::F64(y)] = out[..] else {
-            panic!("one f64 result: {out:?}")
-        };
-        let want = math::exp(x);
-        assert!(
-            y.to_bits() == want.to_bits() || (y.is_nan() && want.is_nan()),
-            "exp({x:e}): JIT {y:e}, math::exp {want:e}"
-        );
-        assert_eq!(
-            compare(&m, &c, &mut ws, id, &[Val::F64(x)]),
-            Compared::Values
-        );
+        check_one(&m, &c, &mut ws, "e", math::exp, x);
     }
+}
+
+/// `@name` of `m`, compiled in `c`, at `x`: the bits of `want(x)` (any NaN for a
+/// NaN), and the interpreter's, bit for bit.
+#[track_caller]
+fn check_one(
+    m: &gradlift_ir::Module,
+    c: &gradlift_jit::Compiled,
+    ws: &mut Workspace,
+    name: &str,
+    want: fn(f64) -> f64,
+    x: f64,
+) {
+    let id = m.func_by_name(name).unwrap();
+    let out = c.call(ws, id, &mut [Val::F64(x)]).unwrap();
+    let [Val::F64(y)] = out[..] else {
+        panic!("one f64 result: {out:?}")
+    };
+    let want = want(x);
+    assert!(
+        y.to_bits() == want.to_bits() || (y.is_nan() && want.is_nan()),
+        "{name}({x:e}): JIT {y:e}, math {want:e}"
+    );
+    assert_eq!(compare(m, c, ws, id, &[Val::F64(x)]), Compared::Values);
 }
 
 const SINCOS: &str = r#"
@@ -180,21 +190,7 @@ fn sin_and_cos_are_inline_and_give_the_bits_of_math() {
     ];
     for x in xs {
         for (name, want) in funcs {
-            let id = m.func_by_name(name).unwrap();
-            let mut args = [Val::F64(x)];
-            let out = c.call(&mut ws, id, &mut args).unwrap();
-            let [Val::F64(y)] = out[..] else {
-                panic!("one f64 result: {out:?}")
-            };
-            let want = want(x);
-            assert!(
-                y.to_bits() == want.to_bits() || (y.is_nan() && want.is_nan()),
-                "{name}({x:e}): JIT {y:e}, math {want:e}"
-            );
-            assert_eq!(
-                compare(&m, &c, &mut ws, id, &[Val::F64(x)]),
-                Compared::Values
-            );
+            check_one(&m, &c, &mut ws, name, want, x);
         }
     }
 }
