@@ -207,6 +207,8 @@ pub(crate) struct Lower<'a, 'b, M: ClModule> {
     /// The blocks that read each value (instructions, terminators, phis of
     /// successors), made when a block first calls out ([`Self::spill_across`]).
     readers: Option<HashMap<Value, Vec<Block>>>,
+    /// The blocks reachable from the last block that called out, and that block.
+    reachable: Option<(Block, HashSet<Block>)>,
     /// `iadd`/`isub` of a literal whose result a deeper loop than its own reads
     /// ([`Self::int_binary`]).
     hoisted_imm: HashSet<Inst>,
@@ -252,6 +254,10 @@ struct Copy {
 /// The most instructions a loop's header may have for its test to be copied into
 /// the latch.
 const MAX_ROTATED_INSTS: usize = 4;
+
+/// [`Lower::spill_across`] runs in blocks with at most this many instructions
+/// after the call, in functions of at most this many blocks.
+const MAX_SPILL_SCAN: usize = 512;
 
 /// The `iadd` and `isub` of an `i64` literal in `func` whose result is read in a
 /// block of a deeper loop than the instruction's own ([`Lower::int_binary`]).
@@ -599,6 +605,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             copy: None,
             reloads: HashMap::new(),
             readers: None,
+            reachable: None,
             hoisted_imm,
             dom,
             sincos: HashMap::new(),
@@ -2235,6 +2242,11 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         spilled: &mut HashMap<Value, (cl::StackSlot, Option<Lv>)>,
     ) -> Result<Vec<(Value, cl::StackSlot, types::Type)>, CompileError> {
         let func = self.func;
+        // Bounded work per call (the scans below are of the rest of the block
+        // and of the blocks after it): huge functions and blocks go without.
+        if rest.len() > MAX_SPILL_SCAN || func.layout.len() > MAX_SPILL_SCAN {
+            return Ok(Vec::new());
+        }
         let made_here: HashSet<Value> = rest
             .iter()
             .chain([&inst])
@@ -2290,13 +2302,18 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             }
             m
         });
-        let mut after: HashSet<Block> = HashSet::new();
-        let mut stack: Vec<Block> = func.successors(blk).into_iter().collect();
-        while let Some(b) = stack.pop() {
-            if after.insert(b) {
-                stack.extend(func.successors(b));
+        // The blocks reachable from this one, found once per block.
+        if self.reachable.as_ref().is_none_or(|(b, _)| *b != blk) {
+            let mut after: HashSet<Block> = HashSet::new();
+            let mut stack: Vec<Block> = func.successors(blk).into_iter().collect();
+            while let Some(b) = stack.pop() {
+                if after.insert(b) {
+                    stack.extend(func.successors(b));
+                }
             }
+            self.reachable = Some((blk, after));
         }
+        let after = &self.reachable.as_ref().expect("just made").1;
         let local = |v: Value| {
             readers
                 .get(&v)
