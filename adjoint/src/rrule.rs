@@ -18,13 +18,14 @@ use gradlift_ir::{
 use hashbrown::HashMap;
 use smallvec::SmallVec;
 
-use crate::config::{Activity, RetActivity, RuleConfig, freezable};
+use crate::config::{Activity, RetActivity, RuleConfig, TapePolicy, freezable};
 use crate::error::{AdError, InternalError};
 use crate::forward::forward_ir;
 use crate::fuse;
 use crate::plan::{Plan, describe_inst};
 use crate::pullback::{DebugChecks, ParamSets, pullback_ir};
 use crate::rules::{OpRule, op_rule};
+use crate::tape::split_loop_exits;
 use crate::widen::{LaneFunc, ParamLanes, widen_rules};
 
 /// A derived rule: the input module with the forward pass and the pullback added.
@@ -406,14 +407,20 @@ impl Deriver<'_> {
         let module = self.input;
         let decl = &module.funcs[job.func];
         let fname = decl.name.clone();
-        let wrapped;
-        let primal = match decl.function() {
+        let (wrapped, split);
+        let mut primal = match decl.function() {
             Some(f) if !has_decl(module, job.func) => f,
             _ => {
                 wrapped = wrapper(module, job.func);
                 &wrapped
             }
         };
+        if job.config.tape == TapePolicy::Minimal
+            && let Some(f) = split_loop_exits(primal)
+        {
+            split = f;
+            primal = &split;
+        }
         let internal = |error: InternalError| AdError::Internal {
             func: fname.clone(),
             error,

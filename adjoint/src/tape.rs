@@ -19,7 +19,10 @@
 //!   can have it otherwise). The pullback keeps `%i` in a variable (the *counter*):
 //!   the exit's reverse sets it; the header's reverse goes back to the preheader
 //!   when it equals `%init`, and otherwise subtracts `c` and goes to the latch's
-//!   reverse. Inside the loop, `%i` is the counter.
+//!   reverse. Inside the loop, `%i` is the counter. The derivation first gives a
+//!   block of its own to each edge from a header to a block with other
+//!   predecessors ([`split_loop_exits`]), so such exits do not keep a loop from
+//!   being counted.
 //! - **Recomputed**: a cheap pure op (float and integer arithmetic but no
 //!   transcendental function, comparisons, casts, `select`, `len` of a slice the
 //!   pullback has) whose operands the pullback can have is computed again.
@@ -620,4 +623,78 @@ fn induction_variable(
         }
     }
     None
+}
+
+/// `func` with a block of its own on every edge from a loop's header to a block
+/// outside the loop that has other predecessors, or `None` when it has no such edge.
+///
+/// A counted loop must be left from its header to blocks with the header as their
+/// only predecessor ([`CountedLoop`]): the exit's reverse sets the counter. A loop
+/// whose header goes straight on to the next loop's header (`br %more, body,
+/// next_head`, as written in text, or left so by the optimiser, which removes empty
+/// forwarding blocks) is not counted, and its forward pass pushes a block-stack entry
+/// per iteration. The new block only jumps on: it computes nothing, so the function
+/// computes what it did, and the next loop's phis take their values from it instead
+/// of from the header.
+pub(crate) fn split_loop_exits(func: &Function) -> Option<Function> {
+    let cfg = ControlFlowGraph::new(func);
+    let dom = DominatorTree::new(&cfg);
+    let forest = LoopForest::new(&cfg, &dom);
+    let mut edges: Vec<(Block, Block)> = Vec::new();
+    for &h in &func.layout {
+        let Some(l) = forest.header_loop(h) else {
+            continue;
+        };
+        let Some(Terminator::Br {
+            then_dest,
+            else_dest,
+            ..
+        }) = func.blocks[h].term
+        else {
+            continue;
+        };
+        if then_dest == else_dest {
+            continue;
+        }
+        for s in [then_dest, else_dest] {
+            if !forest.contains(l, s) && cfg.preds(s).len() > 1 {
+                edges.push((h, s));
+            }
+        }
+    }
+    if edges.is_empty() {
+        return None;
+    }
+    let mut out = func.clone();
+    for (h, s) in edges {
+        let name = func.blocks[h].name.as_ref().map(|n| format!("{n}.exit"));
+        let e = out.make_block(name.as_deref());
+        out.set_terminator(e, Terminator::Jump(s));
+        if let Some(Terminator::Br {
+            then_dest,
+            else_dest,
+            ..
+        }) = &mut out.blocks[h].term
+        {
+            for d in [then_dest, else_dest] {
+                if *d == s {
+                    *d = e;
+                }
+            }
+        }
+        for phi in &mut out.blocks[s].phis {
+            for (pred, _) in &mut phi.incoming {
+                if *pred == h {
+                    *pred = e;
+                }
+            }
+        }
+        let at = out
+            .layout
+            .iter()
+            .position(|&b| b == s)
+            .unwrap_or(out.layout.len());
+        out.layout.insert(at, e);
+    }
+    Some(out)
 }

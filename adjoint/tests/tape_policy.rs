@@ -138,6 +138,23 @@ fn both_corpora_give_the_same_gradients_under_both_policies() {
 }
 
 #[test]
+fn a_loop_that_exits_into_the_next_loops_header_is_still_counted() {
+    // logsumexp.ir's maximum loop goes from its header straight on to the sum
+    // loop's header. The derivation gives that edge a block of its own, so the
+    // maximum loop is counted (no block-stack entry per iteration): the tape holds
+    // the running maximum (8 bytes) and the exponential (8 bytes) per element, and
+    // nothing more. Without the split, each iteration of the first loop also
+    // pushed its block-stack entry.
+    use inputs::wave;
+    let m = example("logsumexp.ir");
+    let config = &configs(&m, "logsumexp")[0];
+    let (small, large) = (vec![wave(50, 0.2)], vec![wave(200, 0.2)]);
+    compare(&m, "logsumexp", config, &[small.clone(), large.clone()]);
+    let tape = |args: &[Val]| run(&m, "logsumexp", config, args).unwrap().tape_peak_bytes;
+    assert_eq!(tape(&large) - tape(&small), 16 * 150);
+}
+
+#[test]
 fn the_suite_programs_give_the_same_gradients_and_minimal_tapes_are_constant() {
     use inputs::wave;
     // (file, function, arguments at n and at 4n, the minimal tape is O(1))

@@ -537,10 +537,18 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let versioned = version::plan(func, &cfg, &dom, &forest, &plan, &ranges);
         let hoisted_imm = hoisted_imm(func, &forest);
         // The values of rotated headers and of versioned loops are variables.
+        // In block order, not the maps' (random) order: Cranelift numbers variables
+        // and blocks in the order they are made, and `dump --stage clif`, object
+        // files and the machine code must not change from one run to the next.
         let mut vars = HashMap::new();
-        let rotated_headers = rotated.values().copied();
-        let versioned_blocks = versioned.values().flat_map(|v| v.blocks.iter().copied());
-        for h in rotated_headers.chain(versioned_blocks) {
+        let mut rotated_headers: Vec<Block> = rotated.values().copied().collect();
+        rotated_headers.sort_unstable();
+        let mut versioned_headers: Vec<Block> = versioned.keys().copied().collect();
+        versioned_headers.sort_unstable();
+        let versioned_blocks = versioned_headers
+            .iter()
+            .flat_map(|h| versioned[h].blocks.iter().copied());
+        for h in rotated_headers.into_iter().chain(versioned_blocks) {
             let d = &func.blocks[h];
             let defined = d.phis.iter().map(|p| p.value).chain(
                 d.insts
@@ -558,7 +566,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             }
         }
         let mut dispatch = HashMap::new();
-        for &h in versioned.keys() {
+        for &h in &versioned_headers {
             let d = b.create_block();
             let header = blocks[h].expect("loop headers are reachable");
             let types: Vec<cl::Type> = b
