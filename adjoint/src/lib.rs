@@ -65,6 +65,11 @@
 
 #![warn(unreachable_pub)]
 
+// The README's examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod activity;
 mod callee;
 mod check;

@@ -38,12 +38,42 @@
 //! assert_eq!(out, [Val::F64(7.0)]);
 //! ```
 
+// The README's examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub mod builder;
 pub mod callgraph;
 pub mod dominators;
 pub mod dot;
 pub mod engine;
 pub mod entities;
+
+/// The cranelift-entity items that gradlift-ir's public types are made of,
+/// re-exported so that a user can name them without depending on cranelift-entity
+/// (and on the right version of it): the arenas and side tables of a [`Function`]
+/// and a [`Module`] ([`PrimaryMap`](entity::PrimaryMap),
+/// [`SecondaryMap`](entity::SecondaryMap)), and [`EntityRef`](entity::EntityRef),
+/// the trait of every ID, which makes an ID from its index and back.
+///
+/// ```
+/// use gradlift_ir::entity::{EntityRef, PrimaryMap, SecondaryMap};
+/// use gradlift_ir::{Function, Value, ValueData, parse};
+///
+/// let m = parse("func @f(%x: f64) -> f64 {\nentry:\n    ret %x\n}")?;
+/// let f: &Function = m.funcs[m.func_by_name("f").unwrap()].function().unwrap();
+/// let values: &PrimaryMap<Value, ValueData> = &f.values;
+/// let x = Value::new(0);
+/// assert_eq!((x.index(), values[x].name.as_deref()), (0, Some("x")));
+/// let mut marks: SecondaryMap<Value, bool> = SecondaryMap::new();
+/// marks[x] = true;
+/// assert!(marks[x] && !marks[Value::new(1)]);
+/// # Ok::<(), gradlift_ir::ParseErrors>(())
+/// ```
+pub mod entity {
+    pub use cranelift_entity::{EntityRef, EntitySet, Keys, PrimaryMap, SecondaryMap};
+}
 pub mod flowgraph;
 pub mod function;
 pub mod interp;

@@ -246,6 +246,11 @@
 // blocks, each with a `SAFETY` comment; the public API is safe.
 #![allow(unsafe_code)]
 
+// The README's examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod abi;
 #[doc(hidden)]
 pub mod c_abi;

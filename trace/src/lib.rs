@@ -46,6 +46,11 @@
 //! The root crate `gradlift` turns a traced function into a compiled gradient in one
 //! call, with Enzyme's activities.
 
+// The README's examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod ctx;
 pub mod error;
 pub mod flow;

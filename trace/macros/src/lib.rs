@@ -351,6 +351,11 @@
 //! lower level, `gradlift::CompiledJvp` takes a width), and Jacobians, Hessians and
 //! Hessian-vector products (forward over reverse).
 
+// The README's examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod body;
 mod differentiable;
 mod sig;
