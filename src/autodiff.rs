@@ -33,7 +33,7 @@
 //! | argument | parameter | derivative |
 //! |---|---|---|
 //! | [`Active(x)`](Active) | [`Var<f64>`], [`Var<f32>`] | returned (`f64`, `f32`) |
-//! | [`Const(x)`](Const) | any: `Var<f64>`, `Var<f32>`, `Var<i64>`, `Var<bool>` for `x` a number; [`Slice<E>`] for `&[E]` (or `&Vec<E>`, `&[E; N]`); [`SliceMut<E>`] for `&mut [E]`, whose contents the call updates | `()` |
+//! | [`Const(x)`](Const) | any: `Var<f64>`, `Var<f32>`, `Var<i64>`, `Var<bool>` for `x` a number; [`Slice<E>`] for `&[E]` (or `&Vec<E>`, `&[E; N]`, and the other containers of [`slices`](crate::slices): `ndarray` and `nalgebra` vectors with their features); [`SliceMut<E>`] for `&mut [E]`, whose contents the call updates | `()` |
 //! | [`Duplicated(x, dx)`](Duplicated) | `Slice<E>` for `(&[E], &mut [E])`, `SliceMut<E>` for `(&mut [E], &mut [E])`; `E` = `f64`, `f32` | added into `dx` |
 //! | [`DuplicatedNoNeed(x, dx)`](DuplicatedNoNeed) | as `Duplicated`, `x` `&` or `&mut` | added into `dx`; `x` not updated |
 //!
@@ -119,6 +119,7 @@ use gradlift_trace::{Args, Callable, Ret, Slice, SliceMut, Traced, Var};
 use smallvec::SmallVec;
 
 use crate::api::{CompiledFunction, CompiledGradient, Error};
+use crate::slices::{SliceArg, SliceArgMut};
 
 mod jvp;
 mod second;
@@ -233,22 +234,47 @@ fn check_shadow(x: usize, dx: usize) -> Result<(), String> {
     }
 }
 
+/// A read-only primal and its shadow, lent, of one length.
+fn lend<'s, E, X: SliceArg<E>, D: SliceArgMut<E>>(
+    x: &'s mut X,
+    dx: &'s mut D,
+) -> Result<(&'s [E], &'s mut [E]), String> {
+    let x = x.slice_arg().map_err(|e| format!("the slice: {e}"))?;
+    let dx = dx.slice_arg_mut().map_err(|e| format!("the shadow: {e}"))?;
+    check_shadow(x.len(), dx.len())?;
+    Ok((x, dx))
+}
+
+/// A writable primal and its shadow, lent, of one length.
+fn lend_mut<'s, E, X: SliceArgMut<E>, D: SliceArgMut<E>>(
+    x: &'s mut X,
+    dx: &'s mut D,
+) -> Result<(&'s mut [E], &'s mut [E]), String> {
+    let x = x.slice_arg_mut().map_err(|e| format!("the slice: {e}"))?;
+    let dx = dx.slice_arg_mut().map_err(|e| format!("the shadow: {e}"))?;
+    check_shadow(x.len(), dx.len())?;
+    Ok((x, dx))
+}
+
 /// A plain Rust value that can be the argument of a traced parameter `P`: a number
-/// for a [`Var`], `&[E]` (or anything `AsRef<[E]>`, by reference) for a [`Slice<E>`],
-/// `&mut [E]` for a [`SliceMut<E>`]. The arguments of [`Autodiff::call`], and what
+/// for a [`Var`], `&c` for a [`Slice<E>`] and `&mut c` for a [`SliceMut<E>`], `c` a
+/// container of `E` ([`AsSlice`](crate::AsSlice), [`AsSliceMut`](crate::AsSliceMut): a slice, a `Vec`, an array, and
+/// with their features `ndarray` and `nalgebra` vectors), or a view by value
+/// ([`SliceArg`], [`SliceArgMut`]). The arguments of [`Autodiff::call`], and what
 /// [`Const`] wraps. Slices are passed to the compiled code as they are, never
 /// copied.
 pub trait Input<P> {
-    /// The value as a borrowed argument.
+    /// The value as a borrowed argument, or why it cannot be one (a container that
+    /// is not contiguous).
     #[doc(hidden)]
-    fn arg(&mut self) -> Arg<'_>;
+    fn arg(&mut self) -> Result<Arg<'_>, String>;
 }
 
 macro_rules! scalar_input {
     ($($t:ty => $v:ident),*) => {$(
         impl Input<Var<$t>> for $t {
-            fn arg(&mut self) -> Arg<'_> {
-                Arg::$v(*self)
+            fn arg(&mut self) -> Result<Arg<'_>, String> {
+                Ok(Arg::$v(*self))
             }
         }
     )*};
@@ -257,14 +283,14 @@ scalar_input!(f64 => F64, f32 => F32, i64 => I64, bool => Bool);
 
 macro_rules! slice_input {
     ($($t:ty => $v:ident $m:ident),*) => {$(
-        impl<S: AsRef<[$t]> + ?Sized> Input<Slice<$t>> for &S {
-            fn arg(&mut self) -> Arg<'_> {
-                Arg::$v((**self).as_ref())
+        impl<S: SliceArg<$t>> Input<Slice<$t>> for S {
+            fn arg(&mut self) -> Result<Arg<'_>, String> {
+                Ok(Arg::$v(self.slice_arg().map_err(|e| e.to_string())?))
             }
         }
-        impl<S: AsRef<[$t]> + AsMut<[$t]> + ?Sized> Input<SliceMut<$t>> for &mut S {
-            fn arg(&mut self) -> Arg<'_> {
-                Arg::$m((**self).as_mut())
+        impl<S: SliceArgMut<$t>> Input<SliceMut<$t>> for S {
+            fn arg(&mut self) -> Result<Arg<'_>, String> {
+                Ok(Arg::$m(self.slice_arg_mut().map_err(|e| e.to_string())?))
             }
         }
     )*};
@@ -334,99 +360,66 @@ impl<P, T: Input<P>> ArgActivity<P> for Const<T> {
     type Grad = ();
     const ACTIVITY: Activity = Activity::Const;
     fn args<'s>(&'s mut self, _: &'s mut Val) -> Result<(Arg<'s>, Option<Arg<'s>>), String> {
-        Ok((self.0.arg(), None))
+        Ok((self.0.arg()?, None))
     }
     fn grad(_: Option<&Val>) {}
 }
 
-/// The four ways a [`Duplicated`] or [`DuplicatedNoNeed`] primal meets its
-/// parameter: read-only for `Slice`, writable for `SliceMut`, or a read-only
-/// primal copied into the scratch buffer for a writable parameter.
+/// The ways a [`Duplicated`] or [`DuplicatedNoNeed`] primal meets its parameter:
+/// read-only for `Slice`, writable for `SliceMut`, or (`DuplicatedNoNeed`) a
+/// read-only primal copied into the scratch buffer for a writable parameter. The
+/// shadow is always writable.
 macro_rules! duplicated {
     ($($t:ty => $v:ident $m:ident),*) => {$(
-        impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
-            ArgActivity<Slice<$t>> for Duplicated<&S, &mut D>
-        {
+        impl<X: SliceArg<$t>, D: SliceArgMut<$t>> ArgActivity<Slice<$t>> for Duplicated<X, D> {
             type Grad = ();
             const ACTIVITY: Activity = Activity::Dup;
             fn args<'s>(&'s mut self, _: &'s mut Val)
                 -> Result<(Arg<'s>, Option<Arg<'s>>), String>
             {
-                let (x, dx) = (self.0.as_ref(), (*self.1).as_mut());
-                check_shadow(x.len(), dx.len())?;
+                let (x, dx) = lend(&mut self.0, &mut self.1)?;
                 Ok((Arg::$v(x), Some(Arg::$m(dx))))
             }
             fn grad(_: Option<&Val>) {}
         }
-        impl<S: AsRef<[$t]> + AsMut<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
-            ArgActivity<SliceMut<$t>> for Duplicated<&mut S, &mut D>
+        impl<X: SliceArgMut<$t>, D: SliceArgMut<$t>> ArgActivity<SliceMut<$t>>
+            for Duplicated<X, D>
         {
             type Grad = ();
             const ACTIVITY: Activity = Activity::Dup;
             fn args<'s>(&'s mut self, _: &'s mut Val)
                 -> Result<(Arg<'s>, Option<Arg<'s>>), String>
             {
-                let (x, dx) = ((*self.0).as_mut(), (*self.1).as_mut());
-                check_shadow(x.len(), dx.len())?;
+                let (x, dx) = lend_mut(&mut self.0, &mut self.1)?;
                 Ok((Arg::$m(x), Some(Arg::$m(dx))))
             }
             fn grad(_: Option<&Val>) {}
         }
-        impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
-            ArgActivity<Slice<$t>> for DuplicatedNoNeed<&S, &mut D>
+        impl<X: SliceArg<$t>, D: SliceArgMut<$t>> ArgActivity<Slice<$t>>
+            for DuplicatedNoNeed<X, D>
         {
             type Grad = ();
             const ACTIVITY: Activity = Activity::DupNoNeed;
             fn args<'s>(&'s mut self, _: &'s mut Val)
                 -> Result<(Arg<'s>, Option<Arg<'s>>), String>
             {
-                let (x, dx) = (self.0.as_ref(), (*self.1).as_mut());
-                check_shadow(x.len(), dx.len())?;
+                let (x, dx) = lend(&mut self.0, &mut self.1)?;
                 Ok((Arg::$v(x), Some(Arg::$m(dx))))
             }
             fn grad(_: Option<&Val>) {}
         }
-        impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
-            ArgActivity<Slice<$t>> for DuplicatedNoNeed<&mut S, &mut D>
-        {
-            type Grad = ();
-            const ACTIVITY: Activity = Activity::DupNoNeed;
-            fn args<'s>(&'s mut self, _: &'s mut Val)
-                -> Result<(Arg<'s>, Option<Arg<'s>>), String>
-            {
-                let (x, dx) = ((*self.0).as_ref(), (*self.1).as_mut());
-                check_shadow(x.len(), dx.len())?;
-                Ok((Arg::$v(x), Some(Arg::$m(dx))))
-            }
-            fn grad(_: Option<&Val>) {}
-        }
-        impl<S: AsRef<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
-            ArgActivity<SliceMut<$t>> for DuplicatedNoNeed<&S, &mut D>
+        impl<X: SliceArg<$t>, D: SliceArgMut<$t>> ArgActivity<SliceMut<$t>>
+            for DuplicatedNoNeed<X, D>
         {
             type Grad = ();
             const ACTIVITY: Activity = Activity::DupNoNeed;
             fn args<'s>(&'s mut self, scratch: &'s mut Val)
                 -> Result<(Arg<'s>, Option<Arg<'s>>), String>
             {
-                // The function writes into its parameter, and the caller lent a
-                // read-only slice it need not see again: a copy takes the writes.
-                let (x, dx) = (self.0.as_ref(), (*self.1).as_mut());
-                check_shadow(x.len(), dx.len())?;
-                Ok((Arg::$m(scratch_copy(scratch, x)), Some(Arg::$m(dx))))
-            }
-            fn grad(_: Option<&Val>) {}
-        }
-        impl<S: AsRef<[$t]> + AsMut<[$t]> + ?Sized, D: AsMut<[$t]> + AsRef<[$t]> + ?Sized>
-            ArgActivity<SliceMut<$t>> for DuplicatedNoNeed<&mut S, &mut D>
-        {
-            type Grad = ();
-            const ACTIVITY: Activity = Activity::DupNoNeed;
-            fn args<'s>(&'s mut self, scratch: &'s mut Val)
-                -> Result<(Arg<'s>, Option<Arg<'s>>), String>
-            {
-                // The caller's primal keeps its contents: the writes go to a copy.
-                let (x, dx) = ((*self.0).as_ref(), (*self.1).as_mut());
-                check_shadow(x.len(), dx.len())?;
+                // The function writes into its parameter, and the caller's primal
+                // need not be updated (it may even be read-only): a copy takes the
+                // writes.
+                let (x, dx) = lend(&mut self.0, &mut self.1)?;
                 Ok((Arg::$m(scratch_copy(scratch, x)), Some(Arg::$m(dx))))
             }
             fn grad(_: Option<&Val>) {}
@@ -462,9 +455,9 @@ pub trait Activities<A> {
 /// A tuple of plain arguments ([`Input`]s), one per parameter of the traced argument
 /// tuple `A` (up to 8): the arguments of [`Autodiff::call`].
 pub trait Inputs<A> {
-    /// The arguments, borrowed.
+    /// The arguments, borrowed, or the first that cannot be lent.
     #[doc(hidden)]
-    fn args<'s>(&'s mut self, args: &mut ArgVec<'s>);
+    fn args<'s>(&'s mut self, args: &mut ArgVec<'s>) -> Result<(), Error>;
 }
 
 fn bad_argument(k: usize, m: String) -> Error {
@@ -502,8 +495,9 @@ macro_rules! tuples {
         }
         impl<$($p, $x: Input<$p>),*> Inputs<($($p,)*)> for ($($x,)*) {
             #[allow(unused_variables)]
-            fn args<'s>(&'s mut self, args: &mut ArgVec<'s>) {
-                $(args.push(self.$n.arg());)*
+            fn args<'s>(&'s mut self, args: &mut ArgVec<'s>) -> Result<(), Error> {
+                $(args.push(self.$n.arg().map_err(|m| bad_argument($n, m))?);)*
+                Ok(())
             }
         }
     };
@@ -948,7 +942,7 @@ impl<A: Args, R: Native> Autodiff<A, R> {
             unreachable!("compiled just above")
         };
         let mut borrowed = ArgVec::new();
-        args.args(&mut borrowed);
+        args.args(&mut borrowed)?;
         p.func.call_args(&mut p.ws, &mut borrowed, &mut p.out)?;
         Ok(R::native(&mut p.out.iter()))
     }

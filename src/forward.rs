@@ -214,6 +214,70 @@ impl Matrix {
     pub fn get(&self, r: usize, c: usize) -> f64 {
         self.data[r * self.cols + c]
     }
+
+    /// That `data` holds `rows * cols` entries (the fields are public, so a matrix
+    /// built by hand may not).
+    #[cfg(any(feature = "ndarray", feature = "nalgebra"))]
+    fn check_shape(&self) -> Result<(), Error> {
+        if self.rows.checked_mul(self.cols) == Some(self.data.len()) {
+            Ok(())
+        } else {
+            Err(Error::BadArguments(format!(
+                "a {} x {} matrix holds {} entries, not {}",
+                self.rows,
+                self.cols,
+                self.rows.saturating_mul(self.cols),
+                self.data.len()
+            )))
+        }
+    }
+}
+
+/// The matrix as an `ndarray` array of its shape (feature `ndarray`), moving its
+/// entries; an error if `data` does not hold `rows * cols` entries.
+///
+/// ```
+/// # #[cfg(feature = "ndarray")] {
+/// use gradlift::trace::prelude::*;
+/// use gradlift::{Active, autodiff};
+///
+/// let mut f = autodiff("f", |x: Var, y: Var| x * x * y)?;
+/// let h = ndarray::Array2::try_from(f.hessian((Active(3.0), Active(4.0)))?)?;
+/// assert_eq!(h, ndarray::array![[8.0, 6.0], [6.0, 0.0]]);
+/// # }
+/// # Ok::<(), gradlift::Error>(())
+/// ```
+#[cfg(feature = "ndarray")]
+impl TryFrom<Matrix> for ::ndarray::Array2<f64> {
+    type Error = Error;
+    fn try_from(m: Matrix) -> Result<Self, Error> {
+        m.check_shape()?;
+        ::ndarray::Array2::from_shape_vec((m.rows, m.cols), m.data)
+            .map_err(|e| Error::BadArguments(e.to_string()))
+    }
+}
+
+/// The matrix as a `nalgebra` matrix of its shape (feature `nalgebra`); an error if
+/// `data` does not hold `rows * cols` entries.
+///
+/// ```
+/// # #[cfg(feature = "nalgebra")] {
+/// use gradlift::trace::prelude::*;
+/// use gradlift::{Active, autodiff};
+///
+/// let mut f = autodiff("f", |x: Var, y: Var| x * x * y)?;
+/// let h = nalgebra::DMatrix::try_from(f.hessian((Active(3.0), Active(4.0)))?)?;
+/// assert_eq!(h, nalgebra::dmatrix![8.0, 6.0; 6.0, 0.0]);
+/// # }
+/// # Ok::<(), gradlift::Error>(())
+/// ```
+#[cfg(feature = "nalgebra")]
+impl TryFrom<Matrix> for ::nalgebra::DMatrix<f64> {
+    type Error = Error;
+    fn try_from(m: Matrix) -> Result<Self, Error> {
+        m.check_shape()?;
+        Ok(::nalgebra::DMatrix::from_row_slice(m.rows, m.cols, &m.data))
+    }
 }
 
 /// The arguments lent read-only, for the prepared forms' `&[Val]` wrappers.

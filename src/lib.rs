@@ -79,6 +79,7 @@ mod api;
 pub mod autodiff;
 mod forward;
 pub mod pipeline;
+pub mod slices;
 pub mod suite;
 
 pub use api::{CompiledFunction, CompiledGradient, Error, GradientCache, GradientRef};
@@ -103,6 +104,7 @@ pub use gradlift_jit::Workspace;
 pub use gradlift_macros::{autodiff_forward, autodiff_reverse, differentiable};
 pub use gradlift_trace as trace;
 pub use pipeline::{Pipeline, Prepared};
+pub use slices::{AsSlice, AsSliceMut, NotContiguous, SliceArg, SliceArgMut};
 
 /// The tracing guide's Rust examples, compiled and run as doctests.
 #[doc = include_str!("../docs/tracing.md")]

@@ -19,6 +19,7 @@ use gradlift_trace::{Args, Slice, SliceMut, Var};
 use super::{ArgVec, Autodiff, CallState, Const, Input, Native, bad_argument};
 use crate::api::Error;
 use crate::forward::CompiledJvp;
+use crate::slices::{SliceArg, SliceArgMut};
 
 /// A value and its tangent, for forward mode (`std::autodiff`'s `Dual`): the
 /// direction in which [`Autodiff::jvp`] differentiates.
@@ -124,32 +125,20 @@ dual_scalar!(f64 => F64, f32 => F32);
 /// tangent.
 macro_rules! dual_slice {
     ($($t:ty => $v:ident $m:ident),*) => {$(
-        impl<S: AsRef<[$t]> + ?Sized, D: AsRef<[$t]> + ?Sized> FwdActivity<Slice<$t>>
-            for Dual<&S, &D>
-        {
+        impl<X: SliceArg<$t>, D: SliceArg<$t>> FwdActivity<Slice<$t>> for Dual<X, D> {
             const ACTIVITY: DualActivity = DualActivity::Dual;
             fn args(&mut self) -> Result<(Arg<'_>, Option<Arg<'_>>), String> {
-                let (x, dx) = (self.0.as_ref(), self.1.as_ref());
+                let x = self.0.slice_arg().map_err(|e| format!("the slice: {e}"))?;
+                let dx = self.1.slice_arg().map_err(|e| format!("the tangent: {e}"))?;
                 check_tangent(x.len(), dx.len())?;
                 Ok((Arg::$v(x), Some(Arg::$v(dx))))
             }
         }
-        impl<S: AsRef<[$t]> + ?Sized, D: AsRef<[$t]> + ?Sized> FwdActivity<Slice<$t>>
-            for Dual<&S, &mut D>
-        {
+        impl<X: SliceArgMut<$t>, D: SliceArgMut<$t>> FwdActivity<SliceMut<$t>> for Dual<X, D> {
             const ACTIVITY: DualActivity = DualActivity::Dual;
             fn args(&mut self) -> Result<(Arg<'_>, Option<Arg<'_>>), String> {
-                let (x, dx) = (self.0.as_ref(), (*self.1).as_ref());
-                check_tangent(x.len(), dx.len())?;
-                Ok((Arg::$v(x), Some(Arg::$v(dx))))
-            }
-        }
-        impl<S: AsRef<[$t]> + AsMut<[$t]> + ?Sized, D: AsRef<[$t]> + AsMut<[$t]> + ?Sized>
-            FwdActivity<SliceMut<$t>> for Dual<&mut S, &mut D>
-        {
-            const ACTIVITY: DualActivity = DualActivity::Dual;
-            fn args(&mut self) -> Result<(Arg<'_>, Option<Arg<'_>>), String> {
-                let (x, dx) = ((*self.0).as_mut(), (*self.1).as_mut());
+                let x = self.0.slice_arg_mut().map_err(|e| format!("the slice: {e}"))?;
+                let dx = self.1.slice_arg_mut().map_err(|e| format!("the tangent: {e}"))?;
                 check_tangent(x.len(), dx.len())?;
                 Ok((Arg::$m(x), Some(Arg::$m(dx))))
             }
@@ -161,7 +150,7 @@ dual_slice!(f64 => F64s F64sMut, f32 => F32s F32sMut);
 impl<P, T: Input<P>> FwdActivity<P> for Const<T> {
     const ACTIVITY: DualActivity = DualActivity::Const;
     fn args(&mut self) -> Result<(Arg<'_>, Option<Arg<'_>>), String> {
-        Ok((self.0.arg(), None))
+        Ok((self.0.arg()?, None))
     }
 }
 
