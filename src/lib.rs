@@ -76,6 +76,8 @@
 //! ```
 
 mod api;
+#[cfg(feature = "argmin")]
+pub mod argmin;
 pub mod autodiff;
 mod forward;
 pub mod pipeline;

@@ -1,7 +1,7 @@
 //! The containers gradlift lends to compiled code as slices, without copying.
 //!
 //! Where a traced function has a slice parameter ([`Slice<E>`](crate::trace::Slice),
-//! [`SliceMut<E>`](crate::trace::SliceMut)), the activities of [`autodiff`](crate::autodiff)
+//! [`SliceMut<E>`](crate::trace::SliceMut)), the activities of [`autodiff`](crate::autodiff())
 //! ([`Const`](crate::Const), [`Duplicated`](crate::Duplicated),
 //! [`DuplicatedNoNeed`](crate::DuplicatedNoNeed), [`Dual`](crate::Dual)) and the
 //! arguments of [`Autodiff::call`](crate::Autodiff::call) take:
