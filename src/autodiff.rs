@@ -866,7 +866,7 @@ pub fn autodiff<A: Args, F: Callable<A>>(
 where
     F::Output: Native,
 {
-    let traced = gradlift_trace::trace(name, f)?;
+    let traced = stage!("trace", name, gradlift_trace::trace(name, f))?;
     Autodiff::from_traced(traced, name)
 }
 

@@ -75,6 +75,27 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+/// Runs `$body` as the pipeline stage `$name` of the function `$func`: with the
+/// feature `tracing`, inside an `INFO` span named `$name` (target `gradlift`,
+/// field `func`), closed by a `DEBUG` event with the stage's duration
+/// (`elapsed_us`). Without the feature, `$body` alone.
+macro_rules! stage {
+    ($name:literal, $func:expr, $body:expr) => {{
+        #[cfg(feature = "tracing")]
+        let _span = ::tracing::info_span!(target: "gradlift", $name, func = %$func).entered();
+        #[cfg(feature = "tracing")]
+        let _start = ::std::time::Instant::now();
+        let out = $body;
+        #[cfg(feature = "tracing")]
+        ::tracing::debug!(
+            target: "gradlift",
+            elapsed_us = _start.elapsed().as_micros() as u64,
+            concat!($name, " done")
+        );
+        out
+    }};
+}
+
 mod api;
 #[cfg(feature = "argmin")]
 pub mod argmin;

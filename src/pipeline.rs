@@ -48,6 +48,20 @@
 //! assert_eq!(g.gradient, [Some(Val::F64(6.0))]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Observing the pipeline
+//!
+//! With the feature `tracing`, each stage runs inside a `tracing` span of target
+//! `gradlift` and level `INFO`, named after the stage: `trace` ([`autodiff`](crate::autodiff()),
+//! and so the attributes), `verify`, `optimize`, `derive` (reverse mode),
+//! `derive_jvp`, `derive_hvp`, and `compile` (Cranelift). Each has a field `func`,
+//! the function's name, and is closed by a `DEBUG` event `"<stage> done"` with a
+//! field `elapsed_us`, the stage's duration in microseconds. A subscriber that
+//! times spans (`tracing-subscriber`'s `fmt` layer with span events on close, a
+//! flame-graph layer, ...) shows them too. Without the feature, nothing is
+//! emitted and nothing is linked. `tests/tracing.rs` records the spans of
+//! [`Pipeline::compile_gradient`], [`Pipeline::compile_jvp`],
+//! [`Pipeline::compile_hvp`] and of `autodiff`'s first gradient.
 
 use std::time::Instant;
 
@@ -148,10 +162,10 @@ impl Pipeline {
         let func = module
             .func_by_name(name.strip_prefix('@').unwrap_or(name))
             .ok_or_else(|| Error::NoSuchFunction(name.to_string()))?;
-        verify(module).map_err(Error::Verify)?;
+        stage!("verify", name, verify(module)).map_err(Error::Verify)?;
         let mut module = module.clone();
         if self.opt != OptConfig::none() {
-            optimize(&mut module, &self.opt).map_err(Error::Optimize)?;
+            stage!("optimize", name, optimize(&mut module, &self.opt)).map_err(Error::Optimize)?;
         }
         Ok(Prepared { module, func })
     }
@@ -214,15 +228,24 @@ impl Pipeline {
                 &default
             }
         };
-        build_rrule_width(&module, func, config, width).map_err(Error::Derive)
+        stage!(
+            "derive",
+            module.name(func),
+            build_rrule_width(&module, func, config, width)
+        )
+        .map_err(Error::Derive)
     }
 
     /// Verify, optimise, then compile `@name` (and what it calls) to native code.
     pub fn compile_function(&self, module: &Module, name: &str) -> Result<CompiledFunction, Error> {
         let start = Instant::now();
         let Prepared { module, func } = self.prepare(module, name)?;
-        let compiled = compile_with_options(&module, &[func], &self.hosts, &self.compile)
-            .map_err(Error::Compile)?;
+        let compiled = stage!(
+            "compile",
+            module.name(func),
+            compile_with_options(&module, &[func], &self.hosts, &self.compile)
+        )
+        .map_err(Error::Compile)?;
         Ok(CompiledFunction::new_compiled(
             compiled,
             func,
@@ -258,7 +281,12 @@ impl Pipeline {
         let config = config
             .cloned()
             .unwrap_or_else(|| FruleConfig::default_for(module.sig(func)));
-        build_frule(&module, func, &config).map_err(Error::Derive)
+        stage!(
+            "derive_jvp",
+            module.name(func),
+            build_frule(&module, func, &config)
+        )
+        .map_err(Error::Derive)
     }
 
     /// Verify, optimise, derive, then compile the forward rule of `@name` under
@@ -280,9 +308,12 @@ impl Pipeline {
     /// hand with [`build_frule`]); the last stage alone.
     pub fn compile_frule(&self, frule: Frule) -> Result<CompiledJvp, Error> {
         let start = Instant::now();
-        let compiled =
+        let compiled = stage!(
+            "compile",
+            frule.module.name(frule.func),
             compile_with_options(&frule.module, &[frule.func], &self.hosts, &self.compile)
-                .map_err(Error::Compile)?;
+        )
+        .map_err(Error::Compile)?;
         Ok(CompiledJvp::new_compiled(frule, compiled, start.elapsed()))
     }
 
@@ -300,7 +331,12 @@ impl Pipeline {
         let config = config
             .cloned()
             .unwrap_or_else(|| RuleConfig::default_for(module.sig(func)));
-        build_hvp(&module, func, &config, width).map_err(Error::Derive)
+        stage!(
+            "derive_hvp",
+            module.name(func),
+            build_hvp(&module, func, &config, width)
+        )
+        .map_err(Error::Derive)
     }
 
     /// Verify, optimise, derive, then compile the second-order rule of `@name`.
@@ -314,8 +350,12 @@ impl Pipeline {
         let start = Instant::now();
         let rule = self.derive_hvp(module, name, config, width)?;
         let roots = [rule.forward, rule.pullback];
-        let compiled = compile_with_options(&rule.module, &roots, &self.hosts, &self.compile)
-            .map_err(Error::Compile)?;
+        let compiled = stage!(
+            "compile",
+            rule.module.name(rule.forward),
+            compile_with_options(&rule.module, &roots, &self.hosts, &self.compile)
+        )
+        .map_err(Error::Compile)?;
         let mut h = CompiledHvp::new_compiled(rule, compiled, start.elapsed());
         h.set_compile_time(start.elapsed());
         Ok(h)
@@ -352,8 +392,12 @@ impl Pipeline {
     pub fn compile_rule(&self, rule: Rule) -> Result<CompiledGradient, Error> {
         let start = Instant::now();
         let roots = rule.entries();
-        let compiled = compile_with_options(&rule.module, &roots, &self.hosts, &self.compile)
-            .map_err(Error::Compile)?;
+        let compiled = stage!(
+            "compile",
+            rule.module.name(rule.layout.primal),
+            compile_with_options(&rule.module, &roots, &self.hosts, &self.compile)
+        )
+        .map_err(Error::Compile)?;
         Ok(CompiledGradient::new_compiled(
             rule,
             compiled,
