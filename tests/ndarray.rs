@@ -8,32 +8,9 @@ use gradlift::trace::prelude::*;
 use gradlift::{Const, Dual, Duplicated, DuplicatedNoNeed, Error, autodiff};
 use ndarray::{Array1, Array2, ArrayView1, s};
 
-/// `sum_i w_i (x_i - 1)^2 + x_i x_{i+1}`: every element of `x` meets two others.
-fn energy<T: Real>(x: T::Slice<'_>, w: T::Slice<'_>) -> T {
-    for_range(0, x.len(), T::lit(0.0), |i, acc| {
-        let xi = x.at(i);
-        let d = xi - 1.0;
-        let next = cond((i + 1).lt(x.len()), || x.at(i + 1), || T::lit(0.0));
-        acc + w.at(i) * d * d + xi * next
-    })
-}
-
-/// `x_i <- x_i^2` in place; returns the sum of the new contents.
-fn square_in_place<T: Real>(mut x: T::SliceMut<'_>) -> T {
-    for_range(0, x.len(), T::lit(0.0), |i, acc| {
-        let xi = x.at(i);
-        x.set(i, xi * xi);
-        acc + xi * xi
-    })
-}
-
-fn bits(v: &[f64]) -> Vec<u64> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
-fn data(n: usize, a: f64) -> Vec<f64> {
-    (0..n).map(|i| (a * i as f64 + 0.3).sin()).collect()
-}
+#[path = "common/slice_programs.rs"]
+mod slice_programs;
+use slice_programs::{bits, data, energy, square_in_place};
 
 #[test]
 fn arrays_and_views_give_the_slice_apis_gradients_bit_for_bit() -> Result<(), Error> {
