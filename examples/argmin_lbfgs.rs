@@ -18,6 +18,11 @@ use argmin::solver::quasinewton::LBFGS;
 use gradlift::argmin::Problem;
 use gradlift::trace::prelude::*;
 use gradlift::{CallState, Const, Duplicated, Return, autodiff};
+use rng::Rng;
+
+#[path = "fuzz/rng.rs"]
+#[allow(dead_code)] // The fuzzer's generator; this example uses a part of it.
+mod rng;
 
 /// The logistic loss with an L2 penalty: `scale * sum_i log(1 + exp(-y_i w.x_i)) +
 /// lambda |w|^2`, for rows `x_i` of `x` (row-major, `w.len()` columns) and labels
@@ -33,31 +38,18 @@ fn logistic<T: Real>(w: T::Slice<'_>, x: T::Slice<'_>, y: T::Slice<'_>, scale: T
     data * scale + penalty * lambda
 }
 
-/// A small linear congruential generator: the same data on every machine.
-struct Lcg(u64);
-
-impl Lcg {
-    fn uniform(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// The samples (row-major), the labels, and the weights that made them.
 fn synthetic(n: usize, d: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let mut rng = Lcg(20261127);
+    let mut rng = Rng(20261127);
     let truth: Vec<f64> = (0..d).map(|k| (k as f64 - 2.5) * 0.8).collect();
     let mut x = Vec::with_capacity(n * d);
     let mut y = Vec::with_capacity(n);
     for _ in 0..n {
-        let row: Vec<f64> = (0..d).map(|_| 2.0 * rng.uniform() - 1.0).collect();
+        let row: Vec<f64> = (0..d).map(|_| rng.uniform(-1.0, 1.0)).collect();
         let z: f64 = row.iter().zip(&truth).map(|(a, b)| a * b).sum();
         // Label noise: the true class with the logistic probability.
         let p = 1.0 / (1.0 + (-z).exp());
-        y.push(if rng.uniform() < p { 1.0 } else { -1.0 });
+        y.push(if rng.unit() < p { 1.0 } else { -1.0 });
         x.extend(row);
     }
     (x, y, truth)

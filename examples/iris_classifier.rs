@@ -15,6 +15,13 @@
 use gradlift::trace::prelude::*;
 use gradlift::{Const, Duplicated, autodiff};
 use plotters::prelude::*;
+use rng::Rng;
+
+#[path = "fuzz/rng.rs"]
+#[allow(dead_code)] // The fuzzer's generator; this example uses a part of it.
+mod rng;
+#[path = "common/support.rs"]
+mod support;
 
 /// Inputs, hidden units, classes.
 const F: i64 = 4;
@@ -75,19 +82,6 @@ fn accuracy(theta: &[f64], x: &[f64], labels: &[usize]) -> f64 {
     right as f64 / labels.len() as f64
 }
 
-/// Uniform numbers from a fixed seed: the same split and start on every machine.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 fn one_hot(labels: &[usize]) -> Vec<f64> {
     labels
         .iter()
@@ -102,13 +96,7 @@ struct Epoch {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let svg = match args.iter().position(|a| a == "--svg") {
-        Some(k) => Some(args.get(k + 1).ok_or("--svg takes a path")?.clone()),
-        None if quick => None,
-        None => Some("docs/img/iris_training.svg".to_string()),
-    };
+    let (quick, svg) = support::options("docs/img/iris_training.svg")?;
     let epochs = if quick { 10 } else { 60 };
 
     // The data: 150 flowers; a fixed shuffle, 120 to train on, 30 held out; each
@@ -116,12 +104,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let iris = linfa_datasets::iris();
     let (records, targets) = (&iris.records, &iris.targets);
     let samples = targets.len();
-    let mut rng = Lcg(2026);
+    let mut rng = Rng(2026);
     let mut order: Vec<usize> = (0..samples).collect();
-    for i in (1..samples).rev() {
-        let j = (rng.next() * (i + 1) as f64) as usize;
-        order.swap(i, j);
-    }
+    support::shuffle(&mut rng, &mut order);
     let (train_idx, test_idx) = order.split_at(120);
     let mut mean = [0.0; F as usize];
     let mut dev = [0.0; F as usize];
@@ -141,7 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The loss, traced once; its gradient compiled on the first call.
     let mut f = autodiff("loss", loss::<Var>)?;
-    let mut theta: Vec<f64> = (0..PARAMS).map(|_| 0.5 * (rng.next() - 0.5)).collect();
+    let mut theta: Vec<f64> = (0..PARAMS).map(|_| 0.5 * (rng.unit() - 0.5)).collect();
     let mut grad = vec![0.0; PARAMS];
     // Adam.
     let (lr, b1, b2, eps) = (0.02, 0.9, 0.999, 1e-8);
@@ -188,10 +173,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("epoch   loss    train acc  test acc");
     for epoch in 1..=epochs {
         let mut perm: Vec<usize> = (0..y_train.len()).collect();
-        for i in (1..perm.len()).rev() {
-            let j = (rng.next() * (i + 1) as f64) as usize;
-            perm.swap(i, j);
-        }
+        support::shuffle(&mut rng, &mut perm);
         let mut total = 0.0;
         for chunk in perm.chunks(batch) {
             let xb: Vec<f64> = chunk

@@ -26,6 +26,13 @@ use gradlift::argmin::Problem;
 use gradlift::trace::prelude::*;
 use gradlift::{CallState, Const, Duplicated, Return, autodiff};
 use plotters::prelude::*;
+use rng::Rng;
+
+#[path = "fuzz/rng.rs"]
+#[allow(dead_code)] // The fuzzer's generator; this example uses a part of it.
+mod rng;
+#[path = "common/support.rs"]
+mod support;
 
 /// The RK4 step.
 const H: f64 = 0.01;
@@ -79,24 +86,6 @@ fn trajectory(theta: &[f64], n: usize) -> Vec<(f64, f64)> {
     out
 }
 
-/// Gaussian noise from a fixed seed (a linear congruential generator and the
-/// Box-Muller transform): the same data on every machine.
-struct Noise(u64);
-
-impl Noise {
-    fn uniform(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-    fn gaussian(&mut self) -> f64 {
-        let (a, b) = (self.uniform(), self.uniform());
-        (-2.0 * a.ln()).sqrt() * (2.0 * std::f64::consts::PI * b).cos()
-    }
-}
-
 /// argmin observer: the loss at every iteration.
 struct LossCurve(Arc<Mutex<Vec<f64>>>);
 
@@ -111,23 +100,17 @@ impl<I: State<Float = f64>> Observe<I> for LossCurve {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let svg = match args.iter().position(|a| a == "--svg") {
-        Some(k) => Some(args.get(k + 1).ok_or("--svg takes a path")?.clone()),
-        None if quick => None,
-        None => Some("docs/img/ode_fit.svg".to_string()),
-    };
+    let (_, svg) = support::options("docs/img/ode_fit.svg")?;
     let n = 50;
     let sigma = 0.05;
 
     // The observations: the true trajectory (after the initial state) plus noise.
-    let mut noise = Noise(7);
+    let mut noise = Rng(7);
     let clean = trajectory(&TRUTH, n);
     let obs: Vec<f64> = clean[1..]
         .iter()
         .flat_map(|&(u, v)| [u, v])
-        .map(|x| x + sigma * noise.gaussian())
+        .map(|x| x + sigma * support::gaussian(&mut noise))
         .collect();
 
     type Args<'a> = (

@@ -143,3 +143,20 @@ fn without_a_subscriber_nothing_changes() {
     let mut g = autodiff("h", |x: Var| x * x).unwrap();
     assert_eq!(g.gradient((Active(3.0),)).unwrap(), (9.0, (6.0,)));
 }
+
+#[gradlift::autodiff_reverse(d_cube, Active, Active)]
+fn cube(x: f64) -> f64 {
+    x * x * x
+}
+
+#[test]
+fn the_attribute_goes_through_the_same_stages() {
+    let seen = recorded(|| {
+        assert_eq!(d_cube(2.0, 1.0), (8.0, 12.0));
+    });
+    assert_eq!(cube(2.0), 8.0);
+    let names = names(&seen);
+    assert_eq!(names.first(), Some(&"trace"), "{names:?}");
+    assert!(names.ends_with(&["derive", "compile"]), "{names:?}");
+    assert_eq!(seen.done.len(), seen.spans.len());
+}
