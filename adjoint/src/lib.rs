@@ -73,6 +73,7 @@ struct ReadmeDoctests;
 mod activity;
 mod callee;
 mod check;
+mod checkpoint;
 mod config;
 mod error;
 mod eval;

@@ -95,10 +95,10 @@ impl SavedValues {
     }
 }
 
-/// Derives (or finds) the rule of a callee for an activity pattern: the forward
-/// pass and the pullback, declared in the output module.
+/// Derives (or finds) the rule of a callee for an activity pattern, checkpointed
+/// or not: the forward pass and the pullback, declared in the output module.
 pub(crate) type Requester<'r> =
-    dyn FnMut(FuncId, RuleConfig) -> Result<(FuncId, FuncId), AdError> + 'r;
+    dyn FnMut(FuncId, RuleConfig, bool) -> Result<(FuncId, FuncId), AdError> + 'r;
 
 /// Everything decided about a rule before code is written.
 #[derive(Clone, Debug)]
@@ -475,7 +475,7 @@ fn call_stmt(
                 });
             }
             let callee_config = callee_config(module, func, inst, g, params, ret, config);
-            let (fwd, rvs) = request(target, callee_config.clone())?;
+            let (fwd, rvs) = request(target, callee_config.clone(), d.checkpoint)?;
             for (&a, &p) in d.args.iter().zip(&callee_config.params) {
                 if p == Activity::Dup && matches!(func.value_def(a), ValueDef::Result(..)) {
                     info.saves.push(SaveItem::Buf(a));

@@ -18,6 +18,7 @@ use gradlift_ir::{
 use hashbrown::HashMap;
 use smallvec::SmallVec;
 
+use crate::checkpoint;
 use crate::config::{Activity, RetActivity, RuleConfig, TapePolicy, freezable};
 use crate::error::{AdError, InternalError};
 use crate::forward::forward_ir;
@@ -193,7 +194,7 @@ pub fn build_rrule_width(
     // The forward pass and the pullback are the same whether or not a fused
     // function is made too; their configuration says not (as callees' do), so
     // that a recursive call finds the rule being derived.
-    let (forward, pullback) = deriver.request(func, config.clone().with_fuse(false))?;
+    let (forward, pullback) = deriver.request(func, config.clone().with_fuse(false), false)?;
     while let Some(job) = deriver.queue.pop_front() {
         deriver.derive(&job)?;
     }
@@ -305,6 +306,9 @@ struct Job {
     config: RuleConfig,
     fwd: FuncId,
     rvs: FuncId,
+    /// For the rule of a checkpointed call ([`checkpoint`](crate::checkpoint)):
+    /// the ordinary rule it runs in its pullback.
+    checkpoint: Option<(FuncId, FuncId)>,
 }
 
 /// Derives rules, and the rules of the functions they call, into one module
@@ -315,7 +319,7 @@ struct Job {
 struct Deriver<'m> {
     input: &'m Module,
     out: Module,
-    cache: HashMap<(FuncId, RuleConfig), (FuncId, FuncId)>,
+    cache: HashMap<(FuncId, RuleConfig, bool), (FuncId, FuncId)>,
     queue: VecDeque<Job>,
     derived: Vec<FuncId>,
     /// The width the rules are widened to once all are derived.
@@ -327,12 +331,24 @@ struct Deriver<'m> {
 }
 
 impl Deriver<'_> {
-    /// The forward pass and pullback of `func` under `config`: from the cache, or
-    /// declared now and queued.
-    fn request(&mut self, func: FuncId, config: RuleConfig) -> Result<(FuncId, FuncId), AdError> {
-        if let Some(&pair) = self.cache.get(&(func, config.clone())) {
+    /// The forward pass and pullback of `func` under `config` (of a checkpointed
+    /// call to it when `checkpoint`): from the cache, or declared now and queued.
+    /// A rule of width N > 1 does not checkpoint: its calls get ordinary rules.
+    fn request(
+        &mut self,
+        func: FuncId,
+        config: RuleConfig,
+        checkpoint: bool,
+    ) -> Result<(FuncId, FuncId), AdError> {
+        let checkpoint = checkpoint && self.width == 1;
+        if let Some(&pair) = self.cache.get(&(func, config.clone(), checkpoint)) {
             return Ok(pair);
         }
+        let inner = if checkpoint {
+            Some(self.request(func, config.clone(), false)?)
+        } else {
+            None
+        };
         let module = self.input;
         let decl = module
             .funcs
@@ -382,7 +398,12 @@ impl Deriver<'_> {
             func: fname.clone(),
             error,
         };
-        let (fwd_name, rvs_name) = derived_names(&self.out, &fname, sig, &config, self.width);
+        let stem = if checkpoint {
+            format!("{fname}.ckpt")
+        } else {
+            fname.clone()
+        };
+        let (fwd_name, rvs_name) = derived_names(&self.out, &stem, sig, &config, self.width);
         let fwd = self
             .out
             .declare(&fwd_name, fwd_sig)
@@ -391,13 +412,15 @@ impl Deriver<'_> {
             .out
             .declare(&rvs_name, rvs_sig)
             .map_err(|e| internal(InternalError::Module(e)))?;
-        self.cache.insert((func, config.clone()), (fwd, rvs));
+        self.cache
+            .insert((func, config.clone(), checkpoint), (fwd, rvs));
         self.derived.extend([fwd, rvs]);
         self.queue.push_back(Job {
             func,
             config,
             fwd,
             rvs,
+            checkpoint: inner,
         });
         Ok((fwd, rvs))
     }
@@ -407,6 +430,30 @@ impl Deriver<'_> {
         let module = self.input;
         let decl = &module.funcs[job.func];
         let fname = decl.name.clone();
+        if let Some((inner_fwd, inner_rvs)) = job.checkpoint {
+            let internal = |error: InternalError| AdError::Internal {
+                func: fname.clone(),
+                error,
+            };
+            let fwd =
+                checkpoint::forward(&self.out, job.fwd, job.func, &job.config).map_err(internal)?;
+            let rvs = checkpoint::pullback(
+                &self.out,
+                job.rvs,
+                job.func,
+                &job.config,
+                inner_fwd,
+                inner_rvs,
+            )
+            .map_err(internal)?;
+            self.out
+                .define(job.fwd, fwd)
+                .map_err(|e| internal(InternalError::Module(e)))?;
+            self.out
+                .define(job.rvs, rvs)
+                .map_err(|e| internal(InternalError::Module(e)))?;
+            return Ok(());
+        }
         let (wrapped, split);
         let mut primal = match decl.function() {
             Some(f) if !has_decl(module, job.func) => f,
@@ -433,7 +480,7 @@ impl Deriver<'_> {
             &decl.sig.results,
             &job.config,
             &slice_params(&decl.sig, &job.config),
-            &mut |g, k| self.request(g, k),
+            &mut |g, k, c| self.request(g, k, c),
         )?;
 
         let fwd_sig = self.out.sig(job.fwd).clone();

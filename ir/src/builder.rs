@@ -679,6 +679,16 @@ impl<'m> FunctionBuilder<'m> {
         self.func.insts[inst].results.iter().copied().collect()
     }
 
+    /// `call @f(args) checkpoint`: a call whose derivative is checkpointed (reverse
+    /// mode saves its inputs instead of the callee's tape, and runs the callee's
+    /// forward pass again in the pullback). Computes what [`call`](Self::call)
+    /// computes.
+    pub fn call_checkpointed(&mut self, f: FuncId, args: &[Value]) -> SmallVec<[Value; 2]> {
+        let inst = self.ins(Opcode::Call, Imm::Func(f), args);
+        self.func.insts[inst].checkpoint = true;
+        self.func.insts[inst].results.iter().copied().collect()
+    }
+
     /// Ends the current block with `jump dest`.
     pub fn jump(&mut self, dest: Block) {
         self.terminate(Terminator::Jump(dest));

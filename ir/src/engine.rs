@@ -626,11 +626,16 @@ pub struct TapeStats {
     pub bytes: usize,
     /// The most bytes it held since the last reset. Engines measure it where they
     /// can: the interpreter after every `push` and `tape_alloc`, the JIT at the end
-    /// of each call (for a gradient, that is after the forward pass, the peak).
+    /// of each call (for a gradient, that is after the forward pass, the peak) and
+    /// at every `recompute` (where a checkpointed loop's pullback holds the most).
     pub peak_bytes: usize,
     /// The memory the engine keeps for the tape, used or not (0 where the engine
     /// does not say).
     pub capacity_bytes: usize,
+    /// The steps of checkpointed loops that pullbacks ran again since the last
+    /// reset (the `recompute` op's counts): the price of the memory a checkpoint
+    /// saved. 0 for a gradient without checkpointed loops.
+    pub recomputed_steps: u64,
 }
 
 /// A host function: takes the arguments (slices as copies of their contents) and

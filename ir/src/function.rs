@@ -131,6 +131,11 @@ pub struct InstData {
     pub args: SmallVec<[Value; 3]>,
     /// The values this instruction defines, each with `ValueDef::Result(this, k)`.
     pub results: SmallVec<[Value; 1]>,
+    /// A `call` only, written `call @g(..) checkpoint`: reverse mode keeps none of
+    /// the callee's tape; its forward pass saves the call's inputs, and the pullback
+    /// runs the callee's forward pass again just before its reverse. No effect on
+    /// what the call computes.
+    pub checkpoint: bool,
 }
 
 /// A phi at the head of a block: one incoming value per predecessor.
@@ -334,6 +339,7 @@ impl Function {
             imm,
             args: args.iter().copied().collect(),
             results: SmallVec::new(),
+            checkpoint: false,
         });
         for (k, &ty) in results.iter().enumerate() {
             let v = self.values.push(ValueData {

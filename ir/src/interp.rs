@@ -330,6 +330,7 @@ impl<'m> Interpreter<'m> {
             bytes,
             peak_bytes,
             capacity_bytes: 0,
+            recomputed_steps: self.tape.recomputed(),
         }
     }
 

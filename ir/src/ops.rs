@@ -185,6 +185,8 @@ pub enum Shape {
     Call,
     /// `trap_if c, "message"`: a `bool` and a message; no result.
     TrapIf,
+    /// `op n`: one `i64`; no result (`checkpoint_loop`, `recompute`).
+    Note,
 }
 
 /// One row of the op table.
@@ -286,6 +288,8 @@ ops! {
     TapeAlloc = "tape_alloc", TapeAlloc, "A zero-filled buffer of n elements owned by the tape, alive until the engine resets the tape; returns an i64 handle naming it. n < 0 is a runtime error.";
     TapeView = "tape_view", TapeView, "The mut slice view of the tape buffer a handle names; a handle of no live buffer, or of a buffer of another element type, is a runtime error.";
     TrapIf = "trap_if", TrapIf, "A debug check: a runtime error carrying the message when the bool operand is true; nothing when it is false.";
+    CheckpointLoop = "checkpoint_loop", Note, "Marks the loop whose header holds it for binomial checkpointing in reverse mode, keeping at most n snapshots (n <= 0: chosen by the rule's budget); computes nothing.";
+    Recompute = "recompute", Note, "Derived code: counts n steps run again by a checkpointed loop's pullback (the engine's TapeStats::recomputed_steps), and lets the engine note the tape's size.";
 }
 
 impl Shape {
@@ -360,7 +364,8 @@ impl Opcode {
             | Shape::Push
             | Shape::TapeAlloc
             | Shape::TapeView
-            | Shape::TrapIf => 1,
+            | Shape::TrapIf
+            | Shape::Note => 1,
             Shape::FloatBinary
             | Shape::Powi
             | Shape::IntBinary
@@ -376,7 +381,7 @@ impl Opcode {
     /// The fixed number of results, or `None` for `call` (the callee decides).
     pub fn result_count(self) -> Option<usize> {
         match self.shape() {
-            Shape::Store | Shape::Push | Shape::TrapIf => Some(0),
+            Shape::Store | Shape::Push | Shape::TrapIf | Shape::Note => Some(0),
             Shape::Call => None,
             _ => Some(1),
         }
@@ -399,6 +404,8 @@ impl Opcode {
                 | Opcode::TapeAlloc
                 | Opcode::TapeView
                 | Opcode::TrapIf
+                | Opcode::CheckpointLoop
+                | Opcode::Recompute
         )
     }
 }
@@ -666,6 +673,7 @@ pub fn resolve(
         // The message is checked against the function's arena by the verifier:
         // `resolve` sees only the instruction.
         Shape::TrapIf => check(smallvec![Some(Type::Bool)], smallvec![]),
+        Shape::Note => check(smallvec![Some(Type::I64)], smallvec![]),
         Shape::Call => {
             let Some(sig) = callee else {
                 return Err("call to an unknown function".to_string());
@@ -700,8 +708,10 @@ mod tests {
         for &op in Opcode::ALL {
             assert_eq!(Opcode::from_name(op.name()), Some(op));
         }
-        assert_eq!(Opcode::ALL.len(), 61);
+        assert_eq!(Opcode::ALL.len(), 63);
         assert_eq!(Opcode::from_name("phi"), None);
+        // `call @g(..) checkpoint` relies on no op being named `checkpoint`.
+        assert_eq!(Opcode::from_name("checkpoint"), None);
     }
 
     #[test]

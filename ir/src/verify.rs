@@ -102,6 +102,7 @@
 //!   `tape_alloc T, n` and `tape_view T, h` have `T` one of `f64`, `f32`, `i64` and an
 //!   `i64` operand. Whether pops match pushes, and whether a handle names a live
 //!   buffer of element type `T`, are run-time matters, not checked here.
+//! - Only a `call` carries the `checkpoint` flag ([`InstData::checkpoint`](crate::InstData::checkpoint)).
 //! - `trap_if` is typed by `resolve` too: one `bool` operand (a literal there is a
 //!   `bool`), a message immediate, no result. It may stand wherever an instruction
 //!   may; whether it fires is a run-time matter. Every message prints as a string
@@ -812,6 +813,12 @@ impl<'a> FuncVerifier<'a> {
             return;
         };
         let at = At::Inst(b, inst);
+        if d.checkpoint && d.opcode != Opcode::Call {
+            self.report(
+                at,
+                format!("only a call may be checkpointed, not {}", d.opcode.name()),
+            );
+        }
         if let Some((first, first_idx)) = self.placed[inst]
             && (first, first_idx) != (b, idx as u32)
         {

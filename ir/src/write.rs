@@ -354,6 +354,9 @@ pub fn inst_line(module: &Module, func: &Function, names: &Names, inst: Inst) ->
                 s.push_str(&operand(func, names, v));
             }
             s.push(')');
+            if data.checkpoint {
+                s.push_str(" checkpoint");
+            }
             data.args.len()
         }
         _ => {

@@ -2022,6 +2022,7 @@ fn pushes_and_pops_are_last_in_first_out_across_calls() {
                 bytes: 8,
                 peak_bytes: 64,
                 capacity_bytes: 0,
+                recomputed_steps: 0,
             }
         );
         interp.reset_tape();
@@ -2155,6 +2156,7 @@ entry:
         bytes: 36,
         peak_bytes: 44,
         capacity_bytes: 0,
+        recomputed_steps: 0,
     };
     assert_eq!(interp.tape(), want);
     interp.call_by_name("q", &mut []).unwrap();
@@ -2166,6 +2168,7 @@ entry:
             bytes: 52,
             peak_bytes: 52,
             capacity_bytes: 0,
+            recomputed_steps: 0,
         }
     );
     interp.reset_tape();

@@ -2014,6 +2014,7 @@ prop_compose! {
                 imm,
                 args: args.into_iter().collect(),
                 results: results.into_iter().collect(),
+                checkpoint: false,
             });
         }
         for (i, (phis, insts, term)) in blocks.into_iter().enumerate() {

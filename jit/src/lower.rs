@@ -352,7 +352,11 @@ fn rotations(
                 let data = &func.insts[i];
                 matches!(
                     data.opcode,
-                    Opcode::Icmp | Opcode::Iadd | Opcode::Isub | Opcode::Len
+                    Opcode::Icmp
+                        | Opcode::Iadd
+                        | Opcode::Isub
+                        | Opcode::Len
+                        | Opcode::CheckpointLoop
                 ) && data.results.iter().all(|&r| scalar(r))
             });
         if phis_ok && insts_ok {
@@ -1599,9 +1603,10 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             a.push(self.val(v)?);
         }
         let arg_ty = |k: usize| args.get(k).map(|&v| self.func.value_type(v));
-        if matches!(op, Opcode::Call | Opcode::TapeAlloc) {
+        if matches!(op, Opcode::Call | Opcode::TapeAlloc | Opcode::Recompute) {
             // The callee, or `tape_alloc`'s helper (its limit counts the scalars),
-            // reads the tape's height from the context.
+            // or `recompute`'s (which notes the tape's size), reads the tape's
+            // height from the context.
             self.save_tape();
         }
         let out = match op.shape() {
@@ -1802,6 +1807,13 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
                 };
                 let (p, n) = self.tape_view(inst, elem, a[0].one());
                 self.def(inst, 0, Lv::Slice(p, n))?;
+                None
+            }
+            Shape::Note => {
+                if op == Opcode::Recompute {
+                    let ctx = self.ctx;
+                    self.call_helper(Helper::Recompute, &[ctx, a[0].one()])?;
+                }
                 None
             }
         };

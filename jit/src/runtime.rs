@@ -175,8 +175,11 @@ pub struct Ctx {
     tape_chunks: Vec<Box<[u64]>>,
     tape_chunk: usize,
     tape_chunk_used: usize,
-    /// The most bytes the tape held at the end of a call since the last reset.
+    /// The most bytes the tape held at the end of a call (or at a `recompute`)
+    /// since the last reset.
     tape_peak: usize,
+    /// The steps `recompute` counted since the last reset.
+    recomputed: u64,
     /// What the last failing host function said: (function, message).
     pub(crate) host_error: Option<(String, String)>,
     /// The most bytes the tape may hold ([`Workspace::with_max_tape_bytes`]).
@@ -249,6 +252,7 @@ impl Ctx {
             tape_chunk: 0,
             tape_chunk_used: 0,
             tape_peak: 0,
+            recomputed: 0,
             host_error: None,
             max_tape_bytes: usize::MAX,
         }
@@ -355,6 +359,14 @@ impl Ctx {
         self.tape_peak = self.tape_peak.max(self.tape_bytes());
     }
 
+    /// `recompute n`: counts `n` steps run again (none for a negative `n`) and
+    /// notes the tape's size, which a checkpointed loop's pullback calls right
+    /// after the forward pass of a step, where it holds the most.
+    pub(crate) fn recompute(&mut self, n: i64) {
+        self.recomputed = self.recomputed.saturating_add(n.max(0) as u64);
+        self.note_tape();
+    }
+
     /// Empties the tape (scalars and buffers) and forgets its peak. Keeps the memory;
     /// if buffers spread over several chunks, they become one. Handles made before
     /// name no buffer afterwards.
@@ -377,6 +389,7 @@ impl Ctx {
         self.tape_chunk = 0;
         self.tape_chunk_used = 0;
         self.tape_peak = 0;
+        self.recomputed = 0;
     }
 
     /// Prepares for a top-level call: no error, depth 1, the arena empty. If the
@@ -648,6 +661,7 @@ impl Workspace {
                     .iter()
                     .map(|c| c.len() * 8)
                     .sum::<usize>(),
+            recomputed_steps: self.ctx.recomputed,
         }
     }
 

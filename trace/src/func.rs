@@ -493,6 +493,7 @@ pub struct Func<F, D = Plain> {
     name: &'static str,
     f: F,
     deriv: D,
+    checkpoint: bool,
 }
 
 /// The Rust function `f`, called as the IR function `@name` when traced (natively,
@@ -519,6 +520,7 @@ pub fn func<F>(name: &'static str, f: F) -> Func<F> {
         name,
         f,
         deriv: Plain,
+        checkpoint: false,
     }
 }
 
@@ -529,6 +531,7 @@ impl<F> Func<F, Plain> {
             name: self.name,
             f: self.f,
             deriv: Nodiff,
+            checkpoint: self.checkpoint,
         }
     }
 
@@ -547,6 +550,7 @@ impl<F> Func<F, Plain> {
                 g,
                 _a: PhantomData,
             },
+            checkpoint: self.checkpoint,
         }
     }
 
@@ -562,6 +566,7 @@ impl<F> Func<F, Plain> {
                 g,
                 _a: PhantomData,
             },
+            checkpoint: self.checkpoint,
         }
     }
 
@@ -581,11 +586,39 @@ impl<F> Func<F, Plain> {
                 name,
                 h: Arc::new(h),
             },
+            checkpoint: self.checkpoint,
         }
     }
 }
 
 impl<F, D: Deriv> Func<F, D> {
+    /// Checkpoints every call made through this `Func` (`call @name(..)
+    /// checkpoint` in the IR): reverse mode keeps the call's inputs instead of the
+    /// callee's tape, and runs the callee's forward pass again, just before its
+    /// reverse. The gradient is the same, bit for bit; the tape between the call
+    /// and its reverse is smaller when the callee saves more than its inputs (a
+    /// step of a simulation with a loop inside, say), at the price of running the
+    /// callee twice. Natively, nothing changes.
+    ///
+    /// ```
+    /// use gradlift_trace::{Real, func};
+    ///
+    /// fn step<T: Real>(x: T) -> T {
+    ///     (x * x).sin() + x
+    /// }
+    /// fn f<T: Real>(x: T) -> T {
+    ///     let step = func("step", step::<T>).checkpoint();
+    ///     step.call((step.call((x,)),))
+    /// }
+    /// let traced = gradlift_trace::trace("f", f::<gradlift_trace::Var>).unwrap();
+    /// let text = traced.module.to_string();
+    /// assert_eq!(text.matches(") checkpoint").count(), 2, "{text}");
+    /// ```
+    pub fn checkpoint(mut self) -> Self {
+        self.checkpoint = true;
+        self
+    }
+
     /// Calls the function: natively `f(args)`; traced, an IR `call` of `@name`, traced
     /// on first use (with its custom derivative).
     #[track_caller]
@@ -601,7 +634,8 @@ impl<F, D: Deriv> Func<F, D> {
         let Some((id, sig)) = define::<A, F, _>(self.name, &self.f, &self.deriv) else {
             return placeholder();
         };
-        emit_call::<F::Output>(id, &sig, &args.args(), at).unwrap_or_else(placeholder)
+        emit_call::<F::Output>(id, &sig, &args.args(), at, self.checkpoint)
+            .unwrap_or_else(placeholder)
     }
 }
 
@@ -611,6 +645,7 @@ fn emit_call<R: Ret>(
     sig: &Signature,
     args: &[Option<(Tag, Value)>],
     at: Loc,
+    checkpoint: bool,
 ) -> Option<R> {
     with_frame(|f| {
         let mut vals = Vec::with_capacity(args.len());
@@ -629,7 +664,11 @@ fn emit_call<R: Ret>(
         }
         f.b.declare_callee(id, sig.clone());
         f.b.set_pos(ctx::pos(at));
-        let results = f.b.call(id, &vals);
+        let results = if checkpoint {
+            f.b.call_checkpointed(id, &vals)
+        } else {
+            f.b.call(id, &vals)
+        };
         f.b.set_pos(gradlift_ir::Pos::NONE);
         let here = f.here();
         Some(R::from_ir(here, &mut results.into_iter()))

@@ -658,6 +658,15 @@ pub(super) fn exec(
                 x => return Err(mismatch(op, &[x], mem!())),
             }
         }
+        // A marker for the derivation: nothing happens.
+        Opcode::CheckpointLoop => return Ok(()),
+        Opcode::Recompute => {
+            match arg!(0) {
+                Slot::I64(n) => tape.recompute(n),
+                x => return Err(mismatch(op, &[x], mem!())),
+            }
+            return Ok(());
+        }
         Opcode::Call | Opcode::TrapIf => {
             return Err(ErrorKind::Internal(format!("{op} reached the op step")));
         }

@@ -30,6 +30,8 @@ pub(super) struct Tape {
     bytes: usize,
     /// The most bytes held at once since the tape was made or cleared.
     peak: usize,
+    /// The steps `recompute` counted since the tape was made or cleared.
+    recomputed: u64,
 }
 
 impl Default for Tape {
@@ -40,6 +42,7 @@ impl Default for Tape {
             generation: 1,
             bytes: 0,
             peak: 0,
+            recomputed: 0,
         }
     }
 }
@@ -70,6 +73,16 @@ impl Tape {
     /// The bytes held now, and the most held at once.
     pub(super) fn bytes(&self) -> (usize, usize) {
         (self.bytes, self.peak)
+    }
+
+    /// `recompute n`: counts `n` steps run again (a negative `n` counts none).
+    pub(super) fn recompute(&mut self, n: i64) {
+        self.recomputed = self.recomputed.saturating_add(n.max(0) as u64);
+    }
+
+    /// The steps counted by `recompute` since the last reset.
+    pub(super) fn recomputed(&self) -> u64 {
+        self.recomputed
     }
 
     /// Drops everything, forgets the peak, and starts a new generation of handles.

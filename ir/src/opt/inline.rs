@@ -96,7 +96,9 @@ pub(crate) fn run(
         let site = func.blocks[b].insts.iter().position(|&inst| {
             let d = &func.insts[inst];
             match d.imm {
-                Imm::Func(g) if d.opcode == Opcode::Call => {
+                // A checkpointed call stays a call: inlining would drop the
+                // checkpoint.
+                Imm::Func(g) if d.opcode == Opcode::Call && !d.checkpoint => {
                     *verdicts
                         .entry(g)
                         .or_insert_with(|| inlinable(module, facts, caller, g, max_insts))
@@ -190,6 +192,7 @@ fn inline_call(module: &Module, func: &mut Function, b: Block, idx: usize, g: &F
             };
             let tys: SmallVec<[_; 2]> = d.results.iter().map(|&r| g.values[r].ty).collect();
             let ni = func.make_inst(d.opcode, imm, &[], &tys);
+            func.insts[ni].checkpoint = d.checkpoint;
             for (k, &r) in d.results.iter().enumerate() {
                 let nr = func.insts[ni].results[k];
                 func.values[nr].name = g.values[r].name.clone();

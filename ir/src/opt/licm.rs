@@ -431,6 +431,7 @@ fn hoist_batch(
             .collect();
         let tys: SmallVec<[_; 1]> = d.results.iter().map(|&r| func.values[r].ty).collect();
         let ni = func.make_inst(d.opcode, d.imm, &args, &tys);
+        func.insts[ni].checkpoint = d.checkpoint;
         func.srcmap.insts[ni] = func.srcmap.insts[inst];
         for (k, &r) in d.results.iter().enumerate() {
             let nr = func.insts[ni].results[k];

@@ -164,8 +164,8 @@ pub(crate) enum ImmAst<'a> {
     Type(Type),
     /// `const T lit`.
     Const(Type, Lit<'a>),
-    /// The callee of `call`.
-    Func(Name<'a>),
+    /// The callee of `call`, and whether `checkpoint` follows the arguments.
+    Func(Name<'a>, bool),
     /// The message of `trap_if`: the text between the quotes, escapes as written
     /// (the lexer checked them).
     Msg(&'a str),

@@ -376,6 +376,13 @@ impl<'m, 'a, 'e> FnLower<'m, 'a, 'e> {
             let inst = match t {
                 Some(t) => {
                     let inst = self.func.make_inst(t.op, t.imm, &[], &t.results);
+                    if let InstKind::Op {
+                        imm: ImmAst::Func(_, true),
+                        ..
+                    } = &ast.kind
+                    {
+                        self.func.insts[inst].checkpoint = true;
+                    }
                     self.func.append_inst(b, inst);
                     self.func.srcmap.insts[inst] = ast.pos;
                     values.extend(self.func.insts[inst].results.iter().copied());
@@ -607,7 +614,7 @@ impl<'m, 'a, 'e> FnLower<'m, 'a, 'e> {
                 }
             },
             ImmAst::Msg(text) => Imm::Msg(self.func.make_msg(&unescape(text))),
-            ImmAst::Func(name) => match self.module.func_by_name(name.text) {
+            ImmAst::Func(name, _) => match self.module.func_by_name(name.text) {
                 Some(id) => {
                     if self.broken.contains(&id) {
                         callee_known = false;

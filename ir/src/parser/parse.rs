@@ -773,7 +773,13 @@ impl<'a> Parser<'a, '_> {
                     }
                 }
                 self.expect(Tok::RParen, "`,` or `)`")?;
-                (ImmAst::Func(callee), args)
+                // `call @g(..) checkpoint`: no op is named `checkpoint`, so the
+                // word cannot start the next statement.
+                let checkpoint = self.peek() == Tok::Ident("checkpoint");
+                if checkpoint {
+                    self.bump();
+                }
+                (ImmAst::Func(callee, checkpoint), args)
             }
             _ => (ImmAst::None, self.operands(op.arity().unwrap_or(0))?),
         })

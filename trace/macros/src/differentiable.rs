@@ -3,6 +3,8 @@
 //! traced twin `__gradlift_differentiable_NAME`, which emits an IR `call @NAME`
 //! through gradlift's `func(..).call(..)`, tracing the translated body into `@NAME`
 //! on first use; so helpers, recursion and mutual recursion are IR calls.
+//! `#[differentiable(checkpoint)]` checkpoints every call to the function (`call
+//! @NAME(..) checkpoint`: reverse mode saves the call's inputs, not its tape).
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -45,13 +47,17 @@ fn kind_of(t: &Type) -> Option<(Kind, Option<&'static str>)> {
 
 pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let func: ItemFn = syn::parse2(item)?;
-    if !attr.is_empty() {
-        return Err(syn::Error::new_spanned(
-            attr,
-            "#[differentiable] takes no arguments",
-        ));
-    }
-    match expand_fn(&func) {
+    let checkpoint = match syn::parse2::<Option<Ident>>(attr.clone()) {
+        Ok(None) => false,
+        Ok(Some(word)) if word == "checkpoint" => true,
+        _ => {
+            return Err(syn::Error::new_spanned(
+                attr,
+                "#[differentiable] takes no argument but `checkpoint` (#[differentiable(checkpoint)]: every call to the function is checkpointed)",
+            ));
+        }
+    };
+    match expand_fn(&func, checkpoint) {
         Ok(t) => Ok(t),
         Err(e) => {
             let e = e.to_compile_error();
@@ -60,7 +66,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
     }
 }
 
-fn expand_fn(func: &ItemFn) -> syn::Result<TokenStream> {
+fn expand_fn(func: &ItemFn, checkpoint: bool) -> syn::Result<TokenStream> {
     let sig = &func.sig;
     if let Some(g) = sig.generics.params.first() {
         return Err(syn::Error::new_spanned(
@@ -130,6 +136,7 @@ fn expand_fn(func: &ItemFn) -> syn::Result<TokenStream> {
     let name = &sig.ident;
     let twin = twin(name);
     let ir_name = name.to_string();
+    let checkpoint = checkpoint.then(|| quote!(.checkpoint()));
     Ok(quote! {
         #func
 
@@ -149,7 +156,7 @@ fn expand_fn(func: &ItemFn) -> syn::Result<TokenStream> {
             fn body(#(#inner_params),*) -> #ret_ty {
                 #body
             }
-            ::gradlift::trace::func(#ir_name, body).call((#(#names,)*))
+            ::gradlift::trace::func(#ir_name, body)#checkpoint.call((#(#names,)*))
         }
     })
 }

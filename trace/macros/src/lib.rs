@@ -217,6 +217,42 @@
 //! assert_eq!(d_f(2.0, 1.0), (9.0, 12.0));
 //! ```
 //!
+//! `#[differentiable(checkpoint)]` checkpoints every call to the function: the
+//! derivative's forward pass keeps only the call's inputs, not what the
+//! function's own reverse needs, and runs the function's forward pass again
+//! just before its reverse. The derivative is the same, bit for bit; the memory
+//! it holds is smaller when the function saves more than its inputs (a step of a
+//! simulation with a loop inside), at the price of running it twice.
+//!
+//! ```
+//! use gradlift_macros::{autodiff_reverse, differentiable};
+//!
+//! #[differentiable(checkpoint)]
+//! fn step(u: f64, dt: f64) -> f64 {
+//!     let mut x = u;
+//!     for _ in 0..10 {
+//!         x += dt * (x - x * x);
+//!     }
+//!     x
+//! }
+//!
+//! #[autodiff_reverse(d_simulate, Active, Const, Active)]
+//! fn simulate(u0: f64, steps: usize) -> f64 {
+//!     let mut u = u0;
+//!     for _ in 0..steps {
+//!         u = step(u, 0.01);
+//!     }
+//!     u
+//! }
+//!
+//! let (u, du0) = d_simulate(0.5, 100, 1.0);
+//! assert_eq!(u, simulate(0.5, 100));
+//! // Against a central difference.
+//! let h = 1e-6;
+//! let fd = (simulate(0.5 + h, 100) - simulate(0.5 - h, 100)) / (2.0 * h);
+//! assert!((du0 - fd).abs() < 1e-7 * fd.abs());
+//! ```
+//!
 //! # Limits of this version
 //!
 //! Anything else is a compile error at the offending code, saying what to write

@@ -1,0 +1,178 @@
+//! Checkpointed calls: `call @g(..) checkpoint` (`docs/checkpointing.md`).
+//!
+//! The rule of a checkpointed call has the calling convention of `@g`'s own rule
+//! (the same parameters and results as `@g.fwd.K` and `@g.rvs.K`), so the caller's
+//! plan, forward pass and pullback treat it as any derived call. Only its bodies
+//! differ:
+//!
+//! - `@g.ckpt.fwd.K(params) -> results` copies the contents of every slice argument
+//!   the pullback cannot find unchanged (all but the frozen ones) onto the tape,
+//!   calls `@g` itself (no tape of its own), then pushes the scalar arguments and
+//!   the copies' handles.
+//! - `@g.ckpt.rvs.K(slices, shadows, seeds) -> cotangents` pops them, calls
+//!   `@g.fwd.K` on the scalars and the copies (so it reads the contents the call
+//!   read, and writes into the copies, never into the caller's slices), drops its
+//!   results, and returns what `@g.rvs.K` returns, given the copies as the primal
+//!   slices as `@g.fwd.K` left them.
+//!
+//! `@g` and `@g.fwd.K` compute the same values (the forward pass is the primal with
+//! pushes added), and `@g.rvs.K` sees the tape `@g.fwd.K` just left, so the
+//! gradient is bit for bit the gradient without the checkpoint. The memory differs:
+//! between the call and its reverse, the tape holds the call's inputs instead of
+//! the callee's tape.
+
+use gradlift_ir::{FuncId, FunctionBuilder, Imm, Module, Opcode, Type, Value};
+use smallvec::SmallVec;
+
+use crate::config::{Activity, RuleConfig, freezable};
+use crate::error::InternalError;
+use crate::rrule::slice_params;
+
+/// Whether slice parameter `i` of a function with parameter types `params` is
+/// copied onto the tape by a checkpointed call's forward pass: every slice but a
+/// frozen one (whose contents the pullback finds as the call found them).
+fn copied(params: &[Type], config: &RuleConfig, i: usize) -> bool {
+    params[i].is_slice() && !(freezable(params[i]) && config.is_frozen(i))
+}
+
+/// Writes `@g.ckpt.fwd.K` (declared as `fwd` in `out`) for the primal `g` under
+/// `config`.
+pub(crate) fn forward(
+    out: &Module,
+    fwd: FuncId,
+    g: FuncId,
+    config: &RuleConfig,
+) -> Result<gradlift_ir::Function, InternalError> {
+    let sig = out.sig(g).clone();
+    let mut b = FunctionBuilder::new(out, fwd);
+    let params: Vec<Value> = (0..sig.params.len())
+        .map(|i| {
+            let p = b.param(i);
+            b.named(&param_name(out, g, i), p)
+        })
+        .collect();
+    let mut handles: SmallVec<[Value; 4]> = SmallVec::new();
+    for (i, &p) in params.iter().enumerate() {
+        if !copied(&sig.params, config, i) {
+            continue;
+        }
+        let elem = sig.params[i].elem().ok_or(InternalError::NotASlice {
+            value: format!("parameter {i}"),
+        })?;
+        let n = b.ins(Opcode::Len, Imm::None, &[p]);
+        let n = b.results(n)[0];
+        let h = b.ins(Opcode::TapeAlloc, Imm::Type(elem.ty()), &[n]);
+        let h = b.results(h)[0];
+        let h = b.named(&format!("{}.copy.buf", param_name(out, g, i)), h);
+        let view = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
+        let view = b.results(view)[0];
+        let zero = b.iconst(0);
+        b.counted_loop(zero, n, &[], |b, k, _| {
+            let x = b.load(p, k);
+            b.store(view, k, x);
+            Vec::new()
+        });
+        handles.push(h);
+    }
+    let results = b.call(g, &params);
+    for (i, &p) in params.iter().enumerate() {
+        if sig.params[i].is_scalar() {
+            b.push(p);
+        }
+    }
+    for &h in &handles {
+        b.push(h);
+    }
+    if config.needs_primal {
+        b.ret(&results);
+    } else {
+        b.ret(&[]);
+    }
+    b.finish().map_err(InternalError::Build)
+}
+
+/// Writes `@g.ckpt.rvs.K` (declared as `rvs` in `out`) for the primal `g` under
+/// `config`, whose ordinary rule is (`inner_fwd`, `inner_rvs`).
+pub(crate) fn pullback(
+    out: &Module,
+    rvs: FuncId,
+    g: FuncId,
+    config: &RuleConfig,
+    inner_fwd: FuncId,
+    inner_rvs: FuncId,
+) -> Result<gradlift_ir::Function, InternalError> {
+    let sig = out.sig(g).clone();
+    let mut b = FunctionBuilder::new(out, rvs);
+    let slices = slice_params(&sig, config);
+    let n_params = out.sig(rvs).params.len();
+    let slice_vals: Vec<Value> = slices
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            let p = b.param(k);
+            b.named(&param_name(out, g, i), p)
+        })
+        .collect();
+    let dups = (0..sig.params.len())
+        .filter(|&i| matches!(config.params[i], Activity::Dup | Activity::DupNoNeed));
+    let mut rest: Vec<Value> = Vec::new();
+    for (k, i) in dups.enumerate() {
+        let p = b.param(slices.len() + k);
+        rest.push(b.named(&format!("d{}", param_name(out, g, i)), p));
+    }
+    let first_seed = slices.len() + rest.len();
+    for k in first_seed..n_params {
+        let p = b.param(k);
+        rest.push(b.named(&format!("dy{}", k - first_seed), p));
+    }
+    // Pop the handles (last first), then the scalars (last first).
+    let copies: Vec<usize> = (0..sig.params.len())
+        .filter(|&i| copied(&sig.params, config, i))
+        .collect();
+    let mut args: Vec<Option<Value>> = vec![None; sig.params.len()];
+    for &i in copies.iter().rev() {
+        let elem = sig.params[i].elem().ok_or(InternalError::NotASlice {
+            value: format!("parameter {i}"),
+        })?;
+        let h = b.pop(Type::I64);
+        let name = param_name(out, g, i);
+        let h = b.named(&format!("{name}.copy.buf"), h);
+        let view = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
+        let view = b.results(view)[0];
+        args[i] = Some(b.named(&format!("{name}.copy"), view));
+    }
+    for i in (0..sig.params.len()).rev() {
+        if sig.params[i].is_scalar() {
+            let v = b.pop(sig.params[i]);
+            args[i] = Some(b.named(&param_name(out, g, i), v));
+        }
+    }
+    // The frozen slices: the pullback's own parameters.
+    for (k, &i) in slices.iter().enumerate() {
+        if args[i].is_none() {
+            args[i] = Some(slice_vals[k]);
+        }
+    }
+    let args: Vec<Value> = args
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            a.ok_or(InternalError::NotSaved {
+                value: format!("argument {i} of a checkpointed call"),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    b.call(inner_fwd, &args);
+    let mut inner: Vec<Value> = slices.iter().map(|&i| args[i]).collect();
+    inner.extend(rest);
+    let outs = b.call(inner_rvs, &inner);
+    b.ret(&outs);
+    b.finish().map_err(InternalError::Build)
+}
+
+/// The name of parameter `i` of `g` (`x3` when it has none).
+fn param_name(out: &Module, g: FuncId, i: usize) -> String {
+    out.function(g)
+        .and_then(|f| f.params.get(i).and_then(|&p| f.values[p].name.clone()))
+        .map_or_else(|| format!("x{i}"), |n| n.to_string())
+}
