@@ -157,7 +157,8 @@ fn ir_row(
                 &mut value,
                 &mut grads,
             )
-            .expect("the gradient runs");
+            .expect("the gradient runs")
+            .peak_bytes;
         black_box(&grads);
     };
     let t = medians(&mut [&mut primal, hand.primal, &mut gradient, hand.gradient]);
@@ -316,7 +317,8 @@ fn jit<A, R>(
                 &mut value,
                 &mut grads,
             )
-            .expect("the gradient ran once");
+            .expect("the gradient ran once")
+            .peak_bytes;
         gradient_value = scalar(&value);
         black_box(&grads);
     };

@@ -431,6 +431,7 @@ impl CompiledGradient {
             gradient: bufs.gradient,
             args: bufs.args,
             tape_peak_bytes: bufs.tape_peak_bytes,
+            recomputed_steps: bufs.recomputed_steps,
         })
     }
 
@@ -462,7 +463,8 @@ impl CompiledGradient {
     /// results go into `value` (empty when the rule does not return them), the
     /// cotangents of the `active` parameters into `grads`, in order. Once `value`,
     /// `grads` and the workspace's tape have grown, a call allocates nothing.
-    /// Returns the tape's peak bytes during the call.
+    /// Returns what the tape held ([`TapeStats`](crate::ir::TapeStats): its peak
+    /// bytes during the call, the steps checkpointed loops ran again).
     ///
     /// ```
     /// use gradlift::{CompiledGradient, Workspace, ir::{parse, interp::Val}, jit::Arg};
@@ -501,7 +503,7 @@ impl CompiledGradient {
         seeds: &[f64],
         value: &mut Vec<Val>,
         grads: &mut Vec<Val>,
-    ) -> Result<usize, Error> {
+    ) -> Result<gradlift_ir::TapeStats, Error> {
         let mut engine = self.compiled.engine(ws);
         Ok(run_rule(
             &mut engine,
@@ -608,6 +610,8 @@ pub struct GradientRef<'a> {
     pub args: &'a [Val],
     /// The most bytes the tape held during the call.
     pub tape_peak_bytes: usize,
+    /// The steps checkpointed loops ran again during the call.
+    pub recomputed_steps: u64,
 }
 
 impl GradientCache<'_> {
@@ -630,6 +634,7 @@ impl GradientCache<'_> {
             gradient: &self.bufs.gradient,
             args: &self.bufs.args,
             tape_peak_bytes: self.bufs.tape_peak_bytes,
+            recomputed_steps: self.bufs.recomputed_steps,
         })
     }
 

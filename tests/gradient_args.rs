@@ -56,7 +56,8 @@ fn rosenbrock_matches_the_closed_form_and_shadows_accumulate() {
                 &mut value,
                 &mut grads,
             )
-            .unwrap();
+            .unwrap()
+            .peak_bytes;
         // The minimal tape: the loop's last index, not a value per element.
         assert!(peak <= 64, "{peak}");
         let f: f64 = x

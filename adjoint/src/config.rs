@@ -186,6 +186,12 @@ pub struct RuleConfig {
     /// are added in another order (see `docs/reverse-mode.md`, "Fused sweeps").
     /// True by default; a callee's rule is never fused.
     pub fuse: bool,
+    /// The memory budget, in bytes, of each checkpointed loop
+    /// (`checkpoint_loop`) whose marker does not give its number of snapshots
+    /// (gives 0 or less): the loop keeps `bytes / (8 (c + 2))` snapshots of its
+    /// `c` carried values (at least 1). `None` (the default): `ceil(sqrt(T))`
+    /// snapshots for `T` steps. See `docs/checkpointing.md`.
+    pub checkpoint_bytes: Option<u64>,
 }
 
 /// Whether a parameter of type `ty` may be [frozen](RuleConfig::frozen): a
@@ -216,7 +222,15 @@ impl RuleConfig {
                 .map(|t| t.is_slice() && !t.is_mut_slice())
                 .collect(),
             fuse: true,
+            checkpoint_bytes: None,
         }
+    }
+
+    /// The same configuration with a memory budget for checkpointed loops (see
+    /// [`RuleConfig::checkpoint_bytes`]).
+    pub fn with_checkpoint_bytes(mut self, bytes: Option<u64>) -> RuleConfig {
+        self.checkpoint_bytes = bytes;
+        self
     }
 
     /// The same configuration with fusion on or off (see [`RuleConfig::fuse`]).

@@ -29,7 +29,7 @@
 
 use core::fmt;
 
-use gradlift_ir::engine::{Arg, Engine, RunError, Val, check_args};
+use gradlift_ir::engine::{Arg, Engine, RunError, TapeStats, Val, check_args};
 use gradlift_ir::{FuncId, Type};
 use smallvec::SmallVec;
 
@@ -77,6 +77,9 @@ pub struct Gradient {
     /// The most bytes the engine's tape held during the call (since its last
     /// reset: the whole gradient, when the tape was empty before).
     pub tape_peak_bytes: usize,
+    /// The steps checkpointed loops ran again during the call
+    /// ([`TapeStats::recomputed_steps`]).
+    pub recomputed_steps: u64,
 }
 
 /// Why running a rule failed.
@@ -134,6 +137,9 @@ pub struct EvalBuffers {
     pub gradient: Vec<Option<Val>>,
     /// The most bytes the tape held during the call (since its last reset).
     pub tape_peak_bytes: usize,
+    /// The steps checkpointed loops ran again during the call
+    /// ([`TapeStats::recomputed_steps`]).
+    pub recomputed_steps: u64,
     /// The shadows lent to the pullback.
     shadows: Vec<Val>,
     /// The pullback's results: the active parameters' cotangents.
@@ -166,7 +172,9 @@ pub struct EvalBuffers {
 /// are added into them (`+=`). `seeds` has one cotangent per float result of an
 /// `active` return, or is empty for all ones. The primal's results go into `value`
 /// (empty when the rule does not return them), the cotangents of the `active`
-/// parameters into `grads`, in order. Returns the most bytes the tape held.
+/// parameters into `grads`, in order. Returns what the engine's tape held
+/// ([`TapeStats`]: the most bytes, the steps checkpointed loops ran again), taken
+/// before the tape is reset.
 ///
 /// At width N ([`build_rrule_width`](crate::build_rrule_width())), each shadow is N
 /// times as long as its slice (lane `j` of element `i` at `i * N + j`), `seeds` has
@@ -187,7 +195,7 @@ pub fn run_rule<E: Engine>(
     seeds: &[f64],
     value: &mut Vec<Val>,
     grads: &mut Vec<Val>,
-) -> Result<usize, EvalError> {
+) -> Result<TapeStats, EvalError> {
     let (module, layout) = (&rule.module, &rule.layout);
     let sig = module.sig(layout.primal);
     let fname = module.name(layout.primal);
@@ -261,7 +269,7 @@ pub fn run_rule<E: Engine>(
     if !layout.config.needs_primal {
         value.clear();
     }
-    Ok(tape.peak_bytes)
+    Ok(tape)
 }
 
 /// The fused function in one call: the arguments, the shadows, one seed per
@@ -391,7 +399,7 @@ pub fn run_rule_vals<E: Engine>(
     let mut arg_views: SmallVec<[Arg<'_>; 8]> = bufs.args.iter_mut().map(Val::as_arg).collect();
     let mut shadow_views: SmallVec<[Arg<'_>; 8]> =
         bufs.shadows.iter_mut().map(Val::as_arg).collect();
-    bufs.tape_peak_bytes = run_rule(
+    let tape = run_rule(
         engine,
         rule,
         &mut arg_views,
@@ -401,6 +409,8 @@ pub fn run_rule_vals<E: Engine>(
         &mut bufs.cts,
     )?;
     drop((arg_views, shadow_views));
+    bufs.tape_peak_bytes = tape.peak_bytes;
+    bufs.recomputed_steps = tape.recomputed_steps;
 
     for (i, g) in bufs.gradient.iter_mut().enumerate() {
         if !layout.active_params.contains(&i) && !layout.shadow_params.contains(&i) {
@@ -506,6 +516,7 @@ pub fn value_and_gradient<E: Engine>(
         gradient: bufs.gradient,
         args: bufs.args,
         tape_peak_bytes: bufs.tape_peak_bytes,
+        recomputed_steps: bufs.recomputed_steps,
     })
 }
 

@@ -97,8 +97,10 @@ impl SavedValues {
 
 /// Derives (or finds) the rule of a callee for an activity pattern, checkpointed
 /// or not: the forward pass and the pullback, declared in the output module.
+/// Besides the pair, the arguments whose cotangents the pullback takes and
+/// returns ([`CallRule::Derived::inout`]).
 pub(crate) type Requester<'r> =
-    dyn FnMut(FuncId, RuleConfig, bool) -> Result<(FuncId, FuncId), AdError> + 'r;
+    dyn FnMut(FuncId, RuleConfig, bool) -> Result<(FuncId, FuncId, Vec<usize>), AdError> + 'r;
 
 /// Everything decided about a rule before code is written.
 #[derive(Clone, Debug)]
@@ -475,7 +477,7 @@ fn call_stmt(
                 });
             }
             let callee_config = callee_config(module, func, inst, g, params, ret, config);
-            let (fwd, rvs) = request(target, callee_config.clone(), d.checkpoint)?;
+            let (fwd, rvs, inout) = request(target, callee_config.clone(), d.checkpoint)?;
             for (&a, &p) in d.args.iter().zip(&callee_config.params) {
                 if p == Activity::Dup && matches!(func.value_def(a), ValueDef::Result(..)) {
                     info.saves.push(SaveItem::Buf(a));
@@ -487,6 +489,7 @@ fn call_stmt(
                 rvs,
                 config: callee_config,
                 overlay,
+                inout,
             }
         }
         Callee::Extern => {
@@ -568,6 +571,7 @@ fn callee_config(
         tape: config.tape,
         frozen,
         fuse: false,
+        checkpoint_bytes: config.checkpoint_bytes,
     }
 }
 

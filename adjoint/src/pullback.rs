@@ -1068,9 +1068,9 @@ impl RevBlock<'_> {
             }
         }
         match call {
-            CallRule::Derived { rvs, config, .. } => {
-                self.derived_call(b, inst, &gsig, *rvs, config, seeds)
-            }
+            CallRule::Derived {
+                rvs, config, inout, ..
+            } => self.derived_call(b, inst, &gsig, *rvs, config, seeds, inout),
             CallRule::Vjp { rule } => self.vjp_call(b, inst, &gsig, *rule, &seeds),
         }
     }
@@ -1078,6 +1078,7 @@ impl RevBlock<'_> {
     /// A call with a derived rule: calls the callee's pullback `rvs` (derived for
     /// `config`) with the slices, shadows and `seeds` it takes, and adds its results
     /// into the cotangents of the active arguments.
+    #[allow(clippy::too_many_arguments)]
     fn derived_call(
         &mut self,
         b: &mut FunctionBuilder<'_>,
@@ -1086,6 +1087,7 @@ impl RevBlock<'_> {
         rvs: FuncId,
         config: &RuleConfig,
         seeds: SmallVec<[Value; 2]>,
+        inout: &[usize],
     ) -> Result<(), InternalError> {
         let primal = self.primal;
         let d = &primal.insts[inst];
@@ -1105,6 +1107,16 @@ impl RevBlock<'_> {
         }
         if config.ret == RetActivity::Active {
             args.extend(seeds);
+        }
+        // The cotangents the callee continues (and returns whole): taken here, so
+        // the addition of its result below sets them.
+        for &k in inout {
+            let v = d.args[k];
+            let ct = self
+                .cts
+                .take(b, primal, v)
+                .unwrap_or(self.cts.zero(primal.value_type(v)));
+            args.push(ct);
         }
         let outs = b.call(rvs, &args);
         let active = d

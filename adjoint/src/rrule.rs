@@ -23,8 +23,10 @@ use crate::config::{Activity, RetActivity, RuleConfig, TapePolicy, freezable};
 use crate::error::{AdError, InternalError};
 use crate::forward::forward_ir;
 use crate::fuse;
+use crate::outline;
 use crate::plan::{Plan, describe_inst};
 use crate::pullback::{DebugChecks, ParamSets, pullback_ir};
+use crate::revolve;
 use crate::rules::{OpRule, op_rule};
 use crate::tape::split_loop_exits;
 use crate::widen::{LaneFunc, ParamLanes, widen_rules};
@@ -181,6 +183,16 @@ pub fn build_rrule_width(
         });
     }
     tape_ops_reached(module, func)?;
+    // Checkpointed loops become calls of loop functions (width 1 only: a rule of
+    // width N keeps its loops).
+    let outlined = if width == 1 {
+        outline::outline(module)
+    } else {
+        None
+    };
+    let module = outlined.as_ref().map_or(module, |o| &o.module);
+    let no_loops = HashMap::new();
+    let no_errors = HashMap::new();
     let mut deriver = Deriver {
         input: module,
         out: module.clone(),
@@ -190,6 +202,10 @@ pub fn build_rrule_width(
         width,
         pullbacks: Vec::new(),
         forwards: Vec::new(),
+        loops: outlined.as_ref().map_or(&no_loops, |o| &o.loops),
+        outline_errors: outlined.as_ref().map_or(&no_errors, |o| &o.errors),
+        split: None,
+        inouts: HashMap::new(),
     };
     // The forward pass and the pullback are the same whether or not a fused
     // function is made too; their configuration says not (as callees' do), so
@@ -306,9 +322,23 @@ struct Job {
     config: RuleConfig,
     fwd: FuncId,
     rvs: FuncId,
-    /// For the rule of a checkpointed call ([`checkpoint`](crate::checkpoint)):
-    /// the ordinary rule it runs in its pullback.
-    checkpoint: Option<(FuncId, FuncId)>,
+    kind: JobKind,
+}
+
+/// What kind of rule a [`Job`] writes.
+enum JobKind {
+    /// The rule derived from the function's body.
+    Derived,
+    /// The rule of a checkpointed call ([`checkpoint`](crate::checkpoint)): the
+    /// ordinary rule it runs in its pullback.
+    Checkpoint(FuncId, FuncId),
+    /// The binomial rule of an outlined loop ([`revolve`](crate::revolve)): the
+    /// step's rule and its configuration.
+    Revolve {
+        step_fwd: FuncId,
+        step_rvs: FuncId,
+        step_config: RuleConfig,
+    },
 }
 
 /// Derives rules, and the rules of the functions they call, into one module
@@ -328,9 +358,59 @@ struct Deriver<'m> {
     pullbacks: Vec<LaneFunc>,
     /// ... and of each forward pass: its `tape_alloc`s of shadow buffers.
     forwards: Vec<(FuncId, Vec<Inst>)>,
+    /// The outlined checkpointed loops ([`outline`]), by loop function ...
+    loops: &'m HashMap<FuncId, outline::LoopFn>,
+    /// ... and the functions whose marked loops could not be outlined.
+    outline_errors: &'m HashMap<FuncId, String>,
+    /// `@revolve.split`, once declared.
+    split: Option<FuncId>,
+    /// Per requested rule (by its pullback), the arguments whose cotangents the
+    /// pullback takes and returns.
+    inouts: HashMap<FuncId, Vec<usize>>,
 }
 
 impl Deriver<'_> {
+    /// [`request`](Self::request), with the arguments whose cotangents the
+    /// pullback takes and returns (a checkpointed loop's).
+    fn request_call(
+        &mut self,
+        func: FuncId,
+        config: RuleConfig,
+        checkpoint: bool,
+    ) -> Result<(FuncId, FuncId, Vec<usize>), AdError> {
+        let (fwd, rvs) = self.request(func, config, checkpoint)?;
+        let inout = self.inouts.get(&rvs).cloned().unwrap_or_default();
+        Ok((fwd, rvs, inout))
+    }
+
+    /// `@revolve.split`: declared and written on first use.
+    fn split_fn(&mut self) -> Result<FuncId, AdError> {
+        if let Some(id) = self.split {
+            return Ok(id);
+        }
+        let internal = |error: InternalError| AdError::Internal {
+            func: "revolve.split".to_string(),
+            error,
+        };
+        let mut name = "revolve.split".to_string();
+        let mut k = 2;
+        while self.out.func_by_name(&name).is_some() {
+            name = format!("revolve.split.{k}");
+            k += 1;
+        }
+        let id = self
+            .out
+            .declare(&name, Signature::new([Type::I64, Type::I64], [Type::I64]))
+            .map_err(|e| internal(InternalError::Module(e)))?;
+        let body = revolve::split_fn(&self.out, id).map_err(internal)?;
+        self.out
+            .define(id, body)
+            .map_err(|e| internal(InternalError::Module(e)))?;
+        self.derived.push(id);
+        self.split = Some(id);
+        Ok(id)
+    }
+
     /// The forward pass and pullback of `func` under `config` (of a checkpointed
     /// call to it when `checkpoint`): from the cache, or declared now and queued.
     /// A rule of width N > 1 does not checkpoint: its calls get ordinary rules.
@@ -344,11 +424,27 @@ impl Deriver<'_> {
         if let Some(&pair) = self.cache.get(&(func, config.clone(), checkpoint)) {
             return Ok(pair);
         }
-        let inner = if checkpoint {
-            Some(self.request(func, config.clone(), false)?)
-        } else {
-            None
-        };
+        if let Some(why) = self.outline_errors.get(&func) {
+            return Err(AdError::Unsupported {
+                func: self.input.name(func).to_string(),
+                what: why.clone(),
+            });
+        }
+        let lf = self.loops.get(&func);
+        let mut kind = JobKind::Derived;
+        if let Some(lf) = lf {
+            let step_config = revolve::step_config(lf, &config);
+            let (step_fwd, step_rvs) = self.request(lf.step, step_config.clone(), false)?;
+            self.split_fn()?;
+            kind = JobKind::Revolve {
+                step_fwd,
+                step_rvs,
+                step_config,
+            };
+        } else if checkpoint {
+            let (f, r) = self.request(func, config.clone(), false)?;
+            kind = JobKind::Checkpoint(f, r);
+        }
         let module = self.input;
         let decl = module
             .funcs
@@ -393,6 +489,20 @@ impl Deriver<'_> {
             .filter(|&i| config.params[i] == Activity::Active)
             .map(|i| sig.params[i])
             .collect();
+        let inout: Vec<usize> = match lf {
+            Some(lf) => {
+                let first = 3 + lf.carried.len();
+                revolve::inout(lf, &config)
+                    .into_iter()
+                    .map(|j| first + j)
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        let rvs_params: Vec<Type> = rvs_params
+            .into_iter()
+            .chain(inout.iter().map(|&k| sig.params[k]))
+            .collect();
         let rvs_sig = Signature::new(rvs_params, active);
         let internal = |error: InternalError| AdError::Internal {
             func: fname.clone(),
@@ -414,13 +524,16 @@ impl Deriver<'_> {
             .map_err(|e| internal(InternalError::Module(e)))?;
         self.cache
             .insert((func, config.clone(), checkpoint), (fwd, rvs));
+        if !inout.is_empty() {
+            self.inouts.insert(rvs, inout);
+        }
         self.derived.extend([fwd, rvs]);
         self.queue.push_back(Job {
             func,
             config,
             fwd,
             rvs,
-            checkpoint: inner,
+            kind,
         });
         Ok((fwd, rvs))
     }
@@ -430,7 +543,39 @@ impl Deriver<'_> {
         let module = self.input;
         let decl = &module.funcs[job.func];
         let fname = decl.name.clone();
-        if let Some((inner_fwd, inner_rvs)) = job.checkpoint {
+        if let JobKind::Revolve {
+            step_fwd,
+            step_rvs,
+            step_config,
+        } = &job.kind
+        {
+            let internal = |error: InternalError| AdError::Internal {
+                func: fname.clone(),
+                error,
+            };
+            let lf = &self.loops[&job.func];
+            let split = self.split_fn()?;
+            let r = revolve::Revolve {
+                lf,
+                config: &job.config,
+                step_config,
+                step_fwd: *step_fwd,
+                step_rvs: *step_rvs,
+                split,
+            };
+            let fwd = r.forward(&self.out, job.fwd, lf.step).map_err(internal)?;
+            let rvs = r
+                .pullback(&self.out, job.rvs, lf.step, &decl.sig)
+                .map_err(internal)?;
+            self.out
+                .define(job.fwd, fwd)
+                .map_err(|e| internal(InternalError::Module(e)))?;
+            self.out
+                .define(job.rvs, rvs)
+                .map_err(|e| internal(InternalError::Module(e)))?;
+            return Ok(());
+        }
+        if let JobKind::Checkpoint(inner_fwd, inner_rvs) = job.kind {
             let internal = |error: InternalError| AdError::Internal {
                 func: fname.clone(),
                 error,
@@ -480,7 +625,7 @@ impl Deriver<'_> {
             &decl.sig.results,
             &job.config,
             &slice_params(&decl.sig, &job.config),
-            &mut |g, k, c| self.request(g, k, c),
+            &mut |g, k, c| self.request_call(g, k, c),
         )?;
 
         let fwd_sig = self.out.sig(job.fwd).clone();

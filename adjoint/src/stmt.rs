@@ -87,6 +87,10 @@ pub(crate) enum CallRule {
         /// `overlay`: the forward pass calls the callee itself for the primal value
         /// and `fwd` for the tape, whose results it drops.
         overlay: bool,
+        /// The arguments (by index) whose current cotangents `rvs` takes after the
+        /// seeds and returns with its terms added, in place of a fresh cotangent:
+        /// a checkpointed loop's floats from outside ([`revolve`](crate::revolve)).
+        inout: Vec<usize>,
     },
     /// `vjp @g = @r`: the forward pass calls `@g`, the pullback `@r` with the saved
     /// arguments and the results' cotangents.

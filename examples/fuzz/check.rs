@@ -607,7 +607,8 @@ fn grad_by_args(
         value: layout.config.needs_primal.then_some(value),
         gradient,
         args: owned,
-        tape_peak_bytes: peak,
+        tape_peak_bytes: peak.peak_bytes,
+        recomputed_steps: peak.recomputed_steps,
     })
 }
 
@@ -1481,6 +1482,7 @@ pub fn check_module(
                         gradient: r.gradient.to_vec(),
                         args: r.args.to_vec(),
                         tape_peak_bytes: r.tape_peak_bytes,
+                        recomputed_steps: r.recomputed_steps,
                     });
                     stats.inc("gradient cache checks");
                     if !same_grad(&r, &fresh, true) {

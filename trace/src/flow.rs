@@ -24,7 +24,7 @@
 //! iterations known when the code is written; for anything that depends on the data
 //! or grows with it, use [`for_range`], whose IR has the same size for every `n`.
 
-use gradlift_ir::{Block, CmpPred, Scalar, Type, Value};
+use gradlift_ir::{Block, CmpPred, Imm, Opcode, Scalar, Type, Value};
 
 use crate::ctx::{self, Slot, Tag, caller, with_frame};
 use crate::error::{Loc, TraceError};
@@ -210,6 +210,45 @@ pub fn for_range<I: Int, C: Carry>(
     body: impl FnMut(I, C) -> C,
 ) -> C {
     I::range_loop(start.into(), end, init, body)
+}
+
+/// [`for_range`] whose reverse mode is checkpointed: the derivative keeps at
+/// most `snapshots` copies of the carried values (at least 1) instead of every
+/// iteration's tape, and runs iterations again as Griewank and Walther's optimal
+/// binomial schedule (revolve) says; `snapshots` of 0 or less lets the rule choose
+/// (its `checkpoint_bytes` budget, else `ceil(sqrt(n))` for `n` iterations). The
+/// gradient is bit for bit the gradient of [`for_range`]; see
+/// `docs/checkpointing.md` for what such a loop may do (carry scalars, write no
+/// slice from outside it, leave only at its end).
+///
+/// Natively a Rust loop, as [`for_range`]. Traced, the loop's header holds
+/// `checkpoint_loop %snapshots`.
+///
+/// ```
+/// use gradlift_trace::{Float, Real, for_range_checkpointed};
+///
+/// // x_{k+1} = x_k + h sin(x_k), T steps, keeping 8 snapshots at most.
+/// fn flow<T: Real>(x0: T, steps: T::Int) -> T {
+///     for_range_checkpointed(0, steps, 8, x0, |_, x| x + (x.sin() * 0.01))
+/// }
+/// let mut x = 1.0_f64;
+/// for _ in 0..3 {
+///     x = x + x.sin() * 0.01;
+/// }
+/// assert_eq!(flow(1.0, 3), x);
+///
+/// let traced = gradlift_trace::trace("flow", flow::<gradlift_trace::Var>).unwrap();
+/// assert!(traced.module.to_string().contains("checkpoint_loop 8"));
+/// ```
+#[track_caller]
+pub fn for_range_checkpointed<I: Int, C: Carry>(
+    start: impl Into<I>,
+    end: I,
+    snapshots: impl Into<I>,
+    init: C,
+    body: impl FnMut(I, C) -> C,
+) -> C {
+    I::range_loop_checkpointed(start.into(), end, snapshots.into(), init, body)
 }
 
 /// A loop with a data-dependent exit: while `cond(&carried)` holds, `carried =
@@ -501,6 +540,7 @@ fn close_loop(lp: &Loop, extra: &[(Value, Value)], next: &[Slot], at: Loc, op: &
 pub(crate) fn traced_for<C: Carry>(
     start: Var<i64>,
     end: Var<i64>,
+    snapshots: Option<Var<i64>>,
     init: C,
     mut body: impl FnMut(Var<i64>, C) -> C,
 ) -> C {
@@ -515,6 +555,12 @@ pub(crate) fn traced_for<C: Carry>(
     with_frame(|f| {
         if !f.check(end.tag, "for_range", at) {
             return;
+        }
+        if let Some(s) = snapshots {
+            if !f.check(s.tag, "for_range_checkpointed", at) {
+                return;
+            }
+            f.b.ins(Opcode::CheckpointLoop, Imm::None, &[s.value]);
         }
         let more = f.b.icmp(CmpPred::Lt, i, end.value);
         let body_b = f.b.create_block("body");

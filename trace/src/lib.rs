@@ -61,7 +61,7 @@ pub mod var;
 
 pub use ctx::{Slot, Tag};
 pub use error::{Loc, TraceError};
-pub use flow::{Carry, cond, for_range, while_loop};
+pub use flow::{Carry, cond, for_range, for_range_checkpointed, while_loop};
 pub use func::{
     Args, Callable, Deriv, Func, Nodiff, Overlay, Param, Plain, Ret, Traced, Tracer, Vjp,
     VjpNative, func, trace,
@@ -75,6 +75,6 @@ pub use var::{Prim, Var};
 pub mod prelude {
     pub use crate::{
         Float, Int, Logic, Real, Slice, SliceMut, SliceRead, SliceWrite, Var, cond, for_range,
-        func, while_loop,
+        for_range_checkpointed, func, while_loop,
     };
 }

@@ -221,6 +221,20 @@ pub trait Int:
     /// The loop of [`for_range`](crate::for_range) for this index type.
     #[doc(hidden)]
     fn range_loop<C: Carry>(start: Self, end: Self, init: C, body: impl FnMut(Self, C) -> C) -> C;
+
+    /// The loop of [`for_range_checkpointed`](crate::for_range_checkpointed):
+    /// natively [`range_loop`](Self::range_loop).
+    #[doc(hidden)]
+    fn range_loop_checkpointed<C: Carry>(
+        start: Self,
+        end: Self,
+        snapshots: Self,
+        init: C,
+        body: impl FnMut(Self, C) -> C,
+    ) -> C {
+        let _ = snapshots;
+        Self::range_loop(start, end, init, body)
+    }
 }
 
 /// A boolean: `bool` natively, [`Var<bool>`] traced, with `&`, `|`, `^` and `!`.
@@ -679,7 +693,17 @@ impl Int for Var<i64> {
     traced_compare!(icmp);
     #[track_caller]
     fn range_loop<C: Carry>(start: Self, end: Self, init: C, body: impl FnMut(Self, C) -> C) -> C {
-        crate::flow::traced_for(start, end, init, body)
+        crate::flow::traced_for(start, end, None, init, body)
+    }
+    #[track_caller]
+    fn range_loop_checkpointed<C: Carry>(
+        start: Self,
+        end: Self,
+        snapshots: Self,
+        init: C,
+        body: impl FnMut(Self, C) -> C,
+    ) -> C {
+        crate::flow::traced_for(start, end, Some(snapshots), init, body)
     }
 }
 

@@ -25,10 +25,11 @@
 //! The engine is chosen in one `match` in `try_grad`: the interpreter runs the
 //! derived module, the JIT (the default) compiles it ([`Pipeline::compile_rule`]);
 //! both run the same derived code. With `--time N` the output gains `"time":
-//! {"primal_ns": MEDIAN, "gradient_ns": MEDIAN, "tape_bytes": PEAK}`: the median of
-//! N calls of the (optimised) primal after one warm-up, the median of N gradients
-//! after the first (the one printed), and the most bytes the tape held during any
-//! of them. With the JIT it also reports `compile_ms` (optimising, deriving and
+//! {"primal_ns": MEDIAN, "gradient_ns": MEDIAN, "tape_bytes": PEAK,
+//! "recomputed_steps": R}`: the median of N calls of the (optimised) primal after
+//! one warm-up, the median of N gradients after the first (the one printed), the
+//! most bytes the tape held during any of them, and the steps checkpointed loops
+//! ran again in one gradient. With the JIT it also reports `compile_ms` (optimising, deriving and
 //! compiling: from the parsed IR to callable code).
 
 use std::path::Path;
@@ -134,7 +135,7 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
         .map(|g| g.as_ref().map_or(Value::Null, args::to_json))
         .collect();
     let mut json = json!({"value": value, "gradient": gradient});
-    if let Some((gradient_ns, tape_bytes)) = timed {
+    if let Some((gradient_ns, tape_bytes, recomputed)) = timed {
         let primal = run::primal(
             req.file, &module, id, &pipeline, req.engine, args, req.time, req.fuel,
         )?;
@@ -143,6 +144,7 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
             time["compile_ms"] = ms;
         }
         time["tape_bytes"] = json!(tape_bytes);
+        time["recomputed_steps"] = json!(recomputed);
         json["time"] = time;
     }
     Ok(args::render(&json) + "\n")
@@ -176,6 +178,7 @@ pub(crate) fn config(
         .with_primal(needs_primal)
         .with_debug(debug.debug || debug.check_nan, debug.check_nan)
         .with_tape(debug.tape)
+        .with_checkpoint_bytes(debug.checkpoint_bytes)
 }
 
 /// `--seed` and `--shadows` as [`Seeds`], checked against `@id` and its rule (of
@@ -224,9 +227,9 @@ fn parse_json(option: &str, text: &str) -> Result<Value, Diagnostic> {
         .map_err(|e| Diagnostic::new(format!("{option} is not valid JSON: {e}")))
 }
 
-/// What `--time` measured of the gradients: the median nanoseconds, and the most
-/// bytes the tape held.
-type Timed = (Option<u64>, usize);
+/// What `--time` measured of the gradients: the median nanoseconds, the most
+/// bytes the tape held, the steps checkpointed loops ran again.
+type Timed = (Option<u64>, usize, u64);
 
 /// The first gradient (the one printed) on `engine`, and with `Some(n)` the
 /// median nanoseconds of `n` more and the most bytes the tape held in any of them.
@@ -245,6 +248,7 @@ fn evaluate<E: gradlift_ir::Engine>(
         gradient: bufs.gradient.clone(),
         args: bufs.args.clone(),
         tape_peak_bytes: bufs.tape_peak_bytes,
+        recomputed_steps: bufs.recomputed_steps,
     };
     let Some(n) = time else {
         return Ok((out, None));
@@ -260,5 +264,8 @@ fn evaluate<E: gradlift_ir::Engine>(
         tape_bytes = tape_bytes.max(bufs.tape_peak_bytes);
         samples.push(u64::try_from(elapsed).unwrap_or(u64::MAX));
     }
-    Ok((out, Some((run::median(&mut samples), tape_bytes))))
+    Ok((
+        out,
+        Some((run::median(&mut samples), tape_bytes, bufs.recomputed_steps)),
+    ))
 }

@@ -389,6 +389,11 @@ pub(crate) struct DebugArgs {
     /// reloads, recomputation) or `save-all` (every value a reverse reads).
     #[arg(long, value_name = "POLICY", default_value = "minimal", value_parser = clap::value_parser!(gradlift_adjoint::TapePolicy))]
     pub tape: gradlift_adjoint::TapePolicy,
+    /// The memory budget of each checkpointed loop (`checkpoint_loop`) whose
+    /// marker leaves the number of snapshots open (0 or less): as many snapshots
+    /// as BYTES holds; default ceil(sqrt(T)) snapshots for T steps.
+    #[arg(long, value_name = "BYTES")]
+    pub checkpoint_bytes: Option<u64>,
 }
 
 /// A stage of the pipeline that `dump` can print.
