@@ -113,7 +113,7 @@ use std::time::Duration;
 
 use gradlift_adjoint::{Activity, RetActivity, RuleConfig};
 use gradlift_ir::interp::Val;
-use gradlift_ir::{Module, Type};
+use gradlift_ir::{Module, TapeStats, Type};
 use gradlift_jit::{Arg, Hosts, Workspace};
 use gradlift_trace::{Args, Callable, Ret, Slice, SliceMut, Traced, Var};
 use smallvec::SmallVec;
@@ -606,6 +606,10 @@ pub struct Autodiff<A, R> {
     jacobians: Vec<second::JacobianPattern>,
     primal: Option<Primal>,
     compile_time: Duration,
+    /// [`Autodiff::with_checkpoint_bytes`].
+    checkpoint_bytes: Option<u64>,
+    /// The pattern of the last gradient.
+    last: Option<usize>,
     _sig: PhantomData<fn(A) -> R>,
 }
 
@@ -636,12 +640,20 @@ pub struct CallState {
     grads: Vec<Val>,
     /// The H v of an HVP, one buffer per differentiated parameter.
     hvps: Vec<Val>,
+    /// What the tape held during the last gradient.
+    tape: TapeStats,
 }
 
 impl CallState {
     /// An empty state: a new workspace, no buffers.
     pub fn new() -> CallState {
         CallState::default()
+    }
+
+    /// What the tape held during the last gradient made with this state: its
+    /// peak bytes, and the steps checkpointed loops ran again.
+    pub fn last_tape(&self) -> TapeStats {
+        self.tape
     }
 }
 
@@ -802,11 +814,12 @@ fn run_compiled<A, R: Native, X: Activities<A>>(
         scratch,
         value,
         cts,
+        tape,
         ..
     } = state;
     let (mut borrowed, mut shadows) = (ArgVec::new(), ArgVec::new());
     args.args(scratch, &mut borrowed, &mut shadows)?;
-    grad.gradient_args(ws, &mut borrowed, &mut shadows, seeds, value, cts)?;
+    *tape = grad.gradient_args(ws, &mut borrowed, &mut shadows, seeds, value, cts)?;
     let v = R::native(&mut value.iter());
     Ok((v, X::grads(cts)))
 }
@@ -924,8 +937,54 @@ impl<A: Args, R: Native> Autodiff<A, R> {
             jacobians: Vec::new(),
             primal: None,
             compile_time: Duration::ZERO,
+            checkpoint_bytes: None,
+            last: None,
             _sig: PhantomData,
         })
+    }
+
+    /// The memory budget of each checkpointed loop
+    /// ([`for_range_checkpointed`](gradlift_trace::for_range_checkpointed)) whose
+    /// number of snapshots is left open (0 or less): as many snapshots of its
+    /// carried values as `bytes` holds, at least one
+    /// ([`RuleConfig::checkpoint_bytes`](gradlift_adjoint::RuleConfig::checkpoint_bytes)).
+    /// Patterns compiled before are compiled again on their next call.
+    ///
+    /// ```
+    /// use gradlift::trace::prelude::*;
+    /// use gradlift::{Active, Const, autodiff};
+    ///
+    /// // T Euler steps of x' = -x^3, the snapshots left to the budget (0).
+    /// fn decay<T: Real>(x0: T, steps: T::Int) -> T {
+    ///     for_range_checkpointed(0, steps, 0, x0, |_, x| x - x * x * x * 0.001)
+    /// }
+    /// let mut f = autodiff("decay", decay::<Var>)?.with_checkpoint_bytes(4 * 24);
+    /// let (x, (dx0, ())) = f.gradient((Active(1.0), Const(1000)))?;
+    /// assert_eq!(x, decay(1.0, 1000));
+    /// // 4 snapshots of (x, step, level) at most, not 1000 steps' tapes.
+    /// assert!(f.last_tape().peak_bytes < 400, "{:?}", f.last_tape());
+    /// assert!(f.last_tape().recomputed_steps > 0);
+    /// let h = 1e-6;
+    /// let fd = (decay(1.0 + h, 1000) - decay(1.0 - h, 1000)) / (2.0 * h);
+    /// assert!((dx0 - fd).abs() < 1e-8);
+    /// # Ok::<(), gradlift::Error>(())
+    /// ```
+    pub fn with_checkpoint_bytes(mut self, bytes: u64) -> Self {
+        self.checkpoint_bytes = Some(bytes);
+        self.patterns.clear();
+        self.hvps.clear();
+        self.jacobians.clear();
+        self.last = None;
+        self
+    }
+
+    /// What the tape held during the last gradient ([`Autodiff::gradient`] and
+    /// its kin): its peak bytes, and the steps checkpointed loops ran again. All
+    /// zero before the first.
+    pub fn last_tape(&self) -> TapeStats {
+        self.last
+            .and_then(|k| self.patterns.get(k))
+            .map_or_else(TapeStats::default, |p| p.state.tape)
     }
 
     /// The value and the gradient at `args` (one [`ArgActivity`] per parameter),
@@ -983,6 +1042,7 @@ impl<A: Args, R: Native> Autodiff<A, R> {
         args: X,
     ) -> Result<(R::Value, X::Grad), Error> {
         let k = self.pattern(X::PATTERN, ret)?;
+        self.last = Some(k);
         let p = &mut self.patterns[k];
         run_compiled::<A, R, X>(
             &p.grad,
@@ -1025,7 +1085,8 @@ impl<A: Args, R: Native> Autodiff<A, R> {
             .ok_or_else(|| Error::NoSuchFunction(self.name.clone()))?;
         let config = RuleConfig::default_for(self.module.sig(func))
             .with_params(params)
-            .with_ret(ret);
+            .with_ret(ret)
+            .with_checkpoint_bytes(self.checkpoint_bytes);
         let grad = CompiledGradient::with_config(&self.module, &self.name, &config, &self.hosts)?;
         self.compile_time += grad.compile_time();
         self.patterns.push(Pattern {

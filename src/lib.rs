@@ -124,7 +124,7 @@ pub use gradlift_jit::Workspace;
 /// `#[differentiable]` marks the functions they may call. In the default feature
 /// `macros`.
 #[cfg(feature = "macros")]
-pub use gradlift_macros::{autodiff_forward, autodiff_reverse, differentiable};
+pub use gradlift_macros::{autodiff_forward, autodiff_reverse, checkpoint, differentiable};
 pub use gradlift_trace as trace;
 pub use pipeline::{Pipeline, Prepared};
 pub use slices::{AsSlice, AsSliceMut, NotContiguous, SliceArg, SliceArgMut};
@@ -138,6 +138,11 @@ pub struct TracingGuideDoctests;
 #[doc = include_str!("../docs/forward-mode.md")]
 #[cfg(doctest)]
 pub struct ForwardModeGuideDoctests;
+
+/// The checkpointing guide's Rust examples, compiled and run as doctests.
+#[doc = include_str!("../docs/checkpointing.md")]
+#[cfg(doctest)]
+pub struct CheckpointingGuideDoctests;
 
 /// The guide to `#[autodiff_reverse]`'s Rust examples, compiled and run as
 /// doctests.

@@ -428,6 +428,44 @@ fn every_scalar_op_computes_what_rust_computes() {
     );
 }
 
+/// `checkpoint_loop` computes nothing; `recompute` counts steps run again (not
+/// negative ones) until the tape is reset.
+#[test]
+fn checkpoint_loop_does_nothing_and_recompute_counts() {
+    let m = parse(
+        "func @f(%x: f64, %n: i64) -> f64 {
+        entry:
+            jump head
+        head:
+            %i = phi i64 [entry: 0, body: %i1]
+            %v = phi f64 [entry: %x, body: %v1]
+            checkpoint_loop 2
+            %more = icmp lt %i, %n
+            br %more, body, exit
+        body:
+            %v1 = fmul %v, 2.0
+            recompute %i
+            recompute -5
+            %i1 = iadd %i, 1
+            jump head
+        exit:
+            ret %v
+        }",
+    )
+    .unwrap();
+    let mut interp = Interpreter::new(&m);
+    let out = interp
+        .call_by_name("f", &mut [Val::F64(1.5), Val::I64(4)])
+        .unwrap();
+    assert_eq!(out, [Val::F64(24.0)]);
+    // 0 + 1 + 2 + 3.
+    assert_eq!(interp.tape().recomputed_steps, 6);
+    interp.reset_tape();
+    assert_eq!(interp.tape().recomputed_steps, 0);
+    let ops = [Opcode::CheckpointLoop, Opcode::Recompute, Opcode::Call];
+    assert!(ops.iter().all(|op| op.name() != "checkpoint"));
+}
+
 /// The slice ops and `call` are tested by the programs below; this keeps the list of
 /// ops above complete as the op table grows.
 #[test]

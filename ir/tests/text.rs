@@ -398,6 +398,33 @@ done:
 }
 "#;
 
+const CHECKPOINT: &str = "; checkpoint marks: a call's, a loop's; and a pullback's count
+func @step(%x: f64) -> f64 {
+entry:
+    %y = sin %x
+    ret %y
+}
+func @sim(%x: f64, %n: i64, %s: i64) -> f64 {
+entry:
+    %x0 = call @step(%x) checkpoint
+    call @step(%x0)    checkpoint
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %v = phi f64 [entry: %x0, body: %v1]
+    checkpoint_loop %s
+    %more = icmp lt %i, %n
+    br %more, body, exit
+body:
+    %v1 = call @step(%v) checkpoint
+    %i1 = iadd %i, 1
+    jump head
+exit:
+    recompute 0
+    ret %v
+}
+";
+
 const CORPUS: &[&str] = &[
     ROSENBROCK,
     FLOATS,
@@ -408,6 +435,7 @@ const CORPUS: &[&str] = &[
     ODD_WHITESPACE,
     TAPE,
     DEBUG,
+    CHECKPOINT,
 ];
 
 #[test]

@@ -318,7 +318,8 @@ impl<A: Args, R: Native> Autodiff<A, R> {
             .ok_or_else(|| Error::NoSuchFunction(self.name.clone()))?;
         Ok(RuleConfig::default_for(self.module.sig(func))
             .with_params(params)
-            .with_ret(RetActivity::Active))
+            .with_ret(RetActivity::Active)
+            .with_checkpoint_bytes(self.checkpoint_bytes))
     }
 
     /// The index of the compiled second-order pattern, compiling it first if
@@ -421,6 +422,7 @@ fn run_hvp<A, X: Activities<A>>(
         dirs,
         grads,
         hvps,
+        ..
     } = state;
     let (mut borrowed, mut shadows) = (ArgVec::new(), ArgVec::new());
     args.args(scratch, &mut borrowed, &mut shadows)?;

@@ -315,5 +315,13 @@ pub fn memory_inputs() -> Vec<(&'static str, Vec<Vec<Val>>)> {
         ("softplus", vec![vec![f(0.6)]]),
         ("softplus_stable", vec![vec![f(0.6)], vec![f(-2.0)]]),
         ("uses_overlay", vec![vec![f(0.6)], vec![f(-2.0)]]),
+        (
+            "checkpointed",
+            vec![
+                vec![xs(&[0.5, -1.0, 2.0]), f(0.7), i(11)],
+                vec![xs(&[1.5]), f(-0.3), i(1)],
+                vec![xs(&[0.2, 0.4]), f(0.9), i(0)],
+            ],
+        ),
     ]
 }

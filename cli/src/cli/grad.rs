@@ -25,11 +25,11 @@
 //! The engine is chosen in one `match` in `try_grad`: the interpreter runs the
 //! derived module, the JIT (the default) compiles it ([`Pipeline::compile_rule`]);
 //! both run the same derived code. With `--time N` the output gains `"time":
-//! {"primal_ns": MEDIAN, "gradient_ns": MEDIAN, "tape_bytes": PEAK,
-//! "recomputed_steps": R}`: the median of N calls of the (optimised) primal after
-//! one warm-up, the median of N gradients after the first (the one printed), the
-//! most bytes the tape held during any of them, and the steps checkpointed loops
-//! ran again in one gradient. With the JIT it also reports `compile_ms` (optimising, deriving and
+//! {"primal_ns": MEDIAN, "gradient_ns": MEDIAN, "tape_bytes": PEAK}`: the median
+//! of N calls of the (optimised) primal after one warm-up, the median of N
+//! gradients after the first (the one printed), and the most bytes the tape held
+//! during any of them; a rule with checkpointed loops adds `"recomputed_steps": R`,
+//! the steps they ran again in one gradient. With the JIT it also reports `compile_ms` (optimising, deriving and
 //! compiling: from the parsed IR to callable code).
 
 use std::path::Path;
@@ -101,6 +101,11 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
     let rule = derive(&module, req.file, id, &pipeline, &config, req.width)?;
     let seeds = seeds(&module, id, &rule, &args, req).map_err(|e| vec![e])?;
     let derive_time = start.elapsed();
+    // Only a rule with checkpointed loops reports the steps they ran again.
+    let checkpointed_loops = rule.module.defined().any(|(_, f)| {
+        f.placed_insts()
+            .any(|(_, i)| f.insts[i].opcode == gradlift_ir::Opcode::Recompute)
+    });
     let fail = |e: EvalError| vec![report::eval_error(req.file, &e)];
     // The one place the engine is chosen. Both run the same rule, derived from the
     // same optimised module, through the same calling convention (`run_rule_vals`).
@@ -144,7 +149,9 @@ fn try_grad(req: &Request<'_>) -> Result<String, Vec<Diagnostic>> {
             time["compile_ms"] = ms;
         }
         time["tape_bytes"] = json!(tape_bytes);
-        time["recomputed_steps"] = json!(recomputed);
+        if checkpointed_loops {
+            time["recomputed_steps"] = json!(recomputed);
+        }
         json["time"] = time;
     }
     Ok(args::render(&json) + "\n")

@@ -206,12 +206,30 @@ impl Translator {
             let name = name.strip_prefix("r#").unwrap_or(&name);
             out.extend(quote!(let _ = #p.named(#name);));
         }
+        let mut marked: Option<(&Stmt, TokenStream)> = None;
         for s in stmts {
+            if let Some((m, snapshots)) = marked.take() {
+                out.extend(self.marked_for(m, snapshots, s)?);
+                continue;
+            }
+            if let Some(snapshots) = self.checkpoint_mark(s)? {
+                marked = Some((s, snapshots));
+                continue;
+            }
             out.extend(self.stmt(s)?);
         }
-        let (value, kind) = match tail {
-            Some(e) => self.expr(e)?,
-            None => (quote!(()), Kind::Unit),
+        let (value, kind) = match (tail, marked) {
+            (Some(Expr::ForLoop(f)), Some((_, snapshots))) => {
+                self.for_loop_marked(f, Some(snapshots))?
+            }
+            (_, Some((m, _))) => {
+                return err(
+                    m,
+                    "`checkpoint!(..)` marks the `for` loop right after it; none follows",
+                );
+            }
+            (Some(e), None) => self.expr(e)?,
+            (None, None) => (quote!(()), Kind::Unit),
         };
         if kind != want {
             return err(
@@ -237,7 +255,16 @@ impl Translator {
     fn block_inner(&mut self, block: &Block) -> Result<(TokenStream, Kind)> {
         let mut out = TokenStream::new();
         let mut kind = Kind::Unit;
+        let mut marked: Option<(&Stmt, TokenStream)> = None;
         for (k, s) in block.stmts.iter().enumerate() {
+            if let Some((m, snapshots)) = marked.take() {
+                out.extend(self.marked_for(m, snapshots, s)?);
+                continue;
+            }
+            if let Some(snapshots) = self.checkpoint_mark(s)? {
+                marked = Some((s, snapshots));
+                continue;
+            }
             match s {
                 Stmt::Expr(e, None) if k + 1 == block.stmts.len() => {
                     let (e, ek) = self.expr(e)?;
@@ -247,7 +274,60 @@ impl Translator {
                 _ => out.extend(self.stmt(s)?),
             }
         }
+        if let Some((m, _)) = marked {
+            return err(
+                m,
+                "`checkpoint!(..)` marks the `for` loop right after it; none follows",
+            );
+        }
         Ok((out, kind))
+    }
+
+    /// The snapshots of `checkpoint!(S);` (`checkpoint!();`: 0, the rule's
+    /// choice), if `s` is that statement.
+    fn checkpoint_mark(&mut self, s: &Stmt) -> Result<Option<TokenStream>> {
+        let mac = match s {
+            Stmt::Macro(m) => &m.mac,
+            Stmt::Expr(Expr::Macro(m), _) => &m.mac,
+            _ => return Ok(None),
+        };
+        if mac
+            .path
+            .segments
+            .last()
+            .is_none_or(|p| p.ident != "checkpoint")
+        {
+            return Ok(None);
+        }
+        if mac.tokens.is_empty() {
+            let int = ty(INT);
+            return Ok(Some(quote!(<#int>::from(0i64))));
+        }
+        let e: Expr = syn::parse2(mac.tokens.clone())?;
+        let (t, kind) = self.expr(&e)?;
+        if kind != Kind::I {
+            return err(
+                &e,
+                "the number of snapshots of `checkpoint!(..)` must be an integer",
+            );
+        }
+        Ok(Some(t))
+    }
+
+    /// The statement `s` after `checkpoint!(..)` (the statement `m`): a `for`
+    /// loop, checkpointed.
+    fn marked_for(&mut self, m: &Stmt, snapshots: TokenStream, s: &Stmt) -> Result<TokenStream> {
+        let Stmt::Expr(Expr::ForLoop(f), semi) = s else {
+            return err(
+                m,
+                "`checkpoint!(..)` marks the `for` loop right after it, and a `for` loop that can `break` or `return` early cannot be checkpointed (its derivative runs iterations again from snapshots)",
+            );
+        };
+        let (mut t, _) = self.for_loop_marked(f, Some(snapshots))?;
+        if semi.is_some() {
+            t.extend(quote!(;));
+        }
+        Ok(t)
     }
 
     fn stmt(&mut self, s: &Stmt) -> Result<TokenStream> {
@@ -1053,6 +1133,16 @@ impl Translator {
     /// `for i in a..b { .. }` as `for_range`, carrying the outer mutable scalars the
     /// body assigns.
     fn for_loop(&mut self, f: &ExprForLoop) -> Result<(TokenStream, Kind)> {
+        self.for_loop_marked(f, None)
+    }
+
+    /// A `for` loop; with `snapshots`, checkpointed (`checkpoint!(S);` stood right
+    /// before it): `for_range_checkpointed`.
+    fn for_loop_marked(
+        &mut self,
+        f: &ExprForLoop,
+        snapshots: Option<TokenStream>,
+    ) -> Result<(TokenStream, Kind)> {
         if let Some(l) = &f.label {
             return self.unsupported(l, "a loop label", "remove it");
         }
@@ -1103,14 +1193,28 @@ impl Translator {
             ..
         } = carry_parts(&carried);
         let out = format_ident!("__gradlift_carry");
-        let tokens = quote_spanned! {Span::call_site()=>
-            {
-                let #out = ::gradlift::trace::for_range(
+        let call = match snapshots {
+            Some(n) => quote_spanned! {Span::call_site()=>
+                ::gradlift::trace::for_range_checkpointed(
+                    #s,
+                    #e,
+                    #n,
+                    #cons,
+                    move |#var: #i64t, #param| { { #body }; #cons },
+                )
+            },
+            None => quote_spanned! {Span::call_site()=>
+                ::gradlift::trace::for_range(
                     #s,
                     #e,
                     #cons,
                     move |#var: #i64t, #param| { { #body }; #cons },
-                );
+                )
+            },
+        };
+        let tokens = quote_spanned! {Span::call_site()=>
+            {
+                let #out = #call;
                 let #fresh = #out;
                 #assign
             }

@@ -217,6 +217,8 @@
 //! assert_eq!(d_f(2.0, 1.0), (9.0, 12.0));
 //! ```
 //!
+//! # Checkpointing
+//!
 //! `#[differentiable(checkpoint)]` checkpoints every call to the function: the
 //! derivative's forward pass keeps only the call's inputs, not what the
 //! function's own reverse needs, and runs the function's forward pass again
@@ -251,6 +253,34 @@
 //! let h = 1e-6;
 //! let fd = (simulate(0.5 + h, 100) - simulate(0.5 - h, 100)) / (2.0 * h);
 //! assert!((du0 - fd).abs() < 1e-7 * fd.abs());
+//! ```
+//!
+//! A `for` loop is checkpointed by `checkpoint!(SNAPSHOTS);` right before it: the
+//! derivative keeps at most `SNAPSHOTS` snapshots of the values the loop carries
+//! instead of every iteration's tape, and runs iterations again as the optimal
+//! binomial schedule (revolve) says (`checkpoint!();`: the rule's budget decides,
+//! else `ceil(sqrt(n))` snapshots for `n` iterations). Such a loop may not `break`
+//! or `return` early, nor write into a slice from outside it (a compile error or
+//! an error of `NAME_try` says so). The derivative is the same, bit for bit.
+//!
+//! ```
+//! use gradlift_macros::{autodiff_reverse, checkpoint};
+//!
+//! #[autodiff_reverse(d_decay, Active, Const, Active)]
+//! fn decay(x0: f64, steps: usize) -> f64 {
+//!     let mut x = x0;
+//!     checkpoint!(8);
+//!     for _ in 0..steps {
+//!         x -= 0.001 * x * x * x;
+//!     }
+//!     x
+//! }
+//!
+//! let (x, dx0) = d_decay(1.0, 10_000, 1.0);
+//! assert_eq!(x, decay(1.0, 10_000));
+//! let h = 1e-6;
+//! let fd = (decay(1.0 + h, 10_000) - decay(1.0 - h, 10_000)) / (2.0 * h);
+//! assert!((dx0 - fd).abs() < 1e-7);
 //! ```
 //!
 //! # Limits of this version
@@ -415,6 +445,26 @@ pub fn autodiff_forward(attr: TokenStream, item: TokenStream) -> TokenStream {
     match sig::expand(attr.into(), item.into(), sig::Mode::Forward) {
         Ok(t) => t.into(),
         Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// `checkpoint!(SNAPSHOTS);` right before a `for` loop of an
+/// `#[autodiff_reverse]` function checkpoints the loop's derivative: it keeps at
+/// most `SNAPSHOTS` snapshots of the values the loop carries (`checkpoint!();`:
+/// as many as the rule's budget allows, else `ceil(sqrt(n))` for `n` iterations)
+/// and runs iterations again as the optimal binomial schedule says. The
+/// derivative is the same, bit for bit. Natively the statement does nothing (it
+/// only reads `SNAPSHOTS`). See the [crate docs](crate#checkpointing).
+#[proc_macro]
+pub fn checkpoint(input: TokenStream) -> TokenStream {
+    let input = proc_macro2::TokenStream::from(input);
+    if input.is_empty() {
+        quote::quote!({}).into()
+    } else {
+        quote::quote!({
+            let _ = &(#input);
+        })
+        .into()
     }
 }
 
