@@ -63,15 +63,43 @@ pub(crate) struct Outlined {
     pub(crate) errors: HashMap<FuncId, String>,
 }
 
-/// Outlines every marked loop of `module`; `None` when it has none.
-pub(crate) fn outline(module: &Module) -> Option<Outlined> {
-    let marked: Vec<FuncId> = module
-        .defined()
-        .filter(|(_, f)| {
-            f.placed_insts()
-                .any(|(_, i)| f.insts[i].opcode == Opcode::CheckpointLoop)
+/// Outlines every marked loop of the functions of `module` that `root` calls,
+/// itself included, directly or not; `None` when they have none.
+pub(crate) fn outline(module: &Module, root: FuncId) -> Option<Outlined> {
+    let mut reached = vec![root];
+    let mut k = 0;
+    while let Some(&f) = reached.get(k) {
+        k += 1;
+        let Some(body) = module.function(f) else {
+            continue;
+        };
+        for (_, i) in body.placed_insts() {
+            if let Imm::Func(g) = body.insts[i].imm
+                && body.insts[i].opcode == Opcode::Call
+                && !reached.contains(&g)
+            {
+                reached.push(g);
+            }
+        }
+        // A declaration's rule or overlay is derived too.
+        for (d, _) in module.decls.iter() {
+            if d.func() == f {
+                for g in decl_funcs(d) {
+                    if !reached.contains(&g) {
+                        reached.push(g);
+                    }
+                }
+            }
+        }
+    }
+    let marked: Vec<FuncId> = reached
+        .into_iter()
+        .filter(|&id| {
+            module.function(id).is_some_and(|f| {
+                f.placed_insts()
+                    .any(|(_, i)| f.insts[i].opcode == Opcode::CheckpointLoop)
+            })
         })
-        .map(|(id, _)| id)
         .collect();
     if marked.is_empty() {
         return None;
@@ -635,4 +663,14 @@ fn outline_one(
         },
     );
     Ok(())
+}
+
+/// The functions a declaration names besides the one it is about.
+fn decl_funcs(d: &gradlift_ir::Decl) -> Vec<FuncId> {
+    match d {
+        gradlift_ir::Decl::Overlay { with, .. } => vec![*with],
+        gradlift_ir::Decl::Vjp { rule, .. } => vec![*rule],
+        gradlift_ir::Decl::Jvp { rule, .. } => vec![*rule],
+        _ => Vec::new(),
+    }
 }

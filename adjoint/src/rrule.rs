@@ -186,7 +186,7 @@ pub fn build_rrule_width(
     // Checkpointed loops become calls of loop functions (width 1 only: a rule of
     // width N keeps its loops).
     let outlined = if width == 1 {
-        outline::outline(module)
+        outline::outline(module, func)
     } else {
         None
     };
