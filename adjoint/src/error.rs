@@ -191,6 +191,9 @@ pub enum InternalError {
     },
     /// A call without a callee.
     NoCallee,
+    /// The optimiser refused a derived function (it inlines the steps of a
+    /// checkpointed loop's rule).
+    Optimize(String),
     /// A derived function could not be widened to width N: a value carried by
     /// lane reaches something that has no lanes (see `widen`).
     Widen {
@@ -233,6 +236,9 @@ impl fmt::Display for InternalError {
                 write!(f, "the rule of `{opcode}` read something not saved: {what}")
             }
             InternalError::NoCallee => write!(f, "a call without a callee"),
+            InternalError::Optimize(e) => {
+                write!(f, "the optimiser refused a checkpointed loop's rule: {e}")
+            }
             InternalError::Widen { func, what } => {
                 write!(f, "widening @{func} to several lanes: {what}")
             }

@@ -198,6 +198,24 @@ impl Revolve<'_> {
         vars.iter().map(|&x| b.use_var(x)).collect()
     }
 
+    /// `split(n, l)`: 1 when `n <= l + 1` (a snapshot per step: the schedule's
+    /// choice then, without the call), else `@revolve.split`'s.
+    fn split(&self, b: &mut FunctionBuilder<'_>, n: Value, l: Value) -> Value {
+        let one = b.iconst(1);
+        let m = var(b, "m", Type::I64, one);
+        let l1 = b.iadd(l, one);
+        let few = b.icmp(CmpPred::Le, n, l1);
+        let call = b.create_block("split.call");
+        let done = b.create_block("split.done");
+        b.br(few, done, call);
+        b.switch_to(call);
+        let r = b.call(self.split, &[n, l]);
+        b.def_var(m, r[0]);
+        b.jump(done);
+        b.switch_to(done);
+        b.use_var(m)
+    }
+
     /// Pushes a snapshot: the carried values, the step number, the snapshots left.
     fn push_snapshot(&self, b: &mut FunctionBuilder<'_>, st: &[Value], k: Value, lev: Value) {
         for &v in st {
@@ -369,8 +387,8 @@ impl Revolve<'_> {
         let ok = b.and(c1, c2);
         b.br(ok, split, nosplit);
         b.switch_to(split);
-        let m = b.call(self.split, &[left, lv]);
-        let nk = b.iadd(kv, m[0]);
+        let m = self.split(b, left, lv);
+        let nk = b.iadd(kv, m);
         b.def_var(next, nk);
         let l1 = b.isub(lv, one);
         b.def_var(lev, l1);
@@ -542,8 +560,8 @@ impl Revolve<'_> {
         b.jump(jhead);
         // A new snapshot at a + split(b - a, lev).
         b.switch_to(split);
-        let m = b.call(self.split, &[len, lev]);
-        let m = b.iadd(a, m[0]);
+        let m = self.split(&mut b, len, lev);
+        let m = b.iadd(a, m);
         let st2 = self.advance(&mut b, step, start, a, m, &st, &live);
         let ran = b.isub(m, a);
         b.ins(Opcode::Recompute, Imm::None, &[ran]);

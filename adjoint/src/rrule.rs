@@ -206,6 +206,7 @@ pub fn build_rrule_width(
         outline_errors: outlined.as_ref().map_or(&no_errors, |o| &o.errors),
         split: None,
         inouts: HashMap::new(),
+        revolve_ids: Vec::new(),
     };
     // The forward pass and the pullback are the same whether or not a fused
     // function is made too; their configuration says not (as callees' do), so
@@ -215,6 +216,22 @@ pub fn build_rrule_width(
         deriver.derive(&job)?;
     }
     let mut out = deriver.out;
+    // A checkpointed loop's rule calls the step's primal, forward pass and
+    // pullback once per step: inlined (where small enough and loop-free), a step
+    // run again costs what a step of the unchecked loop costs. The optimiser
+    // changes no bit of what the functions compute, nor their tape.
+    if !deriver.revolve_ids.is_empty() {
+        let config = gradlift_ir::opt::OptConfig {
+            inline_max_insts: 4000,
+            ..gradlift_ir::opt::OptConfig::default()
+        };
+        gradlift_ir::opt::optimize_functions(&mut out, &deriver.revolve_ids, &config).map_err(
+            |e| AdError::Internal {
+                func: fname.clone(),
+                error: InternalError::Optimize(e.to_string()),
+            },
+        )?;
+    }
     let mut derived = deriver.derived;
     let fused = match decl.function() {
         Some(primal) if width == 1 && !has_decl(module, func) => {
@@ -367,6 +384,9 @@ struct Deriver<'m> {
     /// Per requested rule (by its pullback), the arguments whose cotangents the
     /// pullback takes and returns.
     inouts: HashMap<FuncId, Vec<usize>>,
+    /// The forward passes and pullbacks of checkpointed loops, whose calls of the
+    /// step's functions are inlined once everything is derived.
+    revolve_ids: Vec<FuncId>,
 }
 
 impl Deriver<'_> {
@@ -573,6 +593,7 @@ impl Deriver<'_> {
             self.out
                 .define(job.rvs, rvs)
                 .map_err(|e| internal(InternalError::Module(e)))?;
+            self.revolve_ids.extend([job.fwd, job.rvs]);
             return Ok(());
         }
         if let JobKind::Checkpoint(inner_fwd, inner_rvs) = job.kind {

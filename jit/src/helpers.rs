@@ -38,8 +38,6 @@ pub(crate) enum Helper {
     TapeAlloc,
     /// `call_host(ctx, func_index, args, results) -> status`: a host function.
     CallHost,
-    /// `recompute(ctx, n)`: counts `n` recomputed steps and notes the tape's size.
-    Recompute,
 }
 
 /// A one-argument math function of the IR that has no Cranelift instruction.
@@ -256,14 +254,6 @@ unsafe extern "C" fn tape_alloc(ctx: *mut Ctx, n: u64, elem: u64) -> i64 {
 }
 
 /// # Safety
-/// As [`arena_grow`].
-unsafe extern "C" fn recompute(ctx: *mut Ctx, n: i64) {
-    // SAFETY: as in `arena_grow`.
-    let ctx = unsafe { &mut *ctx };
-    ctx.recompute(n);
-}
-
-/// # Safety
 /// `ctx` as in [`arena_grow`]; `args` holds the argument slots of the extern
 /// `func` (its signature's slots), `results` room for its result slots, and the
 /// slices among the arguments are live buffers of their lengths (`mut` ones
@@ -307,7 +297,6 @@ impl Helper {
             Helper::TapeGrow,
             Helper::TapeAlloc,
             Helper::CallHost,
-            Helper::Recompute,
         ]);
         all
     }
@@ -327,7 +316,6 @@ impl Helper {
             Helper::TapeGrow => "gradlift_tape_grow",
             Helper::TapeAlloc => "gradlift_tape_alloc",
             Helper::CallHost => "gradlift_call_host",
-            Helper::Recompute => "gradlift_recompute",
         }
     }
 
@@ -346,7 +334,6 @@ impl Helper {
             Helper::TapeGrow => tape_grow as *const u8,
             Helper::TapeAlloc => tape_alloc as *const u8,
             Helper::CallHost => call_host as *const u8,
-            Helper::Recompute => recompute as *const u8,
         }
     }
 
@@ -372,7 +359,6 @@ impl Helper {
             Helper::TapeGrow => (&[ptr], &[ptr]),
             Helper::TapeAlloc => (&[ptr, types::I64, types::I64], &[types::I64]),
             Helper::CallHost => (&[ptr, types::I64, ptr, ptr], &[types::I32]),
-            Helper::Recompute => (&[ptr, types::I64], &[]),
         };
         let mut sig = Signature::new(call_conv);
         sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));

@@ -1605,7 +1605,7 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
         let arg_ty = |k: usize| args.get(k).map(|&v| self.func.value_type(v));
         if matches!(op, Opcode::Call | Opcode::TapeAlloc | Opcode::Recompute) {
             // The callee, or `tape_alloc`'s helper (its limit counts the scalars),
-            // or `recompute`'s (which notes the tape's size), reads the tape's
+            // or `recompute` (which notes the tape's size), reads the tape's
             // height from the context.
             self.save_tape();
         }
@@ -1811,8 +1811,26 @@ impl<'a, 'b, M: ClModule> Lower<'a, 'b, M> {
             }
             Shape::Note => {
                 if op == Opcode::Recompute {
-                    let ctx = self.ctx;
-                    self.call_helper(Helper::Recompute, &[ctx, a[0].one()])?;
+                    // Inline, as `Ctx::recompute`: count the steps (none for a
+                    // negative n), note the tape's size (8 bytes a scalar, and the
+                    // buffers').
+                    let n = a[0].one();
+                    let zero = self.b.ins().iconst(types::I64, 0);
+                    let n = self.b.ins().smax(n, zero);
+                    let count = self.load_ctx(types::I64, Offsets::RECOMPUTED);
+                    let sum = self.b.ins().iadd(count, n);
+                    // Saturating, as the interpreter counts.
+                    let wrapped = self.b.ins().icmp(IntCC::UnsignedLessThan, sum, count);
+                    let all = self.b.ins().iconst(types::I64, -1);
+                    let sum = self.b.ins().select(wrapped, all, sum);
+                    self.store_ctx(sum, Offsets::RECOMPUTED);
+                    let len = self.load_ctx(types::I64, Offsets::TAPE_LEN);
+                    let scalars = self.b.ins().ishl_imm_u(len, 3);
+                    let bufs = self.load_ctx(types::I64, Offsets::TAPE_BUF_BYTES);
+                    let bytes = self.b.ins().iadd(scalars, bufs);
+                    let peak = self.load_ctx(types::I64, Offsets::TAPE_PEAK);
+                    let peak = self.b.ins().umax(peak, bytes);
+                    self.store_ctx(peak, Offsets::TAPE_PEAK);
                 }
                 None
             }

@@ -178,7 +178,10 @@ pub struct Ctx {
     /// The most bytes the tape held at the end of a call (or at a `recompute`)
     /// since the last reset.
     tape_peak: usize,
-    /// The steps `recompute` counted since the last reset.
+    /// The steps `recompute` counted since the last reset (generated code adds
+    /// to it, saturating, and notes the tape's size in `tape_peak` there: a
+    /// checkpointed loop's pullback runs `recompute` right after the forward pass
+    /// of a step, where it holds the most).
     recomputed: u64,
     /// What the last failing host function said: (function, message).
     pub(crate) host_error: Option<(String, String)>,
@@ -208,6 +211,9 @@ impl Offsets {
     pub(crate) const TAPE_BUFS_PTR: i32 = offset_of!(Ctx, tape_bufs_ptr) as i32;
     pub(crate) const TAPE_BUFS_LEN: i32 = offset_of!(Ctx, tape_bufs_len) as i32;
     pub(crate) const TAPE_GEN: i32 = offset_of!(Ctx, tape_gen) as i32;
+    pub(crate) const TAPE_BUF_BYTES: i32 = offset_of!(Ctx, tape_buf_bytes) as i32;
+    pub(crate) const TAPE_PEAK: i32 = offset_of!(Ctx, tape_peak) as i32;
+    pub(crate) const RECOMPUTED: i32 = offset_of!(Ctx, recomputed) as i32;
 }
 
 /// The smallest arena chunk, in 8-byte words (32 KiB).
@@ -357,14 +363,6 @@ impl Ctx {
     /// everything its pullback will take.
     pub(crate) fn note_tape(&mut self) {
         self.tape_peak = self.tape_peak.max(self.tape_bytes());
-    }
-
-    /// `recompute n`: counts `n` steps run again (none for a negative `n`) and
-    /// notes the tape's size, which a checkpointed loop's pullback calls right
-    /// after the forward pass of a step, where it holds the most.
-    pub(crate) fn recompute(&mut self, n: i64) {
-        self.recomputed = self.recomputed.saturating_add(n.max(0) as u64);
-        self.note_tape();
     }
 
     /// Empties the tape (scalars and buffers) and forgets its peak. Keeps the memory;
