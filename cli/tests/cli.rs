@@ -2491,3 +2491,88 @@ fn the_shells_stack_limit_does_not_decide_what_compiles() {
         }
     }
 }
+
+/// A checkpointed loop: the budget picks the snapshots, `--time` reports the steps
+/// run again (the binomial minimum) and a tape that holds the snapshots, not the
+/// steps; the gradient is the one without the marker, on both engines; `dump`
+/// shows the loop's rule.
+#[test]
+fn grad_with_a_checkpointed_loop_and_a_budget() {
+    let marked = "func @f(%x: f64, %n: i64) -> f64 {
+entry:
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %a = phi f64 [entry: %x, body: %a1]
+    checkpoint_loop 0
+    %more = icmp lt %i, %n
+    br %more, body, exit
+body:
+    %s = sin %a
+    %h = fmul %s, 0.01
+    %a1 = fadd %a, %h
+    %i1 = iadd %i, 1
+    jump head
+exit:
+    ret %a
+}
+";
+    let file = temp_file("cli-checkpoint.ir", marked);
+    let plain = temp_file(
+        "cli-checkpoint-plain.ir",
+        &marked.replace("    checkpoint_loop 0\n", ""),
+    );
+    for engine in ["interp", "jit"] {
+        let run = |f: &Path, extra: &[&str]| {
+            let f = shown(f);
+            let mut argv = vec![
+                "grad",
+                &f,
+                "--func",
+                "f",
+                "--args",
+                "[0.3, 100]",
+                "--engine",
+                engine,
+                "--time",
+                "2",
+            ];
+            argv.extend_from_slice(extra);
+            json_out(&cli(&argv))
+        };
+        // 72 bytes: 3 snapshots of (a, step, level).
+        let got = run(&file, &["--checkpoint-bytes", "72"]);
+        let want = run(&plain, &[]);
+        assert_eq!(got["value"], want["value"], "{engine}");
+        assert_eq!(got["gradient"], want["gradient"], "{engine}");
+        // Revolve's minimum for 100 steps and 3 snapshots: r = 7 (C(9, 3) < 100 <=
+        // C(10, 3)), 7 * 100 - C(10, 4), less the 99 steps of the forward sweep.
+        assert_eq!(
+            got["time"]["recomputed_steps"],
+            700 - 210 - 99,
+            "{engine}: {got}"
+        );
+        assert!(got["gradient"][0].as_f64().unwrap() > 0.5, "{got}");
+        let (peak, unchecked) = (
+            got["time"]["tape_bytes"].as_u64().unwrap(),
+            want["time"]["tape_bytes"].as_u64().unwrap(),
+        );
+        assert!(peak < 300 && unchecked >= 800, "{peak} {unchecked}");
+        // Without the marker, no count.
+        assert!(want["time"].get("recomputed_steps").is_none(), "{want}");
+    }
+    let dump = cli(&[
+        "dump",
+        &shown(&file),
+        "--func",
+        "f",
+        "--stage",
+        "forward",
+        "--checkpoint-bytes",
+        "72",
+    ]);
+    assert_eq!(dump.code, 0, "{dump:?}");
+    for name in ["@f.fwd", "@f.loop1.fwd", "@f.step1.fwd", "@revolve.split"] {
+        assert!(dump.stdout.contains(name), "{name}: {}", dump.stdout);
+    }
+}
