@@ -330,6 +330,36 @@ entry:
     ret %h
 }
 
+; %c comes into the loop but reaches nothing it returns: inactive, as in the loop
+; written out, so the gradient of %p is the literal 0.0 (a zero cotangent through
+; acos would be -0.0). Found by the fuzzer's cross-check.
+func @g(%x: f64) -> f64 {
+entry:
+    %y = sin %x
+    ret %y
+}
+func @zero_sign(%p: f64, %q: f64, %n: i64, %S: i64) -> f64 {
+entry:
+    %t = tanh %p
+    %s = fmul %t, 0.95
+    %c = acos %s
+    jump head
+head:
+    %i = phi i64 [entry: 0, body: %i1]
+    %v = phi f64 [entry: %q, body: %v1]
+    checkpoint_loop %S
+    %more = icmp lt %i, %n
+    br %more, body, exit
+body:
+    %unused = call @g(%c)
+    %l = fmul %v, 0.5
+    %v1 = fadd %l, 0.25
+    %i1 = iadd %i, 1
+    jump head
+exit:
+    ret %v
+}
+
 func @nested(%a: f64, %b: f64, %T: i64, %S: i64) -> f64 {
 entry:
     jump head
@@ -426,6 +456,23 @@ fn nested_checkpointed_loops() {
     let args = [Val::F64(0.7), Val::F64(0.3), Val::I64(6), Val::I64(2)];
     check_derived(&m, &rule, &args, &CheckOptions::for_sig(m.sig(id)))
         .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn values_the_loop_does_not_use_stay_inactive() {
+    let m = programs();
+    for n in [0i64, 3] {
+        for s in [1i64, 2] {
+            let (_, got) = compare(
+                &m,
+                "zero_sign",
+                None,
+                &[Val::F64(-1.5), Val::F64(0.4), Val::I64(n), Val::I64(s)],
+            );
+            // The gradient of %p: +0.0, not -0.0.
+            assert_eq!(got.out[1], vec![0.0f64.to_bits()], "n {n}");
+        }
+    }
 }
 
 #[test]

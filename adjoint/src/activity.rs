@@ -74,6 +74,21 @@ impl ActivityInfo {
         ActivityInfo::analyse_derived(module, func, reachable, config, &HashSet::new())
     }
 
+    /// [`ActivityInfo::analyse`] where the calls of the functions of `summaries`
+    /// (the loop functions of checkpointed loops) are known in detail: result `r`
+    /// depends on the arguments `summaries[g][r]` only, and the callee writes no
+    /// slice. So a value from outside a checkpointed loop is active exactly when
+    /// it is in the loop written out.
+    pub(crate) fn analyse_with(
+        module: &Module,
+        func: &Function,
+        reachable: &EntitySet<Block>,
+        config: &RuleConfig,
+        summaries: &Summaries,
+    ) -> ActivityInfo {
+        ActivityInfo::run(module, func, reachable, config, &HashSet::new(), summaries)
+    }
+
     /// [`ActivityInfo::analyse`] for derived code, which only forward mode
     /// differentiates: a call of one of `tape_funcs` (the functions that push or
     /// pop, themselves or through their callees) talks to another pass through the
@@ -85,6 +100,24 @@ impl ActivityInfo {
         reachable: &EntitySet<Block>,
         config: &RuleConfig,
         tape_funcs: &HashSet<FuncId>,
+    ) -> ActivityInfo {
+        ActivityInfo::run(
+            module,
+            func,
+            reachable,
+            config,
+            tape_funcs,
+            &Summaries::new(),
+        )
+    }
+
+    fn run(
+        module: &Module,
+        func: &Function,
+        reachable: &EntitySet<Block>,
+        config: &RuleConfig,
+        tape_funcs: &HashSet<FuncId>,
+        summaries: &Summaries,
     ) -> ActivityInfo {
         let mut users: SecondaryMap<Value, SmallVec<[Use; 2]>> = SecondaryMap::new();
         for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
@@ -108,6 +141,7 @@ impl ActivityInfo {
             func,
             config,
             tape_funcs,
+            summaries,
             users: &users,
             info: &mut info,
             work: Vec::new(),
@@ -140,12 +174,17 @@ impl ActivityInfo {
     }
 }
 
+/// Per function, per result, the arguments (by index) the result depends on
+/// (see [`ActivityInfo::analyse_with`]).
+pub(crate) type Summaries = hashbrown::HashMap<FuncId, Vec<Vec<usize>>>;
+
 /// The state of one analysis.
 struct Analysis<'a> {
     module: &'a Module,
     func: &'a Function,
     config: &'a RuleConfig,
     tape_funcs: &'a HashSet<FuncId>,
+    summaries: &'a Summaries,
     users: &'a SecondaryMap<Value, SmallVec<[Use; 2]>>,
     info: &'a mut ActivityInfo,
     work: Vec<Value>,
@@ -245,6 +284,16 @@ impl Analysis<'_> {
                 let gradlift_ir::Imm::Func(g) = d.imm else {
                     return;
                 };
+                if let Some(deps) = self.summaries.get(&g) {
+                    for (r, on) in deps.iter().enumerate() {
+                        if on.contains(&k)
+                            && let Some(&v) = d.results.get(r)
+                        {
+                            self.vary(v);
+                        }
+                    }
+                    return;
+                }
                 match Callee::of(self.module, g) {
                     Callee::Nodiff => {}
                     Callee::Vjp(_) => {
@@ -256,8 +305,13 @@ impl Analysis<'_> {
                         for &r in &d.results {
                             self.vary(r);
                         }
-                        for &a in &d.args {
-                            if self.func.value_type(a).is_mut_slice() {
+                        // The callee writes only through its `mut` parameters (a
+                        // `mut` slice passed for a read-only one is only read).
+                        let params = &self.module.sig(g).params;
+                        for (k, &a) in d.args.iter().enumerate() {
+                            if self.func.value_type(a).is_mut_slice()
+                                && params.get(k).is_none_or(|t| t.is_mut_slice())
+                            {
                                 self.vary_memory(a, inst);
                             }
                         }
@@ -332,7 +386,7 @@ impl Analysis<'_> {
                         }
                     }
                 }
-                ValueDef::Result(inst, _) => self.use_def(inst),
+                ValueDef::Result(inst, k) => self.use_def(inst, k as usize),
                 ValueDef::Param(_) | ValueDef::Const(_) => {}
             }
             if func.value_type(v).is_slice() {
@@ -342,7 +396,7 @@ impl Analysis<'_> {
                     let d = &func.insts[inst];
                     match d.opcode {
                         Opcode::Store if k == 0 => self.use_(d.args[2]),
-                        Opcode::Call => self.use_call_args(inst),
+                        Opcode::Call if !self.summarised(inst) => self.use_call_args(inst),
                         _ => {}
                     }
                 }
@@ -350,12 +404,29 @@ impl Analysis<'_> {
         }
     }
 
-    /// A result of `inst` became useful.
-    fn use_def(&mut self, inst: Inst) {
+    /// Whether `inst` calls a function of the summaries.
+    fn summarised(&self, inst: Inst) -> bool {
+        matches!(self.func.insts[inst].imm, gradlift_ir::Imm::Func(g) if self.summaries.contains_key(&g))
+    }
+
+    /// Result `r` of `inst` became useful.
+    fn use_def(&mut self, inst: Inst, r: usize) {
         let d = &self.func.insts[inst];
         match d.opcode {
             Opcode::Load => self.use_(d.args[0]),
-            Opcode::Call => self.use_call_args(inst),
+            Opcode::Call => {
+                if let gradlift_ir::Imm::Func(g) = d.imm
+                    && let Some(deps) = self.summaries.get(&g)
+                {
+                    for &k in deps.get(r).map_or(&[][..], |v| &v[..]) {
+                        if let Some(&a) = d.args.get(k) {
+                            self.use_(a);
+                        }
+                    }
+                } else {
+                    self.use_call_args(inst);
+                }
+            }
             op => {
                 if let OpRule::Float(rule) = op_rule(op) {
                     for (k, &a) in d.args.iter().enumerate() {

@@ -49,6 +49,146 @@ pub(crate) struct LoopFn {
     pub(crate) live: Vec<Type>,
     /// Which of `live` are floats, which the step returns after the carried values.
     pub(crate) passthrough: Vec<usize>,
+    /// Per result of the loop function, the parameters of the loop function it
+    /// depends on, as the activity analysis propagates derivatives (through float
+    /// ops, loads, calls; not through integers): what the analysis of the caller
+    /// needs to find the activity the loop written out would have.
+    pub(crate) deps: Vec<Vec<usize>>,
+}
+
+/// The parameters (by index) each result of `f` depends on, by the rules of the
+/// activity analysis's varied values.
+fn result_deps(module: &Module, f: &Function) -> Vec<Vec<usize>> {
+    use cranelift_entity::SecondaryMap;
+    let carries = |v: Value| {
+        f.value_type(v).is_differentiable() && !matches!(f.value_def(v), ValueDef::Const(_))
+    };
+    let mut deps: SecondaryMap<Value, Vec<usize>> = SecondaryMap::new();
+    for (i, &p) in f.params.iter().enumerate() {
+        if carries(p) {
+            deps[p] = vec![i];
+        }
+    }
+    let union = |deps: &mut SecondaryMap<Value, Vec<usize>>, to: Value, from: &[usize]| {
+        let mut changed = false;
+        for &k in from {
+            if !deps[to].contains(&k) {
+                deps[to].push(k);
+                changed = true;
+            }
+        }
+        changed
+    };
+    loop {
+        let mut changed = false;
+        for &b in &f.layout {
+            let data = &f.blocks[b];
+            for phi in &data.phis {
+                for &(_, v) in &phi.incoming {
+                    if carries(phi.value) {
+                        let from = deps[v].clone();
+                        changed |= union(&mut deps, phi.value, &from);
+                    }
+                }
+            }
+            for &inst in &data.insts {
+                let d = &f.insts[inst];
+                let mut from: Vec<usize> = Vec::new();
+                let mut into: SmallVec<[Value; 2]> = SmallVec::new();
+                match d.opcode {
+                    Opcode::Load => {
+                        from.extend(&deps[d.args[0]]);
+                        into.extend(d.results.iter().copied());
+                    }
+                    Opcode::Store => {
+                        from.extend(&deps[d.args[2]]);
+                        into.push(d.args[0]);
+                    }
+                    Opcode::Call => {
+                        for &a in &d.args {
+                            from.extend(&deps[a]);
+                        }
+                        into.extend(d.results.iter().copied());
+                        if let Imm::Func(g) = d.imm
+                            && let Some(sig) = module.funcs.get(g).map(|x| &x.sig)
+                        {
+                            for (k, &a) in d.args.iter().enumerate() {
+                                if sig.params.get(k).is_some_and(|t| t.is_mut_slice()) {
+                                    into.push(a);
+                                }
+                            }
+                        }
+                    }
+                    op => {
+                        if let crate::rules::OpRule::Float(rule) = crate::rules::op_rule(op) {
+                            for (k, &a) in d.args.iter().enumerate() {
+                                if rule.operands.get(k).is_some_and(|o| o.is_some()) {
+                                    from.extend(&deps[a]);
+                                }
+                            }
+                            into.extend(d.results.first().copied());
+                        }
+                    }
+                }
+                for v in into {
+                    if carries(v) {
+                        changed |= union(&mut deps, v, &from);
+                    }
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut out = Vec::new();
+    for &b in &f.layout {
+        if let Some(Terminator::Ret(vals)) = &f.blocks[b].term {
+            out.resize(vals.len(), Vec::new());
+            for (r, &v) in vals.iter().enumerate() {
+                if !matches!(f.value_def(v), ValueDef::Const(_)) {
+                    for &k in &deps[v] {
+                        if !out[r].contains(&k) {
+                            out[r].push(k);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The loop function's [`LoopFn::deps`] from its step's: carried value `j`
+/// depends on its initial value and, through the steps, on what the step's
+/// next value `j` depends on (carried values' dependencies, values from
+/// outside), to a fixed point.
+fn loop_deps(step_deps: &[Vec<usize>], nc: usize) -> Vec<Vec<usize>> {
+    let mut d: Vec<Vec<usize>> = (0..nc).map(|j| vec![3 + j]).collect();
+    loop {
+        let mut changed = false;
+        for j in 0..nc {
+            for &k in step_deps.get(j).map_or(&[][..], |v| &v[..]) {
+                let add: Vec<usize> = if (1..=nc).contains(&k) {
+                    d[k - 1].clone()
+                } else if k > nc {
+                    vec![3 + k - 1]
+                } else {
+                    Vec::new()
+                };
+                for x in add {
+                    if !d[j].contains(&x) {
+                        d[j].push(x);
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    core::iter::once(Vec::new()).chain(d).collect()
 }
 
 /// A module with its marked loops outlined.
@@ -390,7 +530,19 @@ fn outline_one(
         }
     }
 
-    let live_types: Vec<Type> = live.iter().map(|&v| func.value_type(v)).collect();
+    // Slices from outside are read-only parameters of the step and the loop
+    // function (the loop writes none of them): a call that passes one writes
+    // nothing, as the loop did not.
+    let live_types: Vec<Type> = live
+        .iter()
+        .map(|&v| {
+            let t = func.value_type(v);
+            match t.elem() {
+                Some(e) if t.is_slice() => Type::slice(e),
+                _ => t,
+            }
+        })
+        .collect();
     let carried_types: Vec<Type> = carried.iter().map(|p| func.value_type(p.value)).collect();
     let passthrough: Vec<usize> = (0..live.len())
         .filter(|&j| live_types[j].is_float())
@@ -531,6 +683,7 @@ fn outline_one(
     let step_id = module
         .declare(&step_name, step_sig.clone())
         .map_err(|e| e.to_string())?;
+    let deps = loop_deps(&result_deps(module, &step), carried.len());
     module.define(step_id, step).map_err(|e| e.to_string())?;
 
     // The loop function.
@@ -660,6 +813,7 @@ fn outline_one(
             carried: carried_types,
             live: live_types,
             passthrough,
+            deps,
         },
     );
     Ok(())

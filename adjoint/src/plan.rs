@@ -147,6 +147,7 @@ impl Plan {
     /// entry, saves and statement reverses ([`BlockPlans`], Mooncake's
     /// `create_comms_insts!` and `make_ad_stmts!`); where cotangents are known zero
     /// ([`CotangentLiveness`]); and the tape policy ([`TapePlan`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         module: &Module,
         fname: &str,
@@ -154,6 +155,7 @@ impl Plan {
         results: &[Type],
         config: &RuleConfig,
         slice_params: &[usize],
+        summaries: &crate::activity::Summaries,
         request: &mut Requester<'_>,
     ) -> Result<Plan, AdError> {
         let cfg = ControlFlowGraph::new(func);
@@ -162,7 +164,7 @@ impl Plan {
             reachable.insert(b);
         }
         let live = co_reachable(func, &cfg, &reachable);
-        let activity = ActivityInfo::analyse(module, func, &reachable, config);
+        let activity = ActivityInfo::analyse_with(module, func, &reachable, config, summaries);
         check_const_writes(module, fname, func, &reachable, &activity)?;
         let seeded = seeded_results(results, config);
         let mut blocks = BlockPlans {

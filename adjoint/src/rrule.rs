@@ -207,6 +207,15 @@ pub fn build_rrule_width(
         split: None,
         inouts: HashMap::new(),
         revolve_ids: Vec::new(),
+        summaries: outlined
+            .as_ref()
+            .map(|o| {
+                o.loops
+                    .iter()
+                    .map(|(&g, lf)| (g, lf.deps.clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
     // The forward pass and the pullback are the same whether or not a fused
     // function is made too; their configuration says not (as callees' do), so
@@ -387,6 +396,8 @@ struct Deriver<'m> {
     /// The forward passes and pullbacks of checkpointed loops, whose calls of the
     /// step's functions are inlined once everything is derived.
     revolve_ids: Vec<FuncId>,
+    /// What the activity analysis knows of the loop functions' calls.
+    summaries: crate::activity::Summaries,
 }
 
 impl Deriver<'_> {
@@ -646,6 +657,7 @@ impl Deriver<'_> {
             &decl.sig.results,
             &job.config,
             &slice_params(&decl.sig, &job.config),
+            &self.summaries.clone(),
             &mut |g, k, c| self.request_call(g, k, c),
         )?;
 

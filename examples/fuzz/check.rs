@@ -11,7 +11,8 @@ use gradlift::adjoint::{
 };
 use gradlift::ir::interp::{Interpreter, Limits};
 use gradlift::ir::{
-    Decl, Elem, ErrorKind, FuncId, Module, OptConfig, RunError, Signature, Type, parse, verify,
+    CmpPred, Decl, Elem, ErrorKind, FuncId, Imm, Module, Opcode, OptConfig, RunError, Scalar,
+    Signature, Type, parse, verify,
 };
 use gradlift::jit::{CompileError, Compiled, compile_with};
 use gradlift::{
@@ -998,6 +999,7 @@ pub fn check_module(
     // as it is.
     let config = random_config(rng, m, f);
     let grad_opt = rng.chance(75);
+    let mut checkpoint_checked = false;
     let gpipe = if grad_opt {
         pipeline.clone()
     } else {
@@ -1540,6 +1542,24 @@ pub fn check_module(
             }
         }
 
+        // Checkpoints change no bit: every call and every loop that can be
+        // checkpointed marked, on the optimised module (once per program).
+        if !checkpoint_checked {
+            checkpoint_checked = true;
+            checkpoint_check(
+                case,
+                mo,
+                prepared.func,
+                &config,
+                &args,
+                &seeds,
+                rng,
+                stats,
+                out,
+                with,
+            );
+        }
+
         // 4. The gradient against the primal it was derived from.
         let prim = if grad_opt { &iopt } else { &io };
         if fuel_out(prim) {
@@ -1659,6 +1679,146 @@ struct ForwardCase<'a> {
     /// Whether to run the dot-product test (finite, f64 programs without huge
     /// constants: where rounding cannot swamp the comparison).
     dot: bool,
+}
+
+/// `m` with every call checkpointed and a `checkpoint_loop` of 1 to 4 snapshots
+/// in the header of every loop that tests `icmp lt` of one of its phis and holds
+/// nothing else.
+fn mark_checkpoints(m: &Module, rng: &mut Rng) -> Module {
+    use gradlift::ir::dominators::DominatorTree;
+    use gradlift::ir::flowgraph::ControlFlowGraph;
+    use gradlift::ir::loops::LoopForest;
+    let mut out = m.clone();
+    let ids: Vec<FuncId> = out.defined().map(|(id, _)| id).collect();
+    for id in ids {
+        let Some(func) = out.function_mut(id) else {
+            continue;
+        };
+        for (_, inst) in func.placed_insts().collect::<Vec<_>>() {
+            if func.insts[inst].opcode == Opcode::Call {
+                func.insts[inst].checkpoint = true;
+            }
+        }
+        let cfg = ControlFlowGraph::new(func);
+        let forest = LoopForest::new(&cfg, &DominatorTree::new(&cfg));
+        for l in 0..forest.len() {
+            let h = forest.header(l);
+            let data = &func.blocks[h];
+            let test = match (&data.insts[..], &data.term) {
+                ([i], Some(gradlift::ir::Terminator::Br { cond, .. }))
+                    if func.insts[*i].results.first() == Some(cond) =>
+                {
+                    *i
+                }
+                _ => continue,
+            };
+            let d = &func.insts[test];
+            let counts = d.opcode == Opcode::Icmp
+                && d.imm == Imm::Cmp(CmpPred::Lt)
+                && data.phis.iter().any(|p| p.value == d.args[0]);
+            if counts {
+                let k = func.make_const(Scalar::I64(1 + rng.below(4) as i64));
+                let marker = func.make_inst(Opcode::CheckpointLoop, Imm::None, &[k], &[]);
+                func.blocks[h].insts.insert(0, marker);
+            }
+        }
+    }
+    out
+}
+
+/// The rule of `@f` in the optimised module `mo` against the rule of the same
+/// module with its calls and loops checkpointed ([`mark_checkpoints`]): the same
+/// value, gradient and arguments, bit for bit, on the interpreter (or the same
+/// kind of error). A loop the derivation cannot checkpoint (it writes into a
+/// slice from outside, leaves early, ...) is counted and skipped.
+#[allow(clippy::too_many_arguments)]
+fn checkpoint_check(
+    case: &Case<'_>,
+    mo: &Module,
+    f: FuncId,
+    config: &RuleConfig,
+    args: &[Val],
+    seeds: &Seeds,
+    rng: &mut Rng,
+    stats: &mut Stats,
+    out: &mut Vec<Finding>,
+    with: Option<&[Val]>,
+) {
+    let marked = mark_checkpoints(mo, rng);
+    let config = config.clone().with_fuse(false);
+    let (Ok(plain), marked_rule) = (
+        gradlift::adjoint::build_rrule(mo, f, &config),
+        gradlift::adjoint::build_rrule(&marked, f, &config),
+    ) else {
+        return;
+    };
+    let ck = match marked_rule {
+        Ok(r) => r,
+        Err(e) if e.to_string().contains("cannot be checkpointed") => {
+            stats.inc("checkpoint cross-checks skipped: a loop cannot be checkpointed");
+            return;
+        }
+        Err(e) => {
+            out.push(Finding {
+                category: "a checkpointed module does not derive".to_string(),
+                detail: format!(
+                    "{e}
+--- marked:
+{marked}"
+                ),
+                call: None,
+            });
+            return;
+        }
+    };
+    let run = |rule: &Rule, fuel: u64| -> GradResult {
+        let mut it = Interpreter::new(&rule.module)
+            .with_limits(Limits {
+                max_depth: DEPTH,
+                fuel: Some(fuel),
+            })
+            .with_hosts(case.hosts);
+        value_and_gradient(&mut it, rule, args, seeds).map_err(Error::from)
+    };
+    let a = run(&plain, case.fuel * 20);
+    // Steps run again cost fuel: more for the checkpointed rule.
+    let b = run(&ck, case.fuel * 200);
+    if matches!(grad_kind(&a), Some(ErrorKind::OutOfFuel(_)))
+        || matches!(grad_kind(&b), Some(ErrorKind::OutOfFuel(_)))
+    {
+        return;
+    }
+    stats.inc("checkpoint cross-checks");
+    let same = match (&a, &b) {
+        (Ok(x), Ok(y)) => {
+            x.value.as_deref().unwrap_or(&[]).len() == y.value.as_deref().unwrap_or(&[]).len()
+                && same_vals(
+                    x.value.as_deref().unwrap_or(&[]),
+                    y.value.as_deref().unwrap_or(&[]),
+                    true,
+                )
+                && same_opt_vals(&x.gradient, &y.gradient, true)
+                && same_vals(&x.args, &y.args, true)
+        }
+        (Err(Error::Run(x)), Err(Error::Run(y))) => {
+            core::mem::discriminant(&x.kind) == core::mem::discriminant(&y.kind)
+        }
+        _ => false,
+    };
+    if !same {
+        out.push(Finding {
+            category: "a checkpoint changes the gradient".to_string(),
+            detail: format!(
+                "unchecked: {}
+checkpointed: {}
+--- marked:
+{marked}",
+                show_grad(&a),
+                show_grad(&b)
+            ),
+            call: with.map(|w| (mo.name(f).to_string(), args_json(w))),
+        });
+    }
 }
 
 fn same_opt_val(a: &Option<Val>, b: &Option<Val>) -> bool {
