@@ -367,8 +367,8 @@ impl Analysis<'_> {
         if self.config.ret == RetActivity::Active {
             for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
                 if let Some(Terminator::Ret(vals)) = &func.blocks[b].term {
-                    for &v in vals {
-                        if func.value_type(v).is_float() {
+                    for (j, &v) in vals.iter().enumerate() {
+                        if func.value_type(v).is_float() && self.config.is_seeded(j) {
                             self.use_(v);
                         }
                     }

@@ -192,6 +192,11 @@ pub struct RuleConfig {
     /// `c` carried values (at least 1). `None` (the default): `ceil(sqrt(T))`
     /// snapshots for `T` steps. See `docs/checkpointing.md`.
     pub checkpoint_bytes: Option<u64>,
+    /// With an active return, which results get a seed (by result index; only
+    /// float results are ever seeded): `None`, the default, seeds every float
+    /// result. The derivation sets it for the rules of checkpointed loops and
+    /// their steps, whose results the caller may use only in part.
+    pub seeded: Option<Vec<bool>>,
 }
 
 /// Whether a parameter of type `ty` may be [frozen](RuleConfig::frozen): a
@@ -223,7 +228,18 @@ impl RuleConfig {
                 .collect(),
             fuse: true,
             checkpoint_bytes: None,
+            seeded: None,
         }
+    }
+
+    /// Whether result `j` gets a seed under an active return (see
+    /// [`RuleConfig::seeded`]); whether it is a float is the caller's to check.
+    pub fn is_seeded(&self, j: usize) -> bool {
+        self.ret == RetActivity::Active
+            && self
+                .seeded
+                .as_ref()
+                .is_none_or(|m| m.get(j).copied().unwrap_or(false))
     }
 
     /// The same configuration with a memory budget for checkpointed loops (see

@@ -54,6 +54,9 @@ pub(crate) struct LoopFn {
     /// ops, loads, calls; not through integers): what the analysis of the caller
     /// needs to find the activity the loop written out would have.
     pub(crate) deps: Vec<Vec<usize>>,
+    /// Per result of the step, the step's parameters it depends on (the same
+    /// rules).
+    pub(crate) step_deps: Vec<Vec<usize>>,
 }
 
 /// The parameters (by index) each result of `f` depends on, by the rules of the
@@ -105,11 +108,18 @@ fn result_deps(module: &Module, f: &Function) -> Vec<Vec<usize>> {
                         into.push(d.args[0]);
                     }
                     Opcode::Call => {
+                        // As the activity analysis: a `nodiff` callee's results
+                        // vary with nothing; a `vjp` one writes no slice.
+                        let Imm::Func(g) = d.imm else { continue };
+                        let callee = crate::callee::Callee::of(module, g);
+                        if callee == crate::callee::Callee::Nodiff {
+                            continue;
+                        }
                         for &a in &d.args {
                             from.extend(&deps[a]);
                         }
                         into.extend(d.results.iter().copied());
-                        if let Imm::Func(g) = d.imm
+                        if !matches!(callee, crate::callee::Callee::Vjp(_))
                             && let Some(sig) = module.funcs.get(g).map(|x| &x.sig)
                         {
                             for (k, &a) in d.args.iter().enumerate() {
@@ -683,7 +693,8 @@ fn outline_one(
     let step_id = module
         .declare(&step_name, step_sig.clone())
         .map_err(|e| e.to_string())?;
-    let deps = loop_deps(&result_deps(module, &step), carried.len());
+    let step_deps = result_deps(module, &step);
+    let deps = loop_deps(&step_deps, carried.len());
     module.define(step_id, step).map_err(|e| e.to_string())?;
 
     // The loop function.
@@ -814,6 +825,7 @@ fn outline_one(
             live: live_types,
             passthrough,
             deps,
+            step_deps,
         },
     );
     Ok(())

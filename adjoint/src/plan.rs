@@ -178,6 +178,7 @@ impl Plan {
             activity: &activity,
             config,
             seeded: &seeded,
+            summaries,
             request,
         };
         for &b in func.layout.iter().filter(|&&b| reachable.contains(b)) {
@@ -225,8 +226,8 @@ impl Plan {
 fn seeded_results(results: &[Type], config: &RuleConfig) -> Vec<Option<usize>> {
     let mut seeded = Vec::with_capacity(results.len());
     let mut n = 0;
-    for &t in results {
-        if config.ret == RetActivity::Active && t.is_float() {
+    for (j, &t) in results.iter().enumerate() {
+        if t.is_float() && config.is_seeded(j) {
             seeded.push(Some(n));
             n += 1;
         } else {
@@ -263,6 +264,7 @@ struct BlockCx<'a, 'r> {
     activity: &'a ActivityInfo,
     config: &'a RuleConfig,
     seeded: &'a [Option<usize>],
+    summaries: &'a crate::activity::Summaries,
     request: &'a mut Requester<'r>,
 }
 
@@ -314,7 +316,14 @@ impl BlockPlans {
                 continue;
             } else if func.insts[inst].opcode == Opcode::Call {
                 let (info, rule) = call_stmt(
-                    cx.module, cx.fname, func, activity, inst, cx.config, cx.request,
+                    cx.module,
+                    cx.fname,
+                    func,
+                    activity,
+                    inst,
+                    cx.config,
+                    cx.summaries,
+                    cx.request,
                 )?;
                 if let Some(rule) = rule {
                     self.calls.insert(inst, rule);
@@ -429,6 +438,7 @@ pub(crate) fn check_const_writes(
 }
 
 /// A call: whether its derivative is taken and how, what it saves, its reverse.
+#[allow(clippy::too_many_arguments)]
 fn call_stmt(
     module: &Module,
     fname: &str,
@@ -436,6 +446,7 @@ fn call_stmt(
     act: &ActivityInfo,
     inst: Inst,
     config: &RuleConfig,
+    summaries: &crate::activity::Summaries,
     request: &mut Requester<'_>,
 ) -> Result<(InstInfo, Option<CallRule>), AdError> {
     let d = &func.insts[inst];
@@ -478,7 +489,13 @@ fn call_stmt(
                     ),
                 });
             }
-            let callee_config = callee_config(module, func, inst, g, params, ret, config);
+            let mut callee_config = callee_config(module, func, inst, g, params, ret, config);
+            // A checkpointed loop's rule seeds only the results the caller uses
+            // (the carried values the loop written out would give cotangents).
+            if summaries.contains_key(&target) {
+                callee_config.seeded =
+                    Some(d.results.iter().map(|&r| act.is_active(r, func)).collect());
+            }
             let (fwd, rvs, inout) = request(target, callee_config.clone(), d.checkpoint)?;
             for (&a, &p) in d.args.iter().zip(&callee_config.params) {
                 if p == Activity::Dup && matches!(func.value_def(a), ValueDef::Result(..)) {
@@ -574,6 +591,7 @@ fn callee_config(
         frozen,
         fuse: false,
         checkpoint_bytes: config.checkpoint_bytes,
+        seeded: None,
     }
 }
 

@@ -1106,7 +1106,19 @@ impl RevBlock<'_> {
             args.push(self.shadow(b, s)?);
         }
         if config.ret == RetActivity::Active {
-            args.extend(seeds);
+            // One seed per float result, of the ones the rule seeds.
+            let floats = d
+                .results
+                .iter()
+                .enumerate()
+                .filter(|&(_, &r)| primal.value_type(r).is_float())
+                .map(|(j, _)| j);
+            args.extend(
+                floats
+                    .zip(seeds)
+                    .filter(|&(j, _)| config.is_seeded(j))
+                    .map(|(_, v)| v),
+            );
         }
         // The cotangents the callee continues (and returns whole): taken here, so
         // the addition of its result below sets them.

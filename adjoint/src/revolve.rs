@@ -43,20 +43,62 @@ use crate::rrule::slice_params;
 /// The three first parameters of a loop function: start, bound, snapshots.
 const FIXED: usize = 3;
 
+/// Which carried values get cotangents in the step's rule of a loop function
+/// called under `config`: the floats the loop written out would make active.
+/// Useful: a result the caller seeds, and what a useful one's next value
+/// depends on in the step (to a fixed point); varied: one of the arguments it
+/// depends on is active (`active` or `dup`) in the call.
+pub(crate) fn active_carried(lf: &LoopFn, config: &RuleConfig) -> Vec<bool> {
+    let nc = lf.carried.len();
+    let mut useful: Vec<bool> = (0..nc)
+        .map(|j| lf.carried[j].is_float() && config.is_seeded(1 + j))
+        .collect();
+    loop {
+        let mut changed = false;
+        for j in 0..nc {
+            if !useful[j] {
+                continue;
+            }
+            for &k in lf.step_deps.get(j).map_or(&[][..], |v| &v[..]) {
+                if (1..=nc).contains(&k) && lf.carried[k - 1].is_float() && !useful[k - 1] {
+                    useful[k - 1] = true;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    (0..nc)
+        .map(|j| {
+            useful[j]
+                && lf.deps.get(1 + j).is_some_and(|d| {
+                    d.iter().any(|&x| {
+                        matches!(
+                            config.params.get(x),
+                            Some(Activity::Active | Activity::Dup | Activity::DupNoNeed)
+                        )
+                    })
+                })
+        })
+        .collect()
+}
+
 /// The configuration of the step's rule for a loop function called under
-/// `config`: the counter `const`, every carried float `active`, the values from
-/// outside as the call passes them; an active return (every float result
-/// seeded).
+/// `config`: the counter `const`, the carried floats of [`active_carried`]
+/// `active` (the others `const`), the values from outside as the call passes
+/// them; the seeds: the active carried values' next values and the active
+/// floats from outside.
 pub(crate) fn step_config(lf: &LoopFn, config: &RuleConfig) -> RuleConfig {
     let nc = lf.carried.len();
+    let carried = active_carried(lf, config);
     let mut params = vec![Activity::Const];
-    params.extend(lf.carried.iter().map(|t| {
-        if t.is_float() {
-            Activity::Active
-        } else {
-            Activity::Const
-        }
-    }));
+    params.extend(
+        carried
+            .iter()
+            .map(|&a| if a { Activity::Active } else { Activity::Const }),
+    );
     let mut frozen = vec![false; 1 + nc];
     for (j, &t) in lf.live.iter().enumerate() {
         let a = config
@@ -70,10 +112,16 @@ pub(crate) fn step_config(lf: &LoopFn, config: &RuleConfig) -> RuleConfig {
         });
         frozen.push(freezable(t) && config.is_frozen(FIXED + nc + j));
     }
-    let any_float = lf.carried.iter().any(|t| t.is_float()) || !lf.passthrough.is_empty();
+    let inout = inout(lf, config);
+    let seeded: Vec<bool> = carried
+        .iter()
+        .copied()
+        .chain(lf.passthrough.iter().map(|j| inout.contains(j)))
+        .collect();
+    let any = seeded.iter().any(|&x| x);
     RuleConfig {
         params,
-        ret: if any_float {
+        ret: if any {
             RetActivity::Active
         } else {
             RetActivity::Const
@@ -85,6 +133,7 @@ pub(crate) fn step_config(lf: &LoopFn, config: &RuleConfig) -> RuleConfig {
         frozen,
         fuse: false,
         checkpoint_bytes: config.checkpoint_bytes,
+        seeded: Some(seeded),
     }
 }
 
@@ -418,7 +467,7 @@ impl Revolve<'_> {
             .filter(|&i| matches!(config.params[i], Activity::Dup | Activity::DupNoNeed))
             .collect();
         let float_results: Vec<usize> = (1..sig.results.len())
-            .filter(|&r| sig.results[r].is_float())
+            .filter(|&r| sig.results[r].is_float() && config.is_seeded(r))
             .collect();
         let seeded = config.ret == RetActivity::Active;
         let inout = inout(lf, config);
@@ -475,13 +524,13 @@ impl Revolve<'_> {
             .collect::<Result<_, _>>()?;
         // The cotangents: of the carried floats, and of the active floats from
         // outside (their running sums).
-        let carried_floats: Vec<usize> = (0..nc).filter(|&j| lf.carried[j].is_float()).collect();
+        let active = active_carried(lf, config);
+        let carried_floats: Vec<usize> = (0..nc).filter(|&j| active[j]).collect();
         let mut ct: Vec<Variable> = Vec::new();
-        for (n, &j) in carried_floats.iter().enumerate() {
-            let v = if seeded {
-                seeds[n]
-            } else {
-                zero(&mut b, lf.carried[j])
+        for &j in &carried_floats {
+            let v = match float_results.iter().position(|&r| r == 1 + j) {
+                Some(n) if seeded => seeds[n],
+                _ => zero(&mut b, lf.carried[j]),
             };
             ct.push(var(&mut b, "ct", lf.carried[j], v));
         }
@@ -582,12 +631,11 @@ impl Revolve<'_> {
             }
             if (FIXED..FIXED + nc).contains(&i) {
                 let j = i - FIXED;
-                let n = carried_floats.iter().position(|&c| c == j).ok_or_else(|| {
-                    InternalError::NotSaved {
-                        value: format!("the cotangent of carried value {j}"),
-                    }
-                })?;
-                rets.push(b.use_var(ct[n]));
+                match carried_floats.iter().position(|&c| c == j) {
+                    Some(n) => rets.push(b.use_var(ct[n])),
+                    // Not active in the loop: nothing flows back.
+                    None => rets.push(zero(&mut b, lf.carried[j])),
+                }
             } else {
                 let j = i - FIXED - nc;
                 let n =
@@ -622,11 +670,12 @@ impl Revolve<'_> {
         args.extend(slices.iter().copied());
         args.extend(shadows.iter().copied());
         if self.step_config.ret == RetActivity::Active {
+            // The seeds of the step's results that get one: the active carried
+            // values' (in order), then the active floats from outside.
             args.extend(ct.iter().map(|&x| b.use_var(x)));
             for &j in &lf.passthrough {
-                match inout.iter().position(|&x| x == j) {
-                    Some(n) => args.push(b.use_var(acc[n])),
-                    None => args.push(zero(b, lf.live[j])),
+                if let Some(n) = inout.iter().position(|&x| x == j) {
+                    args.push(b.use_var(acc[n]));
                 }
             }
         }

@@ -334,11 +334,8 @@ fn dup_params(config: &RuleConfig) -> Vec<usize> {
 /// The results whose cotangents the pullback takes: the float ones, when the return
 /// is active.
 fn seeded_results(sig: &Signature, config: &RuleConfig) -> Vec<usize> {
-    if config.ret != RetActivity::Active {
-        return Vec::new();
-    }
     (0..sig.results.len())
-        .filter(|&j| sig.results[j].is_float())
+        .filter(|&j| sig.results[j].is_float() && config.is_seeded(j))
         .collect()
 }
 
