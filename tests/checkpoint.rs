@@ -13,6 +13,10 @@ mod inputs;
 #[allow(unused_imports)]
 mod support;
 
+#[path = "common/bits.rs"]
+mod bits;
+use bits::bits;
+
 use gradlift::adjoint::{
     AdError, CheckOptions, Rule, RuleConfig, Seeds, build_rrule, check_derived, value_and_gradient,
 };
@@ -48,20 +52,6 @@ fn checkpoint_all(m: &Module) -> (Module, usize) {
     assert_eq!(back.to_string(), text);
     assert_eq!(text.matches(") checkpoint").count(), n);
     (out, n)
-}
-
-/// The bits of a value: floats by their bit patterns (so -0.0 differs from 0.0 and
-/// NaNs compare by payload).
-fn bits(v: &Val) -> Vec<u64> {
-    match v {
-        Val::F64(x) => vec![x.to_bits()],
-        Val::F32(x) => vec![u64::from(x.to_bits())],
-        Val::I64(x) => vec![*x as u64],
-        Val::Bool(b) => vec![u64::from(*b)],
-        Val::F64s(xs) => xs.iter().map(|x| x.to_bits()).collect(),
-        Val::F32s(xs) => xs.iter().map(|x| u64::from(x.to_bits())).collect(),
-        Val::I64s(xs) => xs.iter().map(|&x| x as u64).collect(),
-    }
 }
 
 fn opt_bits(v: &Option<Val>) -> Option<Vec<u64>> {

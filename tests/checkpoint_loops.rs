@@ -5,6 +5,10 @@
 //! by an independent dynamic program (and checked against the closed form for
 //! long loops). The tape's peak must grow with the snapshots, not with the steps.
 
+#[path = "common/bits.rs"]
+mod bits;
+use bits::bits;
+
 use gradlift::adjoint::{
     CheckOptions, Rule, RuleConfig, Seeds, build_hvp, build_rrule, build_rrule_width,
     check_derived, hvp_vals, value_and_gradient,
@@ -27,18 +31,6 @@ fn unmarked(m: &Module) -> Module {
     }
     verify(&out).unwrap_or_else(|e| panic!("{e}"));
     out
-}
-
-fn bits(v: &Val) -> Vec<u64> {
-    match v {
-        Val::F64(x) => vec![x.to_bits()],
-        Val::F32(x) => vec![u64::from(x.to_bits())],
-        Val::I64(x) => vec![*x as u64],
-        Val::Bool(b) => vec![u64::from(*b)],
-        Val::F64s(xs) => xs.iter().map(|x| x.to_bits()).collect(),
-        Val::F32s(xs) => xs.iter().map(|x| u64::from(x.to_bits())).collect(),
-        Val::I64s(xs) => xs.iter().map(|&x| x as u64).collect(),
-    }
 }
 
 /// Value, gradient and final arguments as bits; the tape's peak; the steps run

@@ -35,6 +35,41 @@ fn copied(params: &[Type], config: &RuleConfig, i: usize) -> bool {
     params[i].is_slice() && !(freezable(params[i]) && config.is_frozen(i))
 }
 
+/// Copies the contents of the slice `src` (of type `ty`) into a new tape buffer;
+/// its handle. The forward passes of checkpointed calls and loops keep what the
+/// pullback will run code on again this way.
+pub(crate) fn copy_onto_tape(
+    b: &mut FunctionBuilder<'_>,
+    src: Value,
+    ty: Type,
+) -> Result<Value, InternalError> {
+    let elem = ty.elem().ok_or_else(|| InternalError::NotASlice {
+        value: format!("{src}"),
+    })?;
+    let n = b.len(src);
+    let h = b.ins(Opcode::TapeAlloc, Imm::Type(elem.ty()), &[n]);
+    let h = *b
+        .results(h)
+        .first()
+        .ok_or_else(|| InternalError::NoResult {
+            opcode: Opcode::TapeAlloc.to_string(),
+        })?;
+    let view = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
+    let view = *b
+        .results(view)
+        .first()
+        .ok_or_else(|| InternalError::NoResult {
+            opcode: Opcode::TapeView.to_string(),
+        })?;
+    let zero = b.iconst(0);
+    b.counted_loop(zero, n, &[], |b, k, _| {
+        let x = b.load(src, k);
+        b.store(view, k, x);
+        Vec::new()
+    });
+    Ok(h)
+}
+
 /// Writes `@g.ckpt.fwd.K` (declared as `fwd` in `out`) for the primal `g` under
 /// `config`.
 pub(crate) fn forward(
@@ -56,23 +91,8 @@ pub(crate) fn forward(
         if !copied(&sig.params, config, i) {
             continue;
         }
-        let elem = sig.params[i].elem().ok_or(InternalError::NotASlice {
-            value: format!("parameter {i}"),
-        })?;
-        let n = b.ins(Opcode::Len, Imm::None, &[p]);
-        let n = b.results(n)[0];
-        let h = b.ins(Opcode::TapeAlloc, Imm::Type(elem.ty()), &[n]);
-        let h = b.results(h)[0];
-        let h = b.named(&format!("{}.copy.buf", param_name(out, g, i)), h);
-        let view = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
-        let view = b.results(view)[0];
-        let zero = b.iconst(0);
-        b.counted_loop(zero, n, &[], |b, k, _| {
-            let x = b.load(p, k);
-            b.store(view, k, x);
-            Vec::new()
-        });
-        handles.push(h);
+        let h = copy_onto_tape(&mut b, p, sig.params[i])?;
+        handles.push(b.named(&format!("{}.copy.buf", param_name(out, g, i)), h));
     }
     let results = b.call(g, &params);
     for (i, &p) in params.iter().enumerate() {

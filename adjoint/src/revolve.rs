@@ -321,20 +321,7 @@ impl Revolve<'_> {
             if !copied(lf, self.config, j) {
                 continue;
             }
-            let elem = lf.live[j].elem().ok_or(InternalError::NotASlice {
-                value: format!("live value {j}"),
-            })?;
-            let len = b.len(src);
-            let h = b.ins(Opcode::TapeAlloc, Imm::Type(elem.ty()), &[len]);
-            let h = result(&b, h)?;
-            let view = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
-            let view = result(&b, view)?;
-            b.counted_loop(zero_i, len, &[], |b, k, _| {
-                let x = b.load(src, k);
-                b.store(view, k, x);
-                Vec::new()
-            });
-            handles.push(h);
+            handles.push(crate::checkpoint::copy_onto_tape(&mut b, src, lf.live[j])?);
         }
         let st: Vec<Variable> = lf
             .carried

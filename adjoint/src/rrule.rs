@@ -566,6 +566,16 @@ impl Deriver<'_> {
         Ok((fwd, rvs))
     }
 
+    /// Defines the bodies `fwd` and `rvs` of the pair `job` declared.
+    fn define_pair(&mut self, job: &Job, fwd: Function, rvs: Function) -> Result<(), AdError> {
+        let internal = |e| AdError::Internal {
+            func: self.input.name(job.func).to_string(),
+            error: InternalError::Module(e),
+        };
+        self.out.define(job.fwd, fwd).map_err(internal)?;
+        self.out.define(job.rvs, rvs).map_err(internal)
+    }
+
     /// Writes the bodies of a queued pair.
     fn derive(&mut self, job: &Job) -> Result<(), AdError> {
         let module = self.input;
@@ -595,14 +605,8 @@ impl Deriver<'_> {
             let rvs = r
                 .pullback(&self.out, job.rvs, lf.step, &decl.sig)
                 .map_err(internal)?;
-            self.out
-                .define(job.fwd, fwd)
-                .map_err(|e| internal(InternalError::Module(e)))?;
-            self.out
-                .define(job.rvs, rvs)
-                .map_err(|e| internal(InternalError::Module(e)))?;
             self.revolve_ids.extend([job.fwd, job.rvs]);
-            return Ok(());
+            return self.define_pair(job, fwd, rvs);
         }
         if let JobKind::Checkpoint(inner_fwd, inner_rvs) = job.kind {
             let internal = |error: InternalError| AdError::Internal {
@@ -620,13 +624,7 @@ impl Deriver<'_> {
                 inner_rvs,
             )
             .map_err(internal)?;
-            self.out
-                .define(job.fwd, fwd)
-                .map_err(|e| internal(InternalError::Module(e)))?;
-            self.out
-                .define(job.rvs, rvs)
-                .map_err(|e| internal(InternalError::Module(e)))?;
-            return Ok(());
+            return self.define_pair(job, fwd, rvs);
         }
         let (wrapped, split);
         let mut primal = match decl.function() {
