@@ -148,6 +148,12 @@ pub(crate) fn inout(lf: &LoopFn, config: &RuleConfig) -> Vec<usize> {
         .collect()
 }
 
+/// [`inout`] as arguments of the loop function (by parameter index).
+pub(crate) fn inout_args(lf: &LoopFn, config: &RuleConfig) -> Vec<usize> {
+    let first = FIXED + lf.carried.len();
+    inout(lf, config).into_iter().map(|j| first + j).collect()
+}
+
 /// Whether the value from outside `j` is copied onto the tape by the forward
 /// pass (a slice the pullback may not find unchanged: all but frozen ones).
 fn copied(lf: &LoopFn, config: &RuleConfig, j: usize) -> bool {
@@ -201,50 +207,22 @@ fn clamp(b: &mut FunctionBuilder<'_>, x: Value, lo: Value, hi: Value) -> Value {
 impl Revolve<'_> {
     /// Runs the step's primal from the carried values `st` at step `from` to step
     /// `to` (absolute numbers `start + k`), with the values from outside `live`.
-    #[allow(clippy::too_many_arguments)]
     fn advance(
         &self,
         b: &mut FunctionBuilder<'_>,
-        step: FuncId,
         start: Value,
-        from: Value,
-        to: Value,
+        (from, to): (Value, Value),
         st: &[Value],
         live: &[Value],
     ) -> Vec<Value> {
-        let nc = self.lf.carried.len();
-        let q = var(b, "q", Type::I64, from);
-        let vars: Vec<Variable> = self
-            .lf
-            .carried
-            .iter()
-            .zip(st)
-            .map(|(&t, &v)| var(b, "st", t, v))
-            .collect();
-        let head = b.create_block("adv.head");
-        let body = b.create_block("adv.body");
-        let done = b.create_block("adv.done");
-        b.jump(head);
-        b.switch_to(head);
-        let qv = b.use_var(q);
-        let more = b.icmp(CmpPred::Lt, qv, to);
-        b.br(more, body, done);
-        b.switch_to(body);
-        let qv = b.use_var(q);
-        let i = b.iadd(start, qv);
-        let mut args = vec![i];
-        args.extend(vars.iter().map(|&x| b.use_var(x)));
-        args.extend(live.iter().copied());
-        let outs = b.call(step, &args);
-        for (j, &x) in vars.iter().enumerate().take(nc) {
-            b.def_var(x, outs[j]);
-        }
-        let one = b.iconst(1);
-        let q1 = b.iadd(qv, one);
-        b.def_var(q, q1);
-        b.jump(head);
-        b.switch_to(done);
-        vars.iter().map(|&x| b.use_var(x)).collect()
+        let step = self.lf.step;
+        b.counted_loop(from, to, st, |b, q, st| {
+            let i = b.iadd(start, q);
+            let mut args = vec![i];
+            args.extend_from_slice(st);
+            args.extend_from_slice(live);
+            b.call(step, &args)[..st.len()].to_vec()
+        })
     }
 
     /// `split(n, l)`: 1 when `n <= l + 1` (a snapshot per step: the schedule's
@@ -275,12 +253,8 @@ impl Revolve<'_> {
     }
 
     /// Writes the forward pass `@f.loopK.fwd` (declared as `id` in `out`).
-    pub(crate) fn forward(
-        &self,
-        out: &Module,
-        id: FuncId,
-        step: FuncId,
-    ) -> Result<Function, InternalError> {
+    pub(crate) fn forward(&self, out: &Module, id: FuncId) -> Result<Function, InternalError> {
+        let step = self.lf.step;
         let lf = self.lf;
         let nc = lf.carried.len();
         let mut b = FunctionBuilder::new(out, id);
@@ -443,9 +417,9 @@ impl Revolve<'_> {
         &self,
         out: &Module,
         id: FuncId,
-        step: FuncId,
         sig: &gradlift_ir::Signature,
     ) -> Result<Function, InternalError> {
+        let step = self.lf.step;
         let (lf, config) = (self.lf, self.config);
         let nc = lf.carried.len();
         let mut b = FunctionBuilder::new(out, id);
@@ -582,7 +556,7 @@ impl Revolve<'_> {
         b.br(more, jbody, after);
         b.switch_to(jbody);
         let jv = b.use_var(j);
-        let st2 = self.advance(&mut b, step, start, a, jv, &st, &live);
+        let st2 = self.advance(&mut b, start, (a, jv), &st, &live);
         let i = b.iadd(start, jv);
         let mut args = vec![i];
         args.extend(st2.iter().copied());
@@ -598,7 +572,7 @@ impl Revolve<'_> {
         b.switch_to(split);
         let m = self.split(&mut b, len, lev);
         let m = b.iadd(a, m);
-        let st2 = self.advance(&mut b, step, start, a, m, &st, &live);
+        let st2 = self.advance(&mut b, start, (a, m), &st, &live);
         let ran = b.isub(m, a);
         b.ins(Opcode::Recompute, Imm::None, &[ran]);
         self.push_snapshot(&mut b, &st, a, lev);

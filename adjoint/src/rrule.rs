@@ -205,7 +205,6 @@ pub fn build_rrule_width(
         loops: outlined.as_ref().map_or(&no_loops, |o| &o.loops),
         outline_errors: outlined.as_ref().map_or(&no_errors, |o| &o.errors),
         split: None,
-        inouts: HashMap::new(),
         revolve_ids: Vec::new(),
         summaries: outlined
             .as_ref()
@@ -213,9 +212,10 @@ pub fn build_rrule_width(
                 o.loops
                     .iter()
                     .map(|(&g, lf)| (g, lf.deps.clone()))
-                    .collect()
+                    .collect::<crate::activity::Summaries>()
             })
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            .into(),
     };
     // The forward pass and the pullback are the same whether or not a fused
     // function is made too; their configuration says not (as callees' do), so
@@ -387,14 +387,11 @@ struct Deriver<'m> {
     outline_errors: &'m HashMap<FuncId, String>,
     /// `@revolve.split`, once declared.
     split: Option<FuncId>,
-    /// Per requested rule (by its pullback), the arguments whose cotangents the
-    /// pullback takes and returns.
-    inouts: HashMap<FuncId, Vec<usize>>,
     /// The forward passes and pullbacks of checkpointed loops, whose calls of the
     /// step's functions are inlined once everything is derived.
     revolve_ids: Vec<FuncId>,
     /// What the activity analysis knows of the loop functions' calls.
-    summaries: crate::activity::Summaries,
+    summaries: std::rc::Rc<crate::activity::Summaries>,
 }
 
 impl Deriver<'_> {
@@ -406,8 +403,11 @@ impl Deriver<'_> {
         config: RuleConfig,
         checkpoint: bool,
     ) -> Result<(FuncId, FuncId, Vec<usize>), AdError> {
+        let inout = self
+            .loops
+            .get(&func)
+            .map_or_else(Vec::new, |lf| revolve::inout_args(lf, &config));
         let (fwd, rvs) = self.request(func, config, checkpoint)?;
-        let inout = self.inouts.get(&rvs).cloned().unwrap_or_default();
         Ok((fwd, rvs, inout))
     }
 
@@ -517,16 +517,7 @@ impl Deriver<'_> {
             .filter(|&i| config.params[i] == Activity::Active)
             .map(|i| sig.params[i])
             .collect();
-        let inout: Vec<usize> = match lf {
-            Some(lf) => {
-                let first = 3 + lf.carried.len();
-                revolve::inout(lf, &config)
-                    .into_iter()
-                    .map(|j| first + j)
-                    .collect()
-            }
-            None => Vec::new(),
-        };
+        let inout = lf.map_or_else(Vec::new, |lf| revolve::inout_args(lf, &config));
         let rvs_params: Vec<Type> = rvs_params
             .into_iter()
             .chain(inout.iter().map(|&k| sig.params[k]))
@@ -552,9 +543,6 @@ impl Deriver<'_> {
             .map_err(|e| internal(InternalError::Module(e)))?;
         self.cache
             .insert((func, config.clone(), checkpoint), (fwd, rvs));
-        if !inout.is_empty() {
-            self.inouts.insert(rvs, inout);
-        }
         self.derived.extend([fwd, rvs]);
         self.queue.push_back(Job {
             func,
@@ -601,9 +589,9 @@ impl Deriver<'_> {
                 step_rvs: *step_rvs,
                 split,
             };
-            let fwd = r.forward(&self.out, job.fwd, lf.step).map_err(internal)?;
+            let fwd = r.forward(&self.out, job.fwd).map_err(internal)?;
             let rvs = r
-                .pullback(&self.out, job.rvs, lf.step, &decl.sig)
+                .pullback(&self.out, job.rvs, &decl.sig)
                 .map_err(internal)?;
             self.revolve_ids.extend([job.fwd, job.rvs]);
             return self.define_pair(job, fwd, rvs);
@@ -652,7 +640,7 @@ impl Deriver<'_> {
             &decl.sig.results,
             &job.config,
             &slice_params(&decl.sig, &job.config),
-            &self.summaries.clone(),
+            &std::rc::Rc::clone(&self.summaries),
             &mut |g, k, c| self.request_call(g, k, c),
         )?;
 
