@@ -233,8 +233,10 @@ fn every_example_function() {
         }
     }
     eprintln!("examples: {tally:?}; not derived: {refused:#?}");
-    // @wave calls a host function without a derivative: refused, with the call named.
-    assert_eq!(refused.len(), 1, "{refused:#?}");
-    assert!(refused[0].starts_with("wave: "), "{refused:?}");
+    // Every function derives: @wave, which calls a host function without a
+    // derivative, lazily (its gradient fails on both engines alike, counted in
+    // `errors`; tests/lazy.rs checks the message).
+    assert!(refused.is_empty(), "{refused:#?}");
+    assert!(tally.errors >= 8, "{tally:?}");
     assert!(tally.gradients >= 100, "{tally:?}");
 }

@@ -301,7 +301,7 @@ impl Analysis<'_> {
                             self.vary(r);
                         }
                     }
-                    Callee::Body(_) | Callee::Overlay(..) | Callee::Extern => {
+                    Callee::Body(_) | Callee::Custom(_) | Callee::Overlay(..) | Callee::Extern => {
                         for &r in &d.results {
                             self.vary(r);
                         }

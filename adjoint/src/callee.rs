@@ -1,6 +1,6 @@
 //! How a call is differentiated, from what the module says about the callee.
 
-use gradlift_ir::{Body, FuncId, Module};
+use gradlift_ir::{Body, FuncId, Module, VjpRule};
 
 /// What differentiating a call to a function means (`docs/ir-text.md`,
 /// "Declarations"). A `nodiff` declaration wins over `vjp`,
@@ -9,9 +9,13 @@ use gradlift_ir::{Body, FuncId, Module};
 pub(crate) enum Callee {
     /// `nodiff @g`: the results are constants; the call is left as it is.
     Nodiff,
-    /// `vjp @g = @r`: the call is left as it is, its scalar arguments are saved,
-    /// and the pullback calls `@r`.
+    /// `vjp @g = @r` for a `@g` of scalar parameters only: the call is left as it
+    /// is, its arguments are saved, and the pullback calls `@r`.
     Vjp(FuncId),
+    /// `vjp @g = @r` for a `@g` with slice parameters, or a pair
+    /// `vjp @g = @fwd, @rvs`: the call gets a rule pair written around the user's
+    /// rules ([`custom`](crate::custom)), called as a derived rule is.
+    Custom(VjpRule),
     /// `overlay @g = @h`: `@g` gives the primal value, `@h`'s rule the derivative.
     Overlay(FuncId),
     /// A defined function: its own rule.
@@ -26,8 +30,13 @@ impl Callee {
     pub(crate) fn of(module: &Module, g: FuncId) -> Callee {
         if module.is_nodiff(g) {
             Callee::Nodiff
-        } else if let Some(r) = module.vjp_of(g) {
-            Callee::Vjp(r)
+        } else if let Some(rule) = module.vjp_rule(g) {
+            match rule {
+                VjpRule::Pullback(r) if !module.sig(g).params.iter().any(|t| t.is_slice()) => {
+                    Callee::Vjp(r)
+                }
+                _ => Callee::Custom(rule),
+            }
         } else if let Some(h) = module.overlay_of(g) {
             Callee::Overlay(h)
         } else if module

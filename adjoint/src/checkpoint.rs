@@ -78,6 +78,25 @@ pub(crate) fn forward(
     g: FuncId,
     config: &RuleConfig,
 ) -> Result<gradlift_ir::Function, InternalError> {
+    save_and_call(out, fwd, g, g, config, true, &[])
+}
+
+/// A forward pass that keeps a call's inputs for its pullback: copies onto the
+/// tape the slice arguments of `g` the pullback cannot find unchanged (when
+/// `copy_slices`; all but the frozen ones), calls `callee` (`g` itself, or a
+/// function of its signature) with the arguments, then pushes the scalar
+/// arguments, the lengths of the slice arguments `lens_of` and the copies'
+/// handles, and returns the results when `config.needs_primal`. [`Saved::pop`] is
+/// its other half.
+pub(crate) fn save_and_call(
+    out: &Module,
+    fwd: FuncId,
+    g: FuncId,
+    callee: FuncId,
+    config: &RuleConfig,
+    copy_slices: bool,
+    lens_of: &[usize],
+) -> Result<gradlift_ir::Function, InternalError> {
     let sig = out.sig(g).clone();
     let mut b = FunctionBuilder::new(out, fwd);
     let params: Vec<Value> = (0..sig.params.len())
@@ -88,17 +107,21 @@ pub(crate) fn forward(
         .collect();
     let mut handles: SmallVec<[Value; 4]> = SmallVec::new();
     for (i, &p) in params.iter().enumerate() {
-        if !copied(&sig.params, config, i) {
+        if !(copy_slices && copied(&sig.params, config, i)) {
             continue;
         }
         let h = copy_onto_tape(&mut b, p, sig.params[i])?;
         handles.push(b.named(&format!("{}.copy.buf", param_name(out, g, i)), h));
     }
-    let results = b.call(g, &params);
+    let results = b.call(callee, &params);
     for (i, &p) in params.iter().enumerate() {
         if sig.params[i].is_scalar() {
             b.push(p);
         }
+    }
+    for &i in lens_of {
+        let n = b.len(params[i]);
+        b.push(n);
     }
     for &h in &handles {
         b.push(h);
@@ -111,6 +134,102 @@ pub(crate) fn forward(
     b.finish().map_err(InternalError::Build)
 }
 
+/// The parameters of a pullback with a derived rule's calling convention (primal
+/// slices, shadows, seeds), and what [`save_and_call`] kept, popped.
+pub(crate) struct Saved {
+    /// Per parameter of `g`: its value as the call got it (a scalar popped, a
+    /// slice's copy, or a frozen slice: the pullback's own parameter); `None` for a
+    /// slice that was neither copied nor frozen.
+    pub(crate) args: Vec<Option<Value>>,
+    /// Per parameter of `g`: its shadow, for the `dup` ones.
+    pub(crate) shadows: Vec<Option<Value>>,
+    /// The seeds, one per seeded result, in order.
+    pub(crate) seeds: Vec<Value>,
+    /// Per parameter of `g`: its length, for those of `lens_of`.
+    pub(crate) lens: Vec<Option<Value>>,
+}
+
+impl Saved {
+    /// Names the parameters of the pullback `b` writes for `g` under `config` and
+    /// pops what [`save_and_call`] pushed (with `copy_slices` and `lens_of` as they
+    /// were given).
+    pub(crate) fn pop(
+        b: &mut FunctionBuilder<'_>,
+        out: &Module,
+        g: FuncId,
+        config: &RuleConfig,
+        copy_slices: bool,
+        lens_of: &[usize],
+    ) -> Result<Saved, InternalError> {
+        let sig = out.sig(g).clone();
+        let slices = slice_params(&sig, config);
+        let n_params = b.func().params.len();
+        let slice_vals: Vec<Value> = slices
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| {
+                let p = b.param(k);
+                b.named(&param_name(out, g, i), p)
+            })
+            .collect();
+        let mut shadows = vec![None; sig.params.len()];
+        let dups = (0..sig.params.len())
+            .filter(|&i| matches!(config.params[i], Activity::Dup | Activity::DupNoNeed));
+        let mut k = slices.len();
+        for i in dups {
+            let p = b.param(k);
+            shadows[i] = Some(b.named(&format!("d{}", param_name(out, g, i)), p));
+            k += 1;
+        }
+        let first_seed = k;
+        let seeds: Vec<Value> = (first_seed..n_params)
+            .map(|k| {
+                let p = b.param(k);
+                b.named(&format!("dy{}", k - first_seed), p)
+            })
+            .collect();
+        // Pop the handles (last first), then the scalars (last first).
+        let copies: Vec<usize> = (0..sig.params.len())
+            .filter(|&i| copy_slices && copied(&sig.params, config, i))
+            .collect();
+        let mut args: Vec<Option<Value>> = vec![None; sig.params.len()];
+        for &i in copies.iter().rev() {
+            let elem = sig.params[i].elem().ok_or(InternalError::NotASlice {
+                value: format!("parameter {i}"),
+            })?;
+            let h = b.pop(Type::I64);
+            let name = param_name(out, g, i);
+            let h = b.named(&format!("{name}.copy.buf"), h);
+            let view = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
+            let view = b.results(view)[0];
+            args[i] = Some(b.named(&format!("{name}.copy"), view));
+        }
+        let mut lens = vec![None; sig.params.len()];
+        for &i in lens_of.iter().rev() {
+            let n = b.pop(Type::I64);
+            lens[i] = Some(b.named(&format!("{}.len", param_name(out, g, i)), n));
+        }
+        for i in (0..sig.params.len()).rev() {
+            if sig.params[i].is_scalar() {
+                let v = b.pop(sig.params[i]);
+                args[i] = Some(b.named(&param_name(out, g, i), v));
+            }
+        }
+        // The frozen slices: the pullback's own parameters.
+        for (k, &i) in slices.iter().enumerate() {
+            if args[i].is_none() && sig.params[i].is_slice() && !copies.contains(&i) {
+                args[i] = Some(slice_vals[k]);
+            }
+        }
+        Ok(Saved {
+            args,
+            shadows,
+            seeds,
+            lens,
+        })
+    }
+}
+
 /// Writes `@g.ckpt.rvs.K` (declared as `rvs` in `out`) for the primal `g` under
 /// `config`, whose ordinary rule is (`inner_fwd`, `inner_rvs`).
 pub(crate) fn pullback(
@@ -121,60 +240,12 @@ pub(crate) fn pullback(
     inner_fwd: FuncId,
     inner_rvs: FuncId,
 ) -> Result<gradlift_ir::Function, InternalError> {
-    let sig = out.sig(g).clone();
     let mut b = FunctionBuilder::new(out, rvs);
-    let slices = slice_params(&sig, config);
-    let n_params = out.sig(rvs).params.len();
-    let slice_vals: Vec<Value> = slices
+    let saved = Saved::pop(&mut b, out, g, config, true, &[])?;
+    let slices = slice_params(out.sig(g), config);
+    let args: Vec<Value> = saved
+        .args
         .iter()
-        .enumerate()
-        .map(|(k, &i)| {
-            let p = b.param(k);
-            b.named(&param_name(out, g, i), p)
-        })
-        .collect();
-    let dups = (0..sig.params.len())
-        .filter(|&i| matches!(config.params[i], Activity::Dup | Activity::DupNoNeed));
-    let mut rest: Vec<Value> = Vec::new();
-    for (k, i) in dups.enumerate() {
-        let p = b.param(slices.len() + k);
-        rest.push(b.named(&format!("d{}", param_name(out, g, i)), p));
-    }
-    let first_seed = slices.len() + rest.len();
-    for k in first_seed..n_params {
-        let p = b.param(k);
-        rest.push(b.named(&format!("dy{}", k - first_seed), p));
-    }
-    // Pop the handles (last first), then the scalars (last first).
-    let copies: Vec<usize> = (0..sig.params.len())
-        .filter(|&i| copied(&sig.params, config, i))
-        .collect();
-    let mut args: Vec<Option<Value>> = vec![None; sig.params.len()];
-    for &i in copies.iter().rev() {
-        let elem = sig.params[i].elem().ok_or(InternalError::NotASlice {
-            value: format!("parameter {i}"),
-        })?;
-        let h = b.pop(Type::I64);
-        let name = param_name(out, g, i);
-        let h = b.named(&format!("{name}.copy.buf"), h);
-        let view = b.ins(Opcode::TapeView, Imm::Type(elem.ty()), &[h]);
-        let view = b.results(view)[0];
-        args[i] = Some(b.named(&format!("{name}.copy"), view));
-    }
-    for i in (0..sig.params.len()).rev() {
-        if sig.params[i].is_scalar() {
-            let v = b.pop(sig.params[i]);
-            args[i] = Some(b.named(&param_name(out, g, i), v));
-        }
-    }
-    // The frozen slices: the pullback's own parameters.
-    for (k, &i) in slices.iter().enumerate() {
-        if args[i].is_none() {
-            args[i] = Some(slice_vals[k]);
-        }
-    }
-    let args: Vec<Value> = args
-        .into_iter()
         .enumerate()
         .map(|(i, a)| {
             a.ok_or(InternalError::NotSaved {
@@ -184,14 +255,15 @@ pub(crate) fn pullback(
         .collect::<Result<_, _>>()?;
     b.call(inner_fwd, &args);
     let mut inner: Vec<Value> = slices.iter().map(|&i| args[i]).collect();
-    inner.extend(rest);
+    inner.extend(saved.shadows.iter().flatten().copied());
+    inner.extend(saved.seeds.iter().copied());
     let outs = b.call(inner_rvs, &inner);
     b.ret(&outs);
     b.finish().map_err(InternalError::Build)
 }
 
 /// The name of parameter `i` of `g` (`x3` when it has none).
-fn param_name(out: &Module, g: FuncId, i: usize) -> String {
+pub(crate) fn param_name(out: &Module, g: FuncId, i: usize) -> String {
     out.function(g)
         .and_then(|f| f.params.get(i).and_then(|&p| f.values[p].name.clone()))
         .map_or_else(|| format!("x{i}"), |n| n.to_string())

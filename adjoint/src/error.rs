@@ -249,6 +249,24 @@ impl fmt::Display for InternalError {
 
 impl std::error::Error for InternalError {}
 
+impl AdError {
+    /// Whether a call whose callee's rule fails with this error still lets its
+    /// caller be derived, failing at run time only if the call is reached (lazy
+    /// derivation, `docs/reverse-mode.md`): a callee without a derivative, a
+    /// construct the derivation refuses. Bad requests and bugs fail at once.
+    pub fn is_deferred(&self) -> bool {
+        matches!(
+            self,
+            AdError::NotDefined { .. }
+                | AdError::Unsupported { .. }
+                | AdError::NoDerivative { .. }
+                | AdError::ConstWrite { .. }
+                | AdError::NoForwardDerivative { .. }
+                | AdError::ConstWriteForward { .. }
+        )
+    }
+}
+
 impl fmt::Display for AdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -502,7 +502,7 @@ fn fwd_callee(module: &Module, g: FuncId) -> FwdCallee {
         FwdCallee::Nodiff
     } else if let Some(r) = module.jvp_of(g) {
         FwdCallee::Jvp(r)
-    } else if module.vjp_of(g).is_some() {
+    } else if module.vjp_rule(g).is_some() {
         FwdCallee::VjpOnly
     } else if let Some(h) = module.overlay_of(g) {
         FwdCallee::Overlay(h)

@@ -75,6 +75,7 @@ mod callee;
 mod check;
 mod checkpoint;
 mod config;
+mod custom;
 mod error;
 mod eval;
 mod forward;

@@ -234,7 +234,7 @@ pub(crate) fn outline(module: &Module, root: FuncId) -> Option<Outlined> {
         // A declaration's rule or overlay is derived too.
         for (d, _) in module.decls.iter() {
             if d.func() == f {
-                for g in decl_funcs(d) {
+                for g in d.rules() {
                     if !reached.contains(&g) {
                         reached.push(g);
                     }
@@ -829,14 +829,4 @@ fn outline_one(
         },
     );
     Ok(())
-}
-
-/// The functions a declaration names besides the one it is about.
-fn decl_funcs(d: &gradlift_ir::Decl) -> Vec<FuncId> {
-    match d {
-        gradlift_ir::Decl::Overlay { with, .. } => vec![*with],
-        gradlift_ir::Decl::Vjp { rule, .. } => vec![*rule],
-        gradlift_ir::Decl::Jvp { rule, .. } => vec![*rule],
-        _ => Vec::new(),
-    }
 }

@@ -100,7 +100,20 @@ impl SavedValues {
 /// Besides the pair, the arguments whose cotangents the pullback takes and
 /// returns ([`CallRule::Derived::inout`]).
 pub(crate) type Requester<'r> =
-    dyn FnMut(FuncId, RuleConfig, bool) -> Result<(FuncId, FuncId, Vec<usize>), AdError> + 'r;
+    dyn FnMut(FuncId, RuleConfig, Want) -> Result<(FuncId, FuncId, Vec<usize>), AdError> + 'r;
+
+/// What a [`Requester`] is asked for.
+#[derive(Clone, Debug)]
+pub(crate) enum Want {
+    /// The callee's rule (of a checkpointed call when `checkpoint`).
+    Rule {
+        /// `call ... checkpoint`.
+        checkpoint: bool,
+    },
+    /// A rule that fails with this message when it runs: the callee cannot be
+    /// derived, and the call fails only if it is reached (lazy derivation).
+    Failing(AdError),
+}
 
 /// Everything decided about a rule before code is written.
 #[derive(Clone, Debug)]
@@ -477,17 +490,27 @@ fn call_stmt(
             }
             CallRule::Vjp { rule }
         }
-        Callee::Body(target) | Callee::Overlay(target) => {
+        Callee::Body(_) | Callee::Overlay(_) | Callee::Custom(_) => {
+            let target = match callee {
+                Callee::Overlay(h) => h,
+                _ => g,
+            };
             let overlay = matches!(callee, Callee::Overlay(_));
             if overlay && module.sig(g).params.iter().any(|t| t.is_mut_slice()) {
-                return Err(AdError::Unsupported {
+                let error = AdError::Unsupported {
                     func: fname.to_string(),
                     what: format!(
                         "{}: the derivative of @{} is overlaid, and it writes into a slice, so it cannot be called twice (once for the value, once for the derivative)",
                         describe_inst(module, func, inst),
                         module.name(g)
                     ),
+                };
+                let rule = failing_call(module, func, act, inst, g, config, error, request)?;
+                info.reverse = Some(RevStmt::Call {
+                    inst,
+                    call: rule.clone(),
                 });
+                return Ok((info, Some(rule)));
             }
             let mut callee_config = callee_config(module, func, inst, g, params, ret, config);
             // A checkpointed loop's rule seeds only the results the caller uses
@@ -496,7 +519,16 @@ fn call_stmt(
                 callee_config.seeded =
                     Some(d.results.iter().map(|&r| act.is_active(r, func)).collect());
             }
-            let (fwd, rvs, inout) = request(target, callee_config.clone(), d.checkpoint)?;
+            let want = Want::Rule {
+                checkpoint: d.checkpoint,
+            };
+            let (fwd, rvs, inout) = match request(target, callee_config.clone(), want) {
+                Ok(pair) => pair,
+                Err(e) if e.is_deferred() => {
+                    request(target, callee_config.clone(), Want::Failing(e))?
+                }
+                Err(e) => return Err(e),
+            };
             for (&a, &p) in d.args.iter().zip(&callee_config.params) {
                 if p == Activity::Dup && matches!(func.value_def(a), ValueDef::Result(..)) {
                     info.saves.push(SaveItem::Buf(a));
@@ -512,11 +544,12 @@ fn call_stmt(
             }
         }
         Callee::Extern => {
-            return Err(AdError::NoDerivative {
+            let error = AdError::NoDerivative {
                 func: fname.to_string(),
                 callee: module.name(g).to_string(),
                 at: describe_inst(module, func, inst),
-            });
+            };
+            failing_call(module, func, act, inst, g, config, error, request)?
         }
     };
     info.reverse = Some(RevStmt::Call {
@@ -524,6 +557,35 @@ fn call_stmt(
         call: rule.clone(),
     });
     Ok((info, Some(rule)))
+}
+
+/// The rule of a call that cannot be derived (`error` says why): a rule of the
+/// callee's calling convention that fails with `error`'s message when the call is
+/// reached, so the caller is still derived (lazy derivation).
+#[allow(clippy::too_many_arguments)]
+fn failing_call(
+    module: &Module,
+    func: &Function,
+    act: &ActivityInfo,
+    inst: Inst,
+    g: FuncId,
+    config: &RuleConfig,
+    error: AdError,
+    request: &mut Requester<'_>,
+) -> Result<CallRule, AdError> {
+    if !error.is_deferred() {
+        return Err(error);
+    }
+    let (params, ret) = call_activities(func, act, inst);
+    let callee_config = callee_config(module, func, inst, g, params, ret, config);
+    let (fwd, rvs, inout) = request(g, callee_config.clone(), Want::Failing(error))?;
+    Ok(CallRule::Derived {
+        fwd,
+        rvs,
+        config: callee_config,
+        overlay: false,
+        inout,
+    })
 }
 
 /// The activities of the call `inst` as its callee sees them: `active` for an

@@ -12,19 +12,20 @@ use std::collections::VecDeque;
 use gradlift_ir::verify::{verify_decls, verify_function};
 use gradlift_ir::write::Names;
 use gradlift_ir::{
-    FuncId, Function, Imm, Inst, Module, Opcode, Pos, Signature, Terminator, Type, Value,
-    VerifierErrors,
+    FuncId, Function, FunctionBuilder, Imm, Inst, Module, Opcode, Pos, Scalar, Signature,
+    Terminator, Type, Value, VerifierErrors,
 };
 use hashbrown::HashMap;
 use smallvec::SmallVec;
 
 use crate::checkpoint;
 use crate::config::{Activity, RetActivity, RuleConfig, TapePolicy, freezable};
+use crate::custom;
 use crate::error::{AdError, InternalError};
 use crate::forward::forward_ir;
 use crate::fuse;
 use crate::outline;
-use crate::plan::{Plan, describe_inst};
+use crate::plan::{Plan, Want, describe_inst};
 use crate::pullback::{DebugChecks, ParamSets, pullback_ir};
 use crate::revolve;
 use crate::rules::{OpRule, op_rule};
@@ -222,7 +223,17 @@ pub fn build_rrule_width(
     // that a recursive call finds the rule being derived.
     let (forward, pullback) = deriver.request(func, config.clone().with_fuse(false), false)?;
     while let Some(job) = deriver.queue.pop_front() {
-        deriver.derive(&job)?;
+        // A callee's rule that cannot be derived fails when it runs instead (lazy
+        // derivation); the rule asked for fails now.
+        if let Err(e) = deriver.derive(&job) {
+            let root = (job.fwd, job.rvs) == (forward, pullback);
+            if root
+                || !e.is_deferred()
+                || !deriver.define_failing(job.func, job.fwd, job.rvs, &e.to_string())?
+            {
+                return Err(e);
+            }
+        }
     }
     let mut out = deriver.out;
     // A checkpointed loop's rule calls the step's primal, forward pass and
@@ -362,6 +373,9 @@ enum JobKind {
         step_rvs: FuncId,
         step_config: RuleConfig,
     },
+    /// The rule written around a user's `vjp` over slices or rule pair
+    /// ([`custom`](crate::custom)).
+    Custom(gradlift_ir::VjpRule),
 }
 
 /// Derives rules, and the rules of the functions they call, into one module
@@ -401,13 +415,19 @@ impl Deriver<'_> {
         &mut self,
         func: FuncId,
         config: RuleConfig,
-        checkpoint: bool,
+        want: Want,
     ) -> Result<(FuncId, FuncId, Vec<usize>), AdError> {
         let inout = self
             .loops
             .get(&func)
             .map_or_else(Vec::new, |lf| revolve::inout_args(lf, &config));
-        let (fwd, rvs) = self.request(func, config, checkpoint)?;
+        let (fwd, rvs) = match want {
+            Want::Rule { checkpoint } => self.request(func, config, checkpoint)?,
+            Want::Failing(error) => match self.fail_pair(func, &config, &inout, &error)? {
+                Some(pair) => pair,
+                None => return Err(error),
+            },
+        };
         Ok((fwd, rvs, inout))
     }
 
@@ -472,6 +492,19 @@ impl Deriver<'_> {
         } else if checkpoint {
             let (f, r) = self.request(func, config.clone(), false)?;
             kind = JobKind::Checkpoint(f, r);
+        } else if let crate::callee::Callee::Custom(rule) =
+            crate::callee::Callee::of(self.input, func)
+        {
+            if self.width > 1 {
+                return Err(AdError::Unsupported {
+                    func: self.input.name(func).to_string(),
+                    what: format!(
+                        "its `vjp` rule takes slices or is a pair, which a rule of width {} cannot call yet (one lane at a time would need its shadows apart)",
+                        self.width
+                    ),
+                });
+            }
+            kind = JobKind::Custom(rule);
         }
         let module = self.input;
         let decl = module
@@ -494,53 +527,13 @@ impl Deriver<'_> {
         } else {
             return Err(AdError::NotDefined { func: fname });
         }
-        let sig = &decl.sig;
-        let fwd_sig = Signature::new(
-            sig.params.clone(),
-            if config.needs_primal {
-                sig.results.clone()
-            } else {
-                Vec::new()
-            },
-        );
-        let dups = dup_params(&config);
-        let rvs_params: Vec<Type> = slice_params(sig, &config)
-            .iter()
-            .map(|&i| sig.params[i])
-            .chain(
-                dups.iter()
-                    .filter_map(|&i| sig.params[i].elem().map(Type::slice_mut)),
-            )
-            .chain(seeded_results(sig, &config).iter().map(|&j| sig.results[j]))
-            .collect();
-        let active: Vec<Type> = (0..sig.params.len())
-            .filter(|&i| config.params[i] == Activity::Active)
-            .map(|i| sig.params[i])
-            .collect();
-        let inout = lf.map_or_else(Vec::new, |lf| revolve::inout_args(lf, &config));
-        let rvs_params: Vec<Type> = rvs_params
-            .into_iter()
-            .chain(inout.iter().map(|&k| sig.params[k]))
-            .collect();
-        let rvs_sig = Signature::new(rvs_params, active);
-        let internal = |error: InternalError| AdError::Internal {
-            func: fname.clone(),
-            error,
-        };
         let stem = if checkpoint {
             format!("{fname}.ckpt")
         } else {
             fname.clone()
         };
-        let (fwd_name, rvs_name) = derived_names(&self.out, &stem, sig, &config, self.width);
-        let fwd = self
-            .out
-            .declare(&fwd_name, fwd_sig)
-            .map_err(|e| internal(InternalError::Module(e)))?;
-        let rvs = self
-            .out
-            .declare(&rvs_name, rvs_sig)
-            .map_err(|e| internal(InternalError::Module(e)))?;
+        let inout = lf.map_or_else(Vec::new, |lf| revolve::inout_args(lf, &config));
+        let (fwd, rvs) = self.declare_pair(func, &config, &stem, &inout)?;
         self.cache
             .insert((func, config.clone(), checkpoint), (fwd, rvs));
         self.derived.extend([fwd, rvs]);
@@ -552,6 +545,127 @@ impl Deriver<'_> {
             kind,
         });
         Ok((fwd, rvs))
+    }
+
+    /// Declares the forward pass and pullback of `func` under `config`, named
+    /// after `stem` (`@stem.fwd.K`, `@stem.rvs.K`), with the calling convention of
+    /// derived rules: the pullback takes the primal slices, the shadows, the seeds
+    /// and the in-out cotangents `inout`, and returns the active scalars'
+    /// cotangents.
+    fn declare_pair(
+        &mut self,
+        func: FuncId,
+        config: &RuleConfig,
+        stem: &str,
+        inout: &[usize],
+    ) -> Result<(FuncId, FuncId), AdError> {
+        let sig = self.input.sig(func).clone();
+        let fwd_sig = Signature::new(
+            sig.params.clone(),
+            if config.needs_primal {
+                sig.results.clone()
+            } else {
+                Vec::new()
+            },
+        );
+        let dups = dup_params(config);
+        let rvs_params: Vec<Type> = slice_params(&sig, config)
+            .iter()
+            .map(|&i| sig.params[i])
+            .chain(
+                dups.iter()
+                    .filter_map(|&i| sig.params[i].elem().map(Type::slice_mut)),
+            )
+            .chain(seeded_results(&sig, config).iter().map(|&j| sig.results[j]))
+            .chain(inout.iter().map(|&k| sig.params[k]))
+            .collect();
+        let active: Vec<Type> = (0..sig.params.len())
+            .filter(|&i| config.params[i] == Activity::Active)
+            .map(|i| sig.params[i])
+            .collect();
+        let rvs_sig = Signature::new(rvs_params, active);
+        let internal = |error: InternalError| AdError::Internal {
+            func: self.input.name(func).to_string(),
+            error,
+        };
+        let (fwd_name, rvs_name) = derived_names(&self.out, stem, &sig, config, self.width);
+        let fwd = self
+            .out
+            .declare(&fwd_name, fwd_sig)
+            .map_err(|e| internal(InternalError::Module(e)))?;
+        let rvs = self
+            .out
+            .declare(&rvs_name, rvs_sig)
+            .map_err(|e| internal(InternalError::Module(e)))?;
+        Ok((fwd, rvs))
+    }
+
+    /// Lazy derivation: a pair for a call of `func` under `config` that cannot be
+    /// derived (`error` says why), whose forward pass fails at run time with
+    /// `error`'s message (`trap_if`) and whose pullback is never reached. `None`
+    /// when `error` is not one to defer (a bug, or bad input to the derivation)
+    /// or the pair cannot be written (a slice result has nothing to return).
+    fn fail_pair(
+        &mut self,
+        func: FuncId,
+        config: &RuleConfig,
+        inout: &[usize],
+        error: &AdError,
+    ) -> Result<Option<(FuncId, FuncId)>, AdError> {
+        if !error.is_deferred() {
+            return Ok(None);
+        }
+        let stem = format!("{}.fail", self.input.name(func));
+        let (fwd, rvs) = self.declare_pair(func, config, &stem, inout)?;
+        if !self.define_failing(func, fwd, rvs, &error.to_string())? {
+            return Ok(None);
+        }
+        Ok(Some((fwd, rvs)))
+    }
+
+    /// Defines the declared `fwd` and `rvs` (of `func`'s rule) as functions that
+    /// fail with `message`; false when they cannot be written.
+    fn define_failing(
+        &mut self,
+        func: FuncId,
+        fwd: FuncId,
+        rvs: FuncId,
+        message: &str,
+    ) -> Result<bool, AdError> {
+        let internal = |error: InternalError| AdError::Internal {
+            func: self.input.name(func).to_string(),
+            error,
+        };
+        let mut bodies = Vec::new();
+        for id in [fwd, rvs] {
+            let sig = self.out.sig(id).clone();
+            let mut b = FunctionBuilder::new(&self.out, id);
+            let yes = b.bconst(true);
+            b.trap_if(yes, message);
+            let mut vals = Vec::new();
+            for &t in &sig.results {
+                let v = match Scalar::zero(t) {
+                    Some(z) => b.const_inst(z),
+                    None => match (0..sig.params.len()).find(|&i| sig.params[i] == t) {
+                        Some(i) => b.param(i),
+                        None => return Ok(false),
+                    },
+                };
+                vals.push(v);
+            }
+            b.ret(&vals);
+            bodies.push(b.finish().map_err(|e| internal(InternalError::Build(e)))?);
+        }
+        let mut bodies = bodies.into_iter();
+        for id in [fwd, rvs] {
+            if let Some(body) = bodies.next() {
+                self.out
+                    .define(id, body)
+                    .map_err(|e| internal(InternalError::Module(e)))?;
+            }
+        }
+        self.derived.extend([fwd, rvs]);
+        Ok(true)
     }
 
     /// Defines the bodies `fwd` and `rvs` of the pair `job` declared.
@@ -594,6 +708,17 @@ impl Deriver<'_> {
                 .pullback(&self.out, job.rvs, &decl.sig)
                 .map_err(internal)?;
             self.revolve_ids.extend([job.fwd, job.rvs]);
+            return self.define_pair(job, fwd, rvs);
+        }
+        if let JobKind::Custom(rule) = job.kind {
+            let internal = |error: InternalError| AdError::Internal {
+                func: fname.clone(),
+                error,
+            };
+            let fwd = custom::forward(&self.out, job.fwd, job.func, rule, &job.config)
+                .map_err(internal)?;
+            let rvs = custom::pullback(&self.out, job.rvs, job.func, rule, &job.config)
+                .map_err(internal)?;
             return self.define_pair(job, fwd, rvs);
         }
         if let JobKind::Checkpoint(inner_fwd, inner_rvs) = job.kind {

@@ -1,8 +1,8 @@
 //! Every function of `examples/ir/*.ir` under its default activities: derived (then
-//! the rule verifies, round-trips, and passes `check_rule` at a point), or refused
-//! with an error that says why. Never a panic.
+//! the rule verifies, round-trips, and passes `check_rule` at a point, unless it
+//! calls a host function). Never a panic.
 
-use gradlift_adjoint::{AdError, CheckOptions, RuleConfig, build_rrule, check_derived};
+use gradlift_adjoint::{CheckOptions, RuleConfig, build_rrule, check_derived};
 use gradlift_ir::interp::Val;
 use gradlift_ir::{Opcode, Type, parse, verify};
 
@@ -16,7 +16,7 @@ fn every_example_function_derives_or_is_refused_clearly() {
         .collect();
     files.sort();
     assert!(files.len() >= 10);
-    let (mut derived, mut refused) = (0, 0);
+    let (mut derived, mut lazy) = (0, 0);
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
         let m = parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -60,23 +60,27 @@ fn every_example_function_derives_or_is_refused_clearly() {
                     {
                         continue;
                     }
+                    if body.placed_insts().any(|(_, i)| {
+                        matches!(body.insts[i].imm, gradlift_ir::Imm::Func(g) if m.funcs[g].function().is_none())
+                    }) {
+                        // Calls a host function (@wave: no derivative, so its rule
+                        // fails when it runs; tests/lazy.rs runs it).
+                        lazy += 1;
+                        continue;
+                    }
                     let opts = CheckOptions::for_sig(&decl.sig);
                     if let Err(e) = check_derived(&m, &rule, &args, &opts) {
                         panic!("@{} at {args:?}: {e}", decl.name);
                     }
                 }
-                Err(e @ AdError::NoDerivative { .. }) => {
-                    refused += 1;
-                    let msg = e.to_string();
-                    assert!(msg.contains(&format!("@{}", decl.name)), "{msg}");
-                    assert!(msg.contains("vjp"), "{msg}");
-                }
                 Err(e) => panic!("@{}: unexpected {e}", decl.name),
             }
         }
     }
+    // Every function derives; @wave's call of a host function without a
+    // derivative only fails if it runs.
     assert!(
-        derived >= 30 && refused >= 1,
-        "{derived} derived, {refused} refused"
+        derived >= 30 && lazy >= 1,
+        "{derived} derived, {lazy} calling host functions"
     );
 }

@@ -95,7 +95,7 @@ pub use entities::{Block, FuncId, Inst, Msg, Value};
 pub use function::{
     BlockData, Function, InstData, Phi, Pos, SourceMap, Terminator, ValueData, ValueDef,
 };
-pub use module::{Body, Decl, FuncDecl, Module, ModuleError, Signature};
+pub use module::{Body, Decl, FuncDecl, Module, ModuleError, Signature, VjpRule};
 pub use ops::{CmpPred, Imm, Opcode};
 pub use opt::{OptConfig, OptError, OptReport, optimize};
 pub use parser::{ParseError, ParseErrors, ParseOptions, parse, parse_with};

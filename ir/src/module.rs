@@ -117,6 +117,21 @@ pub enum Decl {
         /// cotangent per float parameter.
         rule: FuncId,
     },
+    /// `vjp @func = @forward, @pullback`: a custom derivative as a pair of rules
+    /// (Mooncake's `rrule!!`). `forward` has `func`'s signature and runs in its
+    /// place in a gradient's forward pass, pushing onto the tape what `pullback`
+    /// needs; `pullback` takes `func`'s scalar parameters, one shadow per float slice
+    /// parameter and one cotangent per float result, pops what `forward` pushed, and
+    /// returns one cotangent per float scalar parameter (see
+    /// [`vjp_pair_signature`](crate::verify::vjp_pair_signature)).
+    VjpPair {
+        /// The function with a custom derivative.
+        func: FuncId,
+        /// Its forward rule (same signature as `func`).
+        forward: FuncId,
+        /// Its pullback rule.
+        pullback: FuncId,
+    },
     /// `jvp @func = @rule`: `rule` is the custom forward-mode derivative of `func`.
     ///
     /// Forward mode calls `rule` instead of differentiating a call to `func`; reverse
@@ -141,10 +156,40 @@ impl Decl {
         match *self {
             Decl::Overlay { func, .. }
             | Decl::Vjp { func, .. }
+            | Decl::VjpPair { func, .. }
             | Decl::Jvp { func, .. }
             | Decl::Nodiff { func } => func,
         }
     }
+
+    /// The functions the declaration names besides [`Decl::func`]: the overlay's
+    /// target, the rule, or the pair of rules.
+    pub fn rules(&self) -> smallvec::SmallVec<[FuncId; 2]> {
+        match *self {
+            Decl::Overlay { with, .. } => smallvec::smallvec![with],
+            Decl::Vjp { rule, .. } | Decl::Jvp { rule, .. } => smallvec::smallvec![rule],
+            Decl::VjpPair {
+                forward, pullback, ..
+            } => smallvec::smallvec![forward, pullback],
+            Decl::Nodiff { .. } => smallvec::SmallVec::new(),
+        }
+    }
+}
+
+/// A function's custom reverse-mode derivative, as its `vjp` declaration gives it.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub enum VjpRule {
+    /// `vjp @f = @rule`: one function, called by the pullback with the arguments
+    /// as they were at the call.
+    Pullback(FuncId),
+    /// `vjp @f = @forward, @pullback`: a forward rule and a pullback rule that
+    /// share what the forward rule pushes onto the tape.
+    Pair {
+        /// Runs in place of the function in the forward pass.
+        forward: FuncId,
+        /// Runs in the pullback.
+        pullback: FuncId,
+    },
 }
 
 /// Why a module edit was refused.
@@ -300,10 +345,24 @@ impl Module {
         })
     }
 
-    /// The custom derivative of `func` (`vjp`).
+    /// The custom derivative of `func` when it is one function (`vjp @f = @rule`);
+    /// [`Module::vjp_rule`] gives either form.
     pub fn vjp_of(&self, func: FuncId) -> Option<FuncId> {
+        match self.vjp_rule(func) {
+            Some(VjpRule::Pullback(rule)) => Some(rule),
+            _ => None,
+        }
+    }
+
+    /// The custom reverse-mode derivative of `func` (`vjp`), in either form.
+    pub fn vjp_rule(&self, func: FuncId) -> Option<VjpRule> {
         self.decls.iter().find_map(|(d, _)| match *d {
-            Decl::Vjp { func: f, rule } if f == func => Some(rule),
+            Decl::Vjp { func: f, rule } if f == func => Some(VjpRule::Pullback(rule)),
+            Decl::VjpPair {
+                func: f,
+                forward,
+                pullback,
+            } if f == func => Some(VjpRule::Pair { forward, pullback }),
             _ => None,
         })
     }

@@ -24,11 +24,14 @@
 //!   an error ("declared but never defined").
 //! - Every declaration names functions of the module.
 //! - `overlay @f = @g`: `@f` and `@g` have the same signature.
-//! - `vjp @f = @r`: `@f` has scalar parameters only; `@r`'s parameters are `@f`'s,
-//!   followed by one cotangent per float result of `@f` (of that result's type); its
-//!   results are one cotangent per float parameter of `@f` (of that parameter's
-//!   type), in order. The comparison is exact (a `mut` slice is not accepted for a
-//!   read-only one here).
+//! - `vjp @f = @r`: `@r` has the signature [`vjp_signature`] gives: `@f`'s
+//!   parameters (a `mut [T]` one as `[T]`), then one shadow `mut [T]` per float
+//!   slice parameter, then one cotangent per float result of `@f` (of that result's
+//!   type); its results are one cotangent per float scalar parameter of `@f` (of
+//!   that parameter's type), in order. The comparison is exact (a `mut` slice is
+//!   not accepted for a read-only one here).
+//! - `vjp @f = @fwd, @rvs`: `@fwd` has `@f`'s signature; `@rvs` has the signature
+//!   [`vjp_pair_signature`] gives (as `vjp_signature`, without the slices).
 //! - `jvp @f = @r`: `@f` has scalar parameters only; `@r`'s parameters are `@f`'s,
 //!   followed by one tangent per float parameter of `@f` (of that parameter's type);
 //!   its results are one tangent per float result of `@f` (of that result's type), in
@@ -225,9 +228,14 @@ pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
     let mut first: HashMap<(FuncId, &'static str), Pos> = HashMap::new();
     for &(decl, pos) in &module.decls {
         let context = decl_line(module, &decl);
-        let (kind, ids): (&'static str, SmallVec<[FuncId; 2]>) = match decl {
+        let (kind, ids): (&'static str, SmallVec<[FuncId; 3]>) = match decl {
             Decl::Overlay { func, with } => ("overlay", smallvec::smallvec![func, with]),
             Decl::Vjp { func, rule } => ("vjp", smallvec::smallvec![func, rule]),
+            Decl::VjpPair {
+                func,
+                forward,
+                pullback,
+            } => ("vjp", smallvec::smallvec![func, forward, pullback]),
             Decl::Jvp { func, rule } => ("jvp", smallvec::smallvec![func, rule]),
             Decl::Nodiff { func } => ("nodiff", smallvec::smallvec![func]),
         };
@@ -264,7 +272,41 @@ pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
                     ));
                 }
             }
-            Decl::Vjp { func, rule } | Decl::Jvp { func, rule } => {
+            Decl::Vjp { func, rule } => {
+                let (expected, found) = (vjp_signature(module.sig(func)), module.sig(rule));
+                if *found != expected {
+                    error(format!(
+                        "vjp rule @{} for @{} must have the signature {expected}, found {found}",
+                        module.name(rule),
+                        module.name(func),
+                    ));
+                }
+            }
+            Decl::VjpPair {
+                func,
+                forward,
+                pullback,
+            } => {
+                let fs = module.sig(func);
+                let found = module.sig(forward);
+                if found != fs {
+                    error(format!(
+                        "vjp forward rule @{} for @{} must have @{}'s signature {fs}, found {found}",
+                        module.name(forward),
+                        module.name(func),
+                        module.name(func),
+                    ));
+                }
+                let (expected, found) = (vjp_pair_signature(fs), module.sig(pullback));
+                if *found != expected {
+                    error(format!(
+                        "vjp pullback rule @{} for @{} must have the signature {expected}, found {found}",
+                        module.name(pullback),
+                        module.name(func),
+                    ));
+                }
+            }
+            Decl::Jvp { func, rule } => {
                 let fs = module.sig(func);
                 if let Some((i, t)) = fs.params.iter().enumerate().find(|(_, t)| t.is_slice()) {
                     error(format!(
@@ -273,10 +315,7 @@ pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
                         i + 1
                     ));
                 } else {
-                    let expected = match decl {
-                        Decl::Jvp { .. } => jvp_signature(fs),
-                        _ => vjp_signature(fs),
-                    };
+                    let expected = jvp_signature(fs);
                     let found = module.sig(rule);
                     if *found != expected {
                         error(format!(
@@ -323,17 +362,64 @@ pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
     errors
 }
 
-/// The signature a `vjp` rule for a function of signature `sig` must have.
-fn vjp_signature(sig: &Signature) -> Signature {
-    let mut params = sig.params.clone();
+/// The signature a `vjp` rule (`vjp @f = @rule`) for a function of signature
+/// `sig` must have: `sig`'s parameters, each `mut [T]` as `[T]` (the rule gets the
+/// contents as they were at the call, to read); then one shadow `mut [T]` for each
+/// float slice parameter (`[f64]`, `[f32]`, read-only or not), in order; then one
+/// cotangent for each float result (of that result's type). Its results are one
+/// cotangent for each float scalar parameter (of that parameter's type), in order.
+/// Integers, bools and `[i64]` get no cotangent.
+///
+/// For `(f64, [f64], mut [f32], i64) -> (f64, i64)` it is
+/// `(f64, [f64], [f32], i64, mut [f64], mut [f32], f64) -> f64`; for a function of
+/// scalars only, `sig`'s parameters, the float results' cotangents, and the float
+/// parameters' cotangents.
+pub fn vjp_signature(sig: &Signature) -> Signature {
+    let mut params: Vec<Type> = sig
+        .params
+        .iter()
+        .map(|&t| match t.elem() {
+            Some(e) => Type::slice(e),
+            None => t,
+        })
+        .collect();
+    params.extend(shadow_types(sig));
     params.extend(sig.results.iter().copied().filter(|t| t.is_float()));
-    let results: Vec<Type> = sig
+    Signature::new(params, float_scalars(&sig.params))
+}
+
+/// The signature the pullback rule of a pair (`vjp @f = @forward, @pullback`) for a
+/// function of signature `sig` must have: [`vjp_signature`]'s without the slices
+/// themselves, which the pullback does not get (the forward rule pushes onto the
+/// tape what it needs of them). `sig`'s scalar parameters, then one shadow
+/// `mut [T]` per float slice parameter, then one cotangent per float result;
+/// results, one cotangent per float scalar parameter.
+///
+/// For `(f64, [f64], mut [f32], i64) -> (f64, i64)` it is
+/// `(f64, i64, mut [f64], mut [f32], f64) -> f64`.
+pub fn vjp_pair_signature(sig: &Signature) -> Signature {
+    let mut params: Vec<Type> = sig
         .params
         .iter()
         .copied()
-        .filter(|t| t.is_float())
+        .filter(|t| t.is_scalar())
         .collect();
-    Signature::new(params, results)
+    params.extend(shadow_types(sig));
+    params.extend(sig.results.iter().copied().filter(|t| t.is_float()));
+    Signature::new(params, float_scalars(&sig.params))
+}
+
+/// One `mut [T]` per float slice of `sig`'s parameters.
+fn shadow_types(sig: &Signature) -> impl Iterator<Item = Type> + '_ {
+    sig.params.iter().filter_map(|t| match t.elem() {
+        Some(e) if t.is_differentiable() => Some(Type::slice_mut(e)),
+        _ => None,
+    })
+}
+
+/// The float scalars of `types`, in order.
+fn float_scalars(types: &[Type]) -> Vec<Type> {
+    types.iter().copied().filter(|t| t.is_float()).collect()
 }
 
 /// The signature a `jvp` rule for a function of signature `sig` must have: `sig`'s
@@ -374,6 +460,11 @@ fn decl_line(module: &Module, decl: &Decl) -> String {
     match *decl {
         Decl::Overlay { func, with } => format!("overlay {} = {}", name(func), name(with)),
         Decl::Vjp { func, rule } => format!("vjp {} = {}", name(func), name(rule)),
+        Decl::VjpPair {
+            func,
+            forward,
+            pullback,
+        } => format!("vjp {} = {}, {}", name(func), name(forward), name(pullback)),
         Decl::Jvp { func, rule } => format!("jvp {} = {}", name(func), name(rule)),
         Decl::Nodiff { func } => format!("nodiff {}", name(func)),
     }

@@ -430,6 +430,16 @@ pub fn decl_line(module: &Module, decl: &Decl) -> String {
                 func_ref(module, rule)
             )
         }
+        Decl::VjpPair {
+            func,
+            forward,
+            pullback,
+        } => format!(
+            "vjp {} = {}, {}",
+            func_ref(module, func),
+            func_ref(module, forward),
+            func_ref(module, pullback)
+        ),
         Decl::Jvp { func, rule } => {
             format!(
                 "jvp {} = {}",

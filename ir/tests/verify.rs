@@ -408,16 +408,65 @@ fn an_overlay_needs_the_same_signature() {
 }
 
 #[test]
-fn a_vjp_is_for_scalar_parameters_only() {
-    let mut m = Module::new();
-    let f = m.declare_extern("f", sig(&[F64, SF64], &[F64])).unwrap();
-    let r = m
-        .declare_extern("r", sig(&[F64, SF64, F64], &[F64]))
-        .unwrap();
-    m.add_decl(Decl::Vjp { func: f, rule: r }, Pos::NONE);
+fn a_vjp_over_slices_takes_the_slices_their_shadows_and_the_cotangents() {
+    // f(f64, [f64], mut [f64], i64) -> f64 needs a rule
+    // (f64, [f64], [f64], i64, mut [f64], mut [f64], f64) -> f64: the `mut` slice
+    // read-only (its contents at the call), a shadow per float slice.
+    let build = |rule_sig: Signature| {
+        let mut m = Module::new();
+        let f = m
+            .declare_extern("f", sig(&[F64, SF64, MF64, I64], &[F64]))
+            .unwrap();
+        let r = m.declare_extern("r", rule_sig).unwrap();
+        m.add_decl(Decl::Vjp { func: f, rule: r }, Pos::NONE);
+        m
+    };
+    check_ok(&build(sig(
+        &[F64, SF64, SF64, I64, MF64, MF64, F64],
+        &[F64],
+    )));
+    // The old form, without the shadows, is refused with the signature it needs.
     check_err(
-        &m,
-        "vjp needs @f to have scalar parameters only, but parameter 2 is [f64]",
+        &build(sig(&[F64, SF64, SF64, I64, F64], &[F64])),
+        "vjp rule @r for @f must have the signature (f64, [f64], [f64], i64, mut [f64], mut [f64], f64) -> f64, found (f64, [f64], [f64], i64, f64) -> f64",
+    );
+    // A read-only shadow cannot be added into.
+    check_err(
+        &build(sig(&[F64, SF64, SF64, I64, SF64, MF64, F64], &[F64])),
+        "vjp rule @r for @f must have the signature",
+    );
+}
+
+#[test]
+fn a_vjp_pair_has_a_forward_rule_of_the_signature_and_a_pullback_without_slices() {
+    let build = |fwd_sig: Signature, rvs_sig: Signature| {
+        let mut m = Module::new();
+        let f = m
+            .declare_extern("f", sig(&[F64, SF64, MF64, I64], &[F64]))
+            .unwrap();
+        let fwd = m.declare_extern("f_fwd", fwd_sig).unwrap();
+        let rvs = m.declare_extern("f_rvs", rvs_sig).unwrap();
+        m.add_decl(
+            Decl::VjpPair {
+                func: f,
+                forward: fwd,
+                pullback: rvs,
+            },
+            Pos::new(4, 1),
+        );
+        m
+    };
+    let good_fwd = sig(&[F64, SF64, MF64, I64], &[F64]);
+    let good_rvs = sig(&[F64, I64, MF64, MF64, F64], &[F64]);
+    check_ok(&build(good_fwd.clone(), good_rvs.clone()));
+    let errs = check_err(
+        &build(sig(&[F64, SF64, SF64, I64], &[F64]), good_rvs),
+        "vjp forward rule @f_fwd for @f must have @f's signature (f64, [f64], mut [f64], i64) -> f64, found (f64, [f64], [f64], i64) -> f64",
+    );
+    assert_eq!(errs[0].pos, Pos::new(4, 1));
+    check_err(
+        &build(good_fwd, sig(&[F64, SF64, MF64, MF64, F64], &[F64])),
+        "vjp pullback rule @f_rvs for @f must have the signature (f64, i64, mut [f64], mut [f64], f64) -> f64",
     );
 }
 

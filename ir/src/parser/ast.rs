@@ -54,8 +54,10 @@ pub(crate) enum Item<'a> {
         pos: Pos,
         /// The function with a custom derivative.
         func: Name<'a>,
-        /// Its derivative.
+        /// Its derivative (the pullback rule, when `forward` is given).
         rule: Name<'a>,
+        /// `vjp @func = @forward, @rule`: the forward rule of a pair.
+        forward: Option<Name<'a>>,
     },
     /// `jvp @func = @rule`.
     Jvp {

@@ -122,10 +122,34 @@ pub(crate) fn lower(items: &[Item<'_>], errors: &mut Vec<ParseError>) -> Module 
                 func.zip(with)
                     .map(|(func, with)| (Decl::Overlay { func, with }, *pos))
             }
-            Item::Vjp { pos, func, rule } => {
+            Item::Vjp {
+                pos,
+                func,
+                rule,
+                forward: None,
+            } => {
                 let (func, rule) = (lookup(func), lookup(rule));
                 func.zip(rule)
                     .map(|(func, rule)| (Decl::Vjp { func, rule }, *pos))
+            }
+            Item::Vjp {
+                pos,
+                func,
+                rule,
+                forward: Some(forward),
+            } => {
+                let (func, forward, pullback) = (lookup(func), lookup(forward), lookup(rule));
+                match (func, forward, pullback) {
+                    (Some(func), Some(forward), Some(pullback)) => Some((
+                        Decl::VjpPair {
+                            func,
+                            forward,
+                            pullback,
+                        },
+                        *pos,
+                    )),
+                    _ => None,
+                }
             }
             Item::Jvp { pos, func, rule } => {
                 let (func, rule) = (lookup(func), lookup(rule));

@@ -319,7 +319,7 @@ impl<'a> Parser<'a, '_> {
         }
     }
 
-    /// `overlay @f = @g`, `vjp @f = @g`, `jvp @f = @g`, `nodiff @f`.
+    /// `overlay @f = @g`, `vjp @f = @g`, `vjp @f = @g, @h`, `jvp @f = @g`, `nodiff @f`.
     fn decl_item(&mut self, items: &mut Vec<Item<'a>>) -> PResult<()> {
         let kw = self.bump();
         let pos = kw.pos;
@@ -337,9 +337,26 @@ impl<'a> Parser<'a, '_> {
                 Item::Jvp { pos, func, rule }
             }
             _ => {
+                // `vjp @f = @rule`, or the pair `vjp @f = @forward, @pullback`.
                 self.expect(Tok::Eq, "`=`")?;
-                let rule = self.func_name()?;
-                Item::Vjp { pos, func, rule }
+                let first = self.func_name()?;
+                if self.peek() == Tok::Comma {
+                    self.bump();
+                    let rule = self.func_name()?;
+                    Item::Vjp {
+                        pos,
+                        func,
+                        rule,
+                        forward: Some(first),
+                    }
+                } else {
+                    Item::Vjp {
+                        pos,
+                        func,
+                        rule: first,
+                        forward: None,
+                    }
+                }
             }
         };
         items.push(item);
