@@ -6,7 +6,7 @@
 use core::fmt;
 
 use gradlift_ir::interp::{Interpreter, RunError, Val};
-use gradlift_ir::{Elem, FuncId, Module, Signature, Type};
+use gradlift_ir::{Elem, FuncId, Hosts, Module, Signature, Type};
 
 use crate::config::{Activity, RetActivity, RuleConfig};
 use crate::error::AdError;
@@ -336,6 +336,20 @@ pub fn check_rule(
     check_derived(module, &rule, args, opts)
 }
 
+/// [`check_rule`] for a module that calls `extern` functions (a host function,
+/// or a host `vjp` rule): both the plain function and the rule run with `hosts`.
+pub fn check_rule_with_hosts(
+    module: &Module,
+    func: FuncId,
+    config: &RuleConfig,
+    args: &[Val],
+    opts: &CheckOptions,
+    hosts: &Hosts,
+) -> Result<CheckReport, CheckError> {
+    let rule = build_rrule(module, func, config).map_err(CheckError::Build)?;
+    check_derived_with_hosts(module, &rule, args, opts, hosts)
+}
+
 /// Checks `rule`, derived from a function of `module`, at `args`, as [`check_rule`]
 /// does; for checking one rule at several points without deriving it each time, or
 /// a rule built by hand (its [`RuleLayout`](crate::RuleLayout) must then be the one
@@ -345,6 +359,18 @@ pub fn check_derived(
     rule: &Rule,
     args: &[Val],
     opts: &CheckOptions,
+) -> Result<CheckReport, CheckError> {
+    check_derived_with_hosts(module, rule, args, opts, &Hosts::new())
+}
+
+/// [`check_derived`] with host functions for the module's `extern`s (see
+/// [`check_rule_with_hosts`]).
+pub fn check_derived_with_hosts(
+    module: &Module,
+    rule: &Rule,
+    args: &[Val],
+    opts: &CheckOptions,
+    hosts: &Hosts,
 ) -> Result<CheckReport, CheckError> {
     let func = rule.layout.primal;
     let Some(decl) = module.funcs.get(func) else {
@@ -364,7 +390,7 @@ pub fn check_derived(
     let io = Io::new(rule, sig, args);
 
     // The plain function at `args`.
-    let mut plain = Interpreter::new(module);
+    let mut plain = Interpreter::new(module).with_hosts(hosts);
     let mut run_plain = |args: &[Val]| -> Result<(Vec<Val>, Vec<Val>), RunError> {
         let mut a = args.to_vec();
         let results = plain.call(func, &mut a)?;
@@ -384,7 +410,7 @@ pub fn check_derived(
 
     // 1: the primal, the slices the forward pass leaves, the arguments, the tape
     // (which value_and_gradient checks).
-    let mut engine = Interpreter::new(&rule.module);
+    let mut engine = Interpreter::new(&rule.module).with_hosts(hosts);
     let out = value_and_gradient(&mut engine, rule, args, &Seeds::default())?;
     if config.needs_primal && !out.value.as_ref().is_some_and(|v| same_vals(v, &primal)) {
         return Err(CheckError::Primal {

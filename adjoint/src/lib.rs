@@ -95,7 +95,10 @@ mod tape;
 mod widen;
 
 pub use check::Coord;
-pub use check::{CheckError, CheckOptions, CheckReport, check_derived, check_rule};
+pub use check::{
+    CheckError, CheckOptions, CheckReport, check_derived, check_derived_with_hosts, check_rule,
+    check_rule_with_hosts,
+};
 pub use config::{Activity, RetActivity, RuleConfig, TapePolicy};
 pub use error::{AdError, InternalError};
 pub use eval::{

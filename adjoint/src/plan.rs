@@ -506,6 +506,9 @@ fn call_stmt(
                     ),
                 };
                 let rule = failing_call(module, func, act, inst, g, config, error, request)?;
+                if let CallRule::Derived { config, .. } = &rule {
+                    save_buffers(func, inst, config, &mut info);
+                }
                 info.reverse = Some(RevStmt::Call {
                     inst,
                     call: rule.clone(),
@@ -529,12 +532,7 @@ fn call_stmt(
                 }
                 Err(e) => return Err(e),
             };
-            for (&a, &p) in d.args.iter().zip(&callee_config.params) {
-                if p == Activity::Dup && matches!(func.value_def(a), ValueDef::Result(..)) {
-                    info.saves.push(SaveItem::Buf(a));
-                    info.saves.push(SaveItem::Shadow(a));
-                }
-            }
+            save_buffers(func, inst, &callee_config, &mut info);
             CallRule::Derived {
                 fwd,
                 rvs,
@@ -549,7 +547,11 @@ fn call_stmt(
                 callee: module.name(g).to_string(),
                 at: describe_inst(module, func, inst),
             };
-            failing_call(module, func, act, inst, g, config, error, request)?
+            let rule = failing_call(module, func, act, inst, g, config, error, request)?;
+            if let CallRule::Derived { config, .. } = &rule {
+                save_buffers(func, inst, config, &mut info);
+            }
+            rule
         }
     };
     info.reverse = Some(RevStmt::Call {
@@ -557,6 +559,19 @@ fn call_stmt(
         call: rule.clone(),
     });
     Ok((info, Some(rule)))
+}
+
+/// What the pullback of the call `inst`, whose callee's rule is derived for
+/// `config`, needs of the local buffers it passes with a shadow: the buffer and
+/// its shadow's handles.
+fn save_buffers(func: &Function, inst: Inst, config: &RuleConfig, info: &mut InstInfo) {
+    let d = &func.insts[inst];
+    for (&a, &p) in d.args.iter().zip(&config.params) {
+        if p == Activity::Dup && matches!(func.value_def(a), ValueDef::Result(..)) {
+            info.saves.push(SaveItem::Buf(a));
+            info.saves.push(SaveItem::Shadow(a));
+        }
+    }
 }
 
 /// The rule of a call that cannot be derived (`error` says why): a rule of the

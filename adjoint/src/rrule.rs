@@ -229,7 +229,13 @@ pub fn build_rrule_width(
             let root = (job.fwd, job.rvs) == (forward, pullback);
             if root
                 || !e.is_deferred()
-                || !deriver.define_failing(job.func, job.fwd, job.rvs, &e.to_string())?
+                || !deriver.define_failing(
+                    job.func,
+                    &job.config,
+                    job.fwd,
+                    job.rvs,
+                    &e.to_string(),
+                )?
             {
                 return Err(e);
             }
@@ -617,7 +623,7 @@ impl Deriver<'_> {
         }
         let stem = format!("{}.fail", self.input.name(func));
         let (fwd, rvs) = self.declare_pair(func, config, &stem, inout)?;
-        if !self.define_failing(func, fwd, rvs, &error.to_string())? {
+        if !self.define_failing(func, config, fwd, rvs, &error.to_string())? {
             return Ok(None);
         }
         Ok(Some((fwd, rvs)))
@@ -628,6 +634,7 @@ impl Deriver<'_> {
     fn define_failing(
         &mut self,
         func: FuncId,
+        config: &RuleConfig,
         fwd: FuncId,
         rvs: FuncId,
         message: &str,
@@ -665,6 +672,24 @@ impl Deriver<'_> {
             }
         }
         self.derived.extend([fwd, rvs]);
+        // Widened as a derived pullback is, so a caller of width N calls it so.
+        let sig = self.input.sig(func);
+        let (n_slices, n_dups) = (slice_params(sig, config).len(), dup_params(config).len());
+        let rvs_sig = self.out.sig(rvs);
+        self.pullbacks.push(LaneFunc {
+            func: rvs,
+            params: (0..rvs_sig.params.len())
+                .map(|k| match k {
+                    k if k < n_slices => ParamLanes::Shared,
+                    k if k < n_slices + n_dups => ParamLanes::Slice,
+                    _ => ParamLanes::Scalar,
+                })
+                .collect(),
+            results: vec![true; rvs_sig.results.len()],
+            lane_views: Vec::new(),
+            lane_allocs: Vec::new(),
+        });
+        self.forwards.push((fwd, Vec::new()));
         Ok(true)
     }
 

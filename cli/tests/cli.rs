@@ -542,6 +542,27 @@ fn example_calls() -> Vec<(&'static str, &'static str, String)> {
         ("branches.ir", "clamp", "[-1, 0, 1]".into()),
         ("branches.ir", "clamp", "[\"inf\", 0, 1]".into()),
         ("branchy.ir", "branchy", format!("[{}]", wave(12, 0.9))),
+        (
+            "custom_rules.ir",
+            "matvec",
+            "[[1, 2, 3, 4, 5, 6], [1, -1], [0, 0, 0]]".into(),
+        ),
+        (
+            "custom_rules.ir",
+            "matvec_vjp",
+            "[[1, 2, 3, 4, 5, 6], [1, -1], [0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0], [1, 0.5, 2]]"
+                .into(),
+        ),
+        (
+            "custom_rules.ir",
+            "mv_loss",
+            format!("[{}, [1, -1], 0.5]", wave(6, 0.3)),
+        ),
+        ("custom_rules.ir", "lse", format!("[{}]", wave(5, 0.8))),
+        ("custom_rules.ir", "lse_fwd", "[[1, 2, 3]]".into()),
+        ("custom_rules.ir", "lse_loss", "[[1, 2, 3], 0.5]".into()),
+        // Pops what @lse_fwd pushed: alone, the tape is empty.
+        ("custom_rules.ir", "lse_rvs", "[[0, 0, 0], 1.0]".into()),
         ("decls.ir", "softplus", "[0.3]".into()),
         ("decls.ir", "softplus_stable", "[40]".into()),
         ("decls.ir", "softplus_stable", "[-40]".into()),
@@ -663,9 +684,9 @@ fn run_on_the_jit_prints_what_the_interpreter_prints() {
             _ => panic!("{file} @{func}: {interp:?}"),
         }
     }
-    // Five calls fail on purpose (a negative alloc, division by zero, out of bounds
-    // twice, the depth limit); the rest succeed.
-    assert_eq!((ok, failed), (example_calls().len() - 5, 5));
+    // Six calls fail on purpose (a negative alloc, division by zero, out of bounds
+    // twice, the depth limit, a pop from the empty tape); the rest succeed.
+    assert_eq!((ok, failed), (example_calls().len() - 6, 6));
 }
 
 /// Every defined function of `examples/ir` is in `example_calls`.
@@ -2583,5 +2604,46 @@ exit:
     assert_eq!(dump.code, 0, "{dump:?}");
     for name in ["@f.fwd", "@f.loop1.fwd", "@f.step1.fwd", "@revolve.split"] {
         assert!(dump.stdout.contains(name), "{name}: {}", dump.stdout);
+    }
+}
+
+/// Lazy derivation through the command line: a branch that calls a function
+/// without a derivative runs while not taken, and fails with the derivation's
+/// message, naming the call, when taken; both engines alike.
+#[test]
+fn grad_with_an_untaken_call_without_a_derivative() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gradlift-tests");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("lazy.ir");
+    std::fs::write(
+        &file,
+        "func @stair(%x: f64) -> f64 {\nentry:\n    %r = floor %x\n    ret %r\n}\n\
+         func @bump(%s: mut [f64], %x: f64) -> f64 {\nentry:\n    store %s[0], %x\n    ret %x\n}\n\
+         overlay @bump = @stair2\n\
+         func @stair2(%s: mut [f64], %x: f64) -> f64 {\nentry:\n    ret %x\n}\n\
+         func @f(%x: f64, %k: i64) -> f64 {\nentry:\n    %buf = alloc f64, 1\n    %far = icmp gt %k, 0\n    br %far, far, near\n\
+         far:\n    %b = call @bump(%buf, %x)\n    jump done\n\
+         near:\n    %c = fmul %x, %x\n    jump done\n\
+         done:\n    %r = phi f64 [far: %b, near: %c]\n    ret %r\n}\n",
+    )
+    .expect("write");
+    for engine in ["jit", "interp"] {
+        let f = shown(&file);
+        let grad = |args: &str| {
+            cli(&[
+                "grad", &f, "--func", "f", "--args", args, "--engine", engine,
+            ])
+        };
+        let run = grad("[1.5, 0]");
+        assert_eq!(run.code, 0, "{engine}: {run:?}");
+        assert_eq!(json_out(&run)["gradient"][0], 3.0, "{engine}: {run:?}");
+        let run = grad("[1.5, 1]");
+        assert_eq!(run.code, 1, "{engine}: {run:?}");
+        assert!(
+            run.stderr.contains(
+                "`%b = call @bump(%buf, %x)` at 22:5: the derivative of @bump is overlaid"
+            ),
+            "{engine}: {run:?}"
+        );
     }
 }

@@ -373,22 +373,22 @@ pub struct Vjp<G, A> {
     _a: PhantomData<fn(A)>,
 }
 
-/// The signature a vjp of `sig` must have, or why `sig` cannot have one.
-fn vjp_signature(sig: &Signature) -> Result<Signature, String> {
+/// The signature a vjp of `sig` must have ([`verify::vjp_signature`]): the
+/// parameters (a `mut` slice read-only), one shadow `mut` slice per float slice,
+/// one cotangent per float result; returning one cotangent per float scalar.
+fn vjp_signature(sig: &Signature) -> Signature {
+    verify::vjp_signature(sig)
+}
+
+/// Scalar parameters only, for the native rules of [`Func::vjp_native`].
+fn scalar_vjp_signature(sig: &Signature) -> Result<Signature, String> {
     if let Some(t) = sig.params.iter().find(|t| !t.is_scalar()) {
         return Err(format!(
-            "a custom derivative needs scalar parameters only, and this function takes {t}"
+            "a native vjp of f64 numbers needs scalar parameters only, and this function \
+             takes {t} (use `vjp_host` for a rule over slices)"
         ));
     }
-    let mut params = sig.params.clone();
-    params.extend(sig.results.iter().filter(|t| t.is_float()));
-    let results = sig
-        .params
-        .iter()
-        .copied()
-        .filter(|t| t.is_float())
-        .collect::<Vec<_>>();
-    Ok(Signature::new(params, results))
+    Ok(vjp_signature(sig))
 }
 
 impl<G: Callable<A>, A: Args> Deriv for Vjp<G, A> {
@@ -396,18 +396,7 @@ impl<G: Callable<A>, A: Args> Deriv for Vjp<G, A> {
         self.name
     }
     fn declare(&self, name: &str, id: FuncId, sig: &Signature) {
-        let want = match vjp_signature(sig) {
-            Ok(s) => s,
-            Err(detail) => {
-                with_session(|s| {
-                    s.fail(TraceError::CustomRule {
-                        func: name.to_string(),
-                        detail,
-                    })
-                });
-                return;
-            }
-        };
+        let want = vjp_signature(sig);
         let Some((rule, gsig)) = define::<A, G, _>(self.name, &self.g, &Plain) else {
             return;
         };
@@ -416,8 +405,9 @@ impl<G: Callable<A>, A: Args> Deriv for Vjp<G, A> {
                 s.fail(TraceError::CustomRule {
                     func: name.to_string(),
                     detail: format!(
-                        "the vjp @{} has signature {}, but must have {} (the parameters, one \
-                         cotangent per float result, returning one cotangent per float parameter)",
+                        "the vjp @{} has signature {}, but must have {} (the parameters, a \
+                         `mut` slice read-only; one shadow `mut` slice per float slice; one \
+                         cotangent per float result; returning one cotangent per float scalar)",
                         self.name, gsig, want
                     ),
                 });
@@ -442,7 +432,7 @@ where
         self.name
     }
     fn declare(&self, name: &str, id: FuncId, sig: &Signature) {
-        let want = vjp_signature(sig).and_then(|w| {
+        let want = scalar_vjp_signature(sig).and_then(|w| {
             if w.params.iter().all(|&t| t == Type::F64) {
                 Ok(w)
             } else {
@@ -481,6 +471,32 @@ where
             Ok(rule) => {
                 s.module.add_decl(Decl::Vjp { func: id, rule }, Pos::NONE);
                 s.hosts.insert(self.name, host);
+            }
+            Err(e) => s.fail(e.into()),
+        });
+    }
+}
+
+/// `vjp` by a host function over [`Val`]s, slices included ([`Func::vjp_host`]).
+pub struct VjpHost<H> {
+    name: &'static str,
+    h: Arc<H>,
+}
+
+impl<H> Deriv for VjpHost<H>
+where
+    H: Fn(&mut [Val]) -> Result<Vec<Val>, String> + Send + Sync + 'static,
+{
+    fn describe(&self) -> &'static str {
+        self.name
+    }
+    fn declare(&self, _name: &str, id: FuncId, sig: &Signature) {
+        let want = vjp_signature(sig);
+        let h = Arc::clone(&self.h);
+        with_session(|s| match s.module.declare_extern(self.name, want) {
+            Ok(rule) => {
+                s.module.add_decl(Decl::Vjp { func: id, rule }, Pos::NONE);
+                s.hosts.insert(self.name, move |a: &mut [Val]| h(a));
             }
             Err(e) => s.fail(e.into()),
         });
@@ -565,6 +581,63 @@ impl<F> Func<F, Plain> {
                 name,
                 g,
                 _a: PhantomData,
+            },
+            checkpoint: self.checkpoint,
+        }
+    }
+
+    /// A custom derivative computed by a host function (the protocol of
+    /// [`Hosts::bind`](gradlift_ir::Hosts::bind)), for functions of any
+    /// parameters, slices included: `h` gets the arguments as they were at the
+    /// call (slices as `Val::F64s`, ...), then one shadow per float slice
+    /// parameter, then the cotangents of the float results; it adds the slices'
+    /// cotangents into the shadows (for a `mut` slice: replaces the cotangent of
+    /// its contents after the call by that of its contents before) and returns
+    /// the cotangents of the float scalar parameters. It becomes an
+    /// `extern @name` of the traced module ([`Traced::hosts`] binds it), with the
+    /// signature of a `vjp` rule (`docs/ir-text.md`, "vjp").
+    ///
+    /// ```
+    /// use gradlift_ir::Val;
+    /// use gradlift_trace::prelude::*;
+    /// use gradlift_trace::trace;
+    ///
+    /// // dot(a, b) = sum a_i b_i ...
+    /// fn dot<T: Real>(a: T::Slice<'_>, b: T::Slice<'_>) -> T {
+    ///     for_range(0, a.len(), T::lit(0.0), |i, acc| acc + a.at(i) * b.at(i))
+    /// }
+    /// // ... and its rule: da += dy b, db += dy a (no float scalar parameter).
+    /// fn dot_vjp(v: &mut [Val]) -> Result<Vec<Val>, String> {
+    ///     match v {
+    ///         [Val::F64s(a), Val::F64s(b), Val::F64s(da), Val::F64s(db), Val::F64(dy)] => {
+    ///             for i in 0..a.len() {
+    ///                 da[i] += *dy * b[i];
+    ///                 db[i] += *dy * a[i];
+    ///             }
+    ///             Ok(vec![])
+    ///         }
+    ///         _ => Err("dot_vjp takes two slices, two shadows and a cotangent".into()),
+    ///     }
+    /// }
+    /// let traced = trace("f", |a: Slice<f64>, b: Slice<f64>| {
+    ///     func("dot", dot::<Var>).vjp_host("dot_vjp", dot_vjp).call((a, b))
+    /// })?;
+    /// let text = traced.module.to_string();
+    /// assert!(text.contains("extern @dot_vjp([f64], [f64], mut [f64], mut [f64], f64)"), "{text}");
+    /// assert!(text.contains("vjp @dot = @dot_vjp"), "{text}");
+    /// assert!(traced.hosts.get("dot_vjp").is_some());
+    /// # Ok::<(), gradlift_trace::TraceError>(())
+    /// ```
+    pub fn vjp_host<H>(self, name: &'static str, h: H) -> Func<F, VjpHost<H>>
+    where
+        H: Fn(&mut [Val]) -> Result<Vec<Val>, String> + Send + Sync + 'static,
+    {
+        Func {
+            name: self.name,
+            f: self.f,
+            deriv: VjpHost {
+                name,
+                h: Arc::new(h),
             },
             checkpoint: self.checkpoint,
         }

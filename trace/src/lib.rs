@@ -63,7 +63,7 @@ pub use ctx::{Slot, Tag};
 pub use error::{Loc, TraceError};
 pub use flow::{Carry, cond, for_range, for_range_checkpointed, while_loop};
 pub use func::{
-    Args, Callable, Deriv, Func, Nodiff, Overlay, Param, Plain, Ret, Traced, Tracer, Vjp,
+    Args, Callable, Deriv, Func, Nodiff, Overlay, Param, Plain, Ret, Traced, Tracer, Vjp, VjpHost,
     VjpNative, func, trace,
 };
 pub use num::{Float, Int, Logic, Real, SliceRead, SliceWrite};

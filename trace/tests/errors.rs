@@ -225,7 +225,7 @@ fn custom_derivatives_that_do_not_fit() {
     fn sum_vjp<T: Real>(dy: T) -> T {
         dy
     }
-    // A vjp needs scalar parameters.
+    // A vjp over a slice takes the slice and its shadow too.
     let err = trace("f", |x: Slice<f64>| {
         func("sum", sum::<Var>)
             .vjp("sum_vjp", sum_vjp::<Var>)
@@ -233,7 +233,19 @@ fn custom_derivatives_that_do_not_fit() {
     })
     .unwrap_err();
     assert!(matches!(err, TraceError::CustomRule { .. }), "{err:?}");
-    assert!(err.to_string().contains("scalar parameters"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("must have ([f64], mut [f64], f64) (the parameters"),
+        "{err}"
+    );
+    // A native vjp of f64 numbers is for scalars only.
+    let err = trace("f", |x: Slice<f64>| {
+        func("sum", sum::<Var>)
+            .vjp_native("sum_vjp", |_, _, _| {})
+            .call((x,))
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("vjp_host"), "{err}");
 
     // A vjp of the wrong signature: it must take x and dy.
     fn sq<T: Real>(x: T) -> T {
