@@ -41,8 +41,8 @@ use gradlift::jit::Arg;
 use gradlift::suite::{self, MLP_BATCH, N, NORMALIZE_N, ODE_STEPS};
 use gradlift::trace::{Callable, Slice, Var};
 use gradlift::{
-    Autodiff, CompiledFunction, CompiledGradient, Const, Duplicated, Error, Pipeline, Workspace,
-    autodiff,
+    Autodiff, CompiledFunction, CompiledGradient, Const, Duplicated, Error, Hosts, Pipeline,
+    Workspace, autodiff,
 };
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
@@ -81,6 +81,8 @@ struct Row {
     attr: Option<Attr>,
     /// The same program from `examples/ir`, through the command line's pipeline.
     ir: Option<IrRow>,
+    /// The same again with host functions and host rules (mlp: a host gemv).
+    ir_host: Option<IrRow>,
 }
 
 /// A program of `examples/ir` through [`Pipeline`] (what `gradlift grad` runs:
@@ -113,8 +115,37 @@ fn ir_row(
     let start = Instant::now();
     let path = format!("{}/examples/ir/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).expect("the examples/ir file reads");
-    let module = gradlift::ir::parse(&text).expect("the examples/ir file parses");
-    let pipeline = Pipeline::new();
+    ir_row_of(
+        file,
+        &text,
+        Hosts::new(),
+        start,
+        name,
+        args,
+        params,
+        hand,
+        hand_value,
+        hand_dx,
+    )
+}
+
+/// [`ir_row`] for the module `text` (labelled `file`) with host functions
+/// `hosts`, its compile time counted from `start`.
+#[allow(clippy::too_many_arguments)]
+fn ir_row_of(
+    file: &'static str,
+    text: &str,
+    hosts: Hosts,
+    start: Instant,
+    name: &str,
+    args: Vec<Val>,
+    params: &[Activity],
+    hand: Hand<'_>,
+    hand_value: f64,
+    hand_dx: Option<&[f64]>,
+) -> Result<IrRow, Error> {
+    let module = gradlift::ir::parse(text).expect("the module parses");
+    let pipeline = Pipeline::new().with_hosts(hosts);
     let id = module.func_by_name(name).expect("the function exists");
     let config = RuleConfig::default_for(module.sig(id)).with_params(params);
     let grad = pipeline.compile_gradient(&module, name, Some(&config))?;
@@ -172,6 +203,10 @@ fn ir_row(
         tape_bytes,
     })
 }
+
+/// The host gemv of the mlp row, and its rule.
+#[path = "host/gemv.rs"]
+mod gemv;
 
 /// The attribute form's gradient in a [`Row`]: `d_NAME` of `benches/attr.rs`.
 struct Attr {
@@ -386,6 +421,7 @@ fn row(
         written_primal: jit.written_primal,
         attr,
         ir: None,
+        ir_host: None,
     }
 }
 
@@ -649,7 +685,34 @@ fn mlp() -> Result<Row, Error> {
         gradient: &mut hg,
         written: None,
     };
-    let ir = ir_row("mlp.ir", "mlp", ir_args, &ir_params, hand, hand_value, None)?;
+    let ir = ir_row(
+        "mlp.ir",
+        "mlp",
+        ir_args.clone(),
+        &ir_params,
+        hand,
+        hand_value,
+        None,
+    )?;
+    // The same with both matrix-vector products a host gemv with a host rule
+    // (`examples/host/mlp_gemv.ir`, `examples/host_gemv.rs`).
+    let hand = Hand {
+        primal: &mut hp,
+        gradient: &mut hg,
+        written: None,
+    };
+    let host = ir_row_of(
+        "host/mlp_gemv.ir (host gemv)",
+        gemv::MLP_GEMV_IR,
+        gemv::hosts(),
+        Instant::now(),
+        "mlp",
+        ir_args,
+        &ir_params,
+        hand,
+        hand_value,
+        None,
+    )?;
     let mut row = row(
         "mlp",
         MLP_BATCH,
@@ -659,6 +722,7 @@ fn mlp() -> Result<Row, Error> {
         Some(attr_compile),
     );
     row.ir = Some(ir);
+    row.ir_host = Some(host);
     Ok(row)
 }
 
@@ -1129,7 +1193,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
-        if let Some(ir) = &r.ir {
+        for ir in r.ir.iter().chain(&r.ir_host) {
             println!(
                 "| {} | {} | {:.4} | {:.4} | {:.2} | {:.4} | {:.4} | {:.2} | {:.2} | {:.1} | {} |",
                 r.program,
