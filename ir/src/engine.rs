@@ -13,9 +13,11 @@
 //! - **The tape.** It belongs to the engine, not to a call, and persists across
 //!   calls until it is reset ([`Engine::reset_tape`]); [`TapeStats`] says what it
 //!   holds.
-//! - **Host functions.** An `extern` function runs a Rust closure ([`HostFn`]),
-//!   bound by name in [`Hosts`]. [`call_host`] is the protocol both engines follow:
-//!   arguments as `Val`s, panics caught, `mut` slices checked and copied back,
+//! - **Host functions.** An `extern` function runs a Rust closure bound by name in
+//!   [`Hosts`]: a [`HostFn`], which gets its arguments as `Val`s, or a
+//!   [`HostArgsFn`], which borrows them as [`Arg`]s (slices without a copy).
+//!   [`call_host`] and [`call_host_args`] are the protocols both engines follow:
+//!   panics caught, `mut` slices checked and copied back (or written in place),
 //!   results checked against the signature.
 //! - **[`Engine`]** is the trait: call a function on borrowed arguments, read and
 //!   reset the tape. The rule calling convention of `gradlift-adjoint` (`run_rule`)
@@ -644,8 +646,49 @@ pub struct TapeStats {
 /// length); writes into a read-only slice are dropped.
 pub type HostFn = dyn Fn(&mut [Val]) -> Result<Vec<Val>, String> + Send + Sync;
 
+/// A host function that borrows its arguments instead of copying them: bound with
+/// [`Hosts::bind_args`], called by both engines through [`call_host_args`].
+///
+/// A scalar parameter arrives by value (`Arg::F64`, ...), a read-only slice
+/// parameter `[T]` as `Arg::F64s`/`F32s`/`I64s` and a `mut [T]` parameter as
+/// `Arg::F64sMut`/`F32sMut`/`I64sMut`, each borrowing the engine's buffer itself
+/// (an argument, an `alloc`, a tape buffer): no copy, no allocation, and what the
+/// function writes into a `mut` slice is in the buffer at once. Writes stay when the
+/// function then fails (an `Err`, a panic, results that do not fit). It returns the
+/// results (scalars; `Vec::new()`, which does not allocate, for none), checked
+/// against the signature as [`call_host`] checks them. An engine passes the argument
+/// array without allocating for up to eight parameters.
+///
+/// **Aliasing.** One buffer may be passed twice (`call @g(%s, %s)`), and Rust allows
+/// no `&mut` next to another reference to the same memory. So an engine borrows
+/// directly every slice argument except those that share memory with an *earlier*
+/// slice argument of the same call (the same buffer in the interpreter, overlapping
+/// address ranges in the JIT) where one of the two is `mut`. Each of those gets a
+/// copy instead: a new vector holding the buffer's contents as they were before the
+/// call (so it does not see what the function writes through the earlier argument).
+/// After the function returns (whatever it returned, a panic included), the copies
+/// of `mut` parameters are written back into their buffers in argument order, so
+/// the last `mut` copy of a buffer wins over the earlier ones and over what was
+/// written directly through the first argument; copies of read-only parameters are
+/// dropped. Such a call allocates; every other call does not.
+pub type HostArgsFn = dyn Fn(&mut [Arg<'_>]) -> Result<Vec<Val>, String> + Send + Sync;
+
+/// A binding of [`Hosts`]: one of the two kinds of host function.
+#[derive(Clone)]
+pub(crate) enum Host {
+    /// Arguments as copies ([`Hosts::bind`]).
+    Copied(Arc<HostFn>),
+    /// Arguments borrowed ([`Hosts::bind_args`]).
+    Borrowed(Arc<HostArgsFn>),
+}
+
 /// Rust functions for the `extern` functions of a module, by name (without `@`).
 /// Both engines take them: `Interpreter::with_hosts` and the JIT's `compile_with`.
+///
+/// A function is one of two kinds: a [`HostFn`] ([`Hosts::bind`]) gets its
+/// arguments as owned [`Val`]s, slices copied in and `mut` ones copied back; a
+/// [`HostArgsFn`] ([`Hosts::bind_args`]) borrows the engine's buffers, without a
+/// copy. A name has one binding: binding it again, of either kind, replaces it.
 ///
 /// ```
 /// use gradlift_ir::engine::{Hosts, Val};
@@ -670,7 +713,7 @@ pub type HostFn = dyn Fn(&mut [Val]) -> Result<Vec<Val>, String> + Send + Sync;
 /// ```
 #[derive(Clone, Default)]
 pub struct Hosts {
-    fns: HashMap<String, Arc<HostFn>>,
+    fns: HashMap<String, Host>,
 }
 
 impl fmt::Debug for Hosts {
@@ -688,7 +731,7 @@ impl Hosts {
     }
 
     /// Binds the extern function `name` (without `@`) to `f`, replacing an earlier
-    /// binding of that name.
+    /// binding of that name (of either kind).
     pub fn bind(
         mut self,
         name: &str,
@@ -704,28 +747,164 @@ impl Hosts {
         name: &str,
         f: impl Fn(&mut [Val]) -> Result<Vec<Val>, String> + Send + Sync + 'static,
     ) {
-        self.fns.insert(name.to_string(), Arc::new(f));
+        self.fns.insert(name.to_string(), Host::Copied(Arc::new(f)));
     }
 
-    /// The function bound to `name`.
+    /// Binds the extern function `name` (without `@`) to `f`, a host function that
+    /// borrows its arguments ([`HostArgsFn`]: slices without a copy, `mut` ones
+    /// written in place), replacing an earlier binding of that name (of either
+    /// kind).
+    ///
+    /// ```
+    /// use gradlift_ir::engine::{Arg, Hosts, Val};
+    /// use gradlift_ir::interp::Interpreter;
+    ///
+    /// let module = gradlift_ir::parse("
+    ///     extern @axpy(f64, [f64], mut [f64])
+    ///     func @f(%a: f64, %x: [f64], %y: mut [f64]) -> f64 {
+    ///     entry:
+    ///         call @axpy(%a, %x, %y)
+    ///         %y1 = load %y[1]
+    ///         ret %y1
+    ///     }
+    /// ")?;
+    /// // y += a x, into the caller's buffer.
+    /// let hosts = Hosts::new().bind_args("axpy", |args: &mut [Arg<'_>]| match args {
+    ///     [Arg::F64(a), Arg::F64s(x), Arg::F64sMut(y)] => {
+    ///         y.iter_mut().zip(x.iter()).for_each(|(y, x)| *y += *a * x);
+    ///         Ok(Vec::new())
+    ///     }
+    ///     _ => Err("axpy takes f64, [f64], mut [f64]".to_string()),
+    /// });
+    /// assert!(hosts.get_args("axpy").is_some() && hosts.get("axpy").is_none());
+    /// let f = module.func_by_name("f").unwrap();
+    /// let mut args = [Val::F64(2.0), Val::F64s(vec![1.0, 2.0]), Val::F64s(vec![10.0, 20.0])];
+    /// let out = Interpreter::new(&module).with_hosts(&hosts).call(f, &mut args)?;
+    /// assert_eq!(out, [Val::F64(24.0)]);
+    /// assert_eq!(args[2], Val::F64s(vec![12.0, 24.0]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn bind_args(
+        mut self,
+        name: &str,
+        f: impl Fn(&mut [Arg<'_>]) -> Result<Vec<Val>, String> + Send + Sync + 'static,
+    ) -> Hosts {
+        self.insert_args(name, f);
+        self
+    }
+
+    /// [`Hosts::bind_args`] in place.
+    pub fn insert_args(
+        &mut self,
+        name: &str,
+        f: impl Fn(&mut [Arg<'_>]) -> Result<Vec<Val>, String> + Send + Sync + 'static,
+    ) {
+        self.fns
+            .insert(name.to_string(), Host::Borrowed(Arc::new(f)));
+    }
+
+    /// The function bound to `name` by [`Hosts::bind`] (arguments copied); `None`
+    /// if `name` is unbound or bound by [`Hosts::bind_args`] (see
+    /// [`Hosts::get_args`]).
     pub fn get(&self, name: &str) -> Option<&Arc<HostFn>> {
-        self.fns.get(name)
+        match self.fns.get(name)? {
+            Host::Copied(f) => Some(f),
+            Host::Borrowed(_) => None,
+        }
     }
 
-    /// Whether no function is bound.
+    /// The function bound to `name` by [`Hosts::bind_args`] (arguments borrowed);
+    /// `None` if `name` is unbound or bound by [`Hosts::bind`] (see
+    /// [`Hosts::get`]).
+    pub fn get_args(&self, name: &str) -> Option<&Arc<HostArgsFn>> {
+        match self.fns.get(name)? {
+            Host::Borrowed(f) => Some(f),
+            Host::Copied(_) => None,
+        }
+    }
+
+    /// Whether no function is bound (of either kind).
     pub fn is_empty(&self) -> bool {
         self.fns.is_empty()
     }
 
-    /// How many functions are bound.
+    /// How many functions are bound, of both kinds.
     pub fn len(&self) -> usize {
         self.fns.len()
     }
 
-    /// Every binding, in no particular order.
+    /// Every binding made by [`Hosts::bind`], in no particular order; those made by
+    /// [`Hosts::bind_args`] are left out (see [`Hosts::iter_args`]).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Arc<HostFn>)> {
+        self.fns.iter().filter_map(|(k, f)| match f {
+            Host::Copied(f) => Some((k.as_str(), f)),
+            Host::Borrowed(_) => None,
+        })
+    }
+
+    /// Every binding made by [`Hosts::bind_args`], in no particular order.
+    pub fn iter_args(&self) -> impl Iterator<Item = (&str, &Arc<HostArgsFn>)> {
+        self.fns.iter().filter_map(|(k, f)| match f {
+            Host::Borrowed(f) => Some((k.as_str(), f)),
+            Host::Copied(_) => None,
+        })
+    }
+
+    /// Every binding, of both kinds.
+    pub(crate) fn all(&self) -> impl Iterator<Item = (&str, &Host)> {
         self.fns.iter().map(|(k, f)| (k.as_str(), f))
     }
+}
+
+/// [`ErrorKind::ExternFailed`] for `@name`.
+fn extern_failed(name: &str, message: String) -> ErrorKind {
+    ErrorKind::ExternFailed {
+        name: name.to_string(),
+        message,
+    }
+}
+
+/// Runs a host function of `@name`: an `Err` and a panic (caught) become
+/// [`ErrorKind::ExternFailed`]. Both kinds of host function run through it.
+fn run_host(
+    name: &str,
+    call: impl FnOnce() -> Result<Vec<Val>, String>,
+) -> Result<Vec<Val>, ErrorKind> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err(m)) => Err(extern_failed(name, m)),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_string());
+            Err(extern_failed(name, format!("it panicked: {what}")))
+        }
+    }
+}
+
+/// Checks the results of a host function of `@name` against its signature `sig`.
+fn check_results(name: &str, sig: &Signature, out: &[Val]) -> Result<(), ErrorKind> {
+    if out.len() != sig.results.len() {
+        return Err(extern_failed(
+            name,
+            format!(
+                "it returned {} values for {} results",
+                out.len(),
+                sig.results.len()
+            ),
+        ));
+    }
+    for (k, (v, &ty)) in out.iter().zip(&sig.results).enumerate() {
+        if !v.fits(ty) {
+            return Err(extern_failed(
+                name,
+                format!("result {} must be {ty}, found {}", k + 1, v.ty()),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Calls the host function `f` of the extern `@name` with signature `sig` on
@@ -741,49 +920,42 @@ pub fn call_host(
     args: &mut [Val],
     mut write_back: impl FnMut(usize, &Val) -> bool,
 ) -> Result<Vec<Val>, ErrorKind> {
-    let fail = |message| ErrorKind::ExternFailed {
-        name: name.to_string(),
-        message,
-    };
     // The lengths before the call, to check that `mut` slices kept theirs. A host
     // function has few parameters; this allocates only beyond eight.
     let lens: smallvec::SmallVec<[Option<usize>; 8]> = args.iter().map(Val::slice_len).collect();
-    let out = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(args))) {
-        Ok(Ok(out)) => out,
-        Ok(Err(m)) => return Err(fail(m)),
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".to_string());
-            return Err(fail(format!("it panicked: {what}")));
-        }
-    };
+    let out = run_host(name, || f(args))?;
     for (k, ((v, &ty), &len)) in args.iter().zip(&sig.params).zip(&lens).enumerate() {
         if ty.is_mut_slice() && !(v.fits(ty) && v.slice_len() == len && write_back(k, v)) {
-            return Err(fail(format!(
-                "it changed the length or type of argument {}",
-                k + 1
-            )));
+            return Err(extern_failed(
+                name,
+                format!("it changed the length or type of argument {}", k + 1),
+            ));
         }
     }
-    if out.len() != sig.results.len() {
-        return Err(fail(format!(
-            "it returned {} values for {} results",
-            out.len(),
-            sig.results.len()
-        )));
-    }
-    for (k, (v, &ty)) in out.iter().zip(&sig.results).enumerate() {
-        if !v.fits(ty) {
-            return Err(fail(format!(
-                "result {} must be {ty}, found {}",
-                k + 1,
-                v.ty()
-            )));
-        }
-    }
+    check_results(name, sig, &out)?;
+    Ok(out)
+}
+
+/// Calls the borrowing host function `f` ([`HostArgsFn`]) of the extern `@name`
+/// with signature `sig` on `args`, as both engines do: the arguments must fit the
+/// parameters ([`check_args`]; else [`ErrorKind::BadArguments`] and `f` does not
+/// run), a panic is caught, and the results must fit the signature, exactly as in
+/// [`call_host`]; those failures are [`ErrorKind::ExternFailed`]. What `f` writes
+/// into a `mut` slice argument is in it, also when the call fails. Nothing is
+/// copied, and nothing allocated but what `f` returns.
+///
+/// The caller lends the slices: it must not pass one buffer twice where either
+/// is `mut` (Rust's borrows already forbid it); engines give such arguments
+/// copies (see [`HostArgsFn`]).
+pub fn call_host_args(
+    f: &HostArgsFn,
+    name: &str,
+    sig: &Signature,
+    args: &mut [Arg<'_>],
+) -> Result<Vec<Val>, ErrorKind> {
+    check_args(name, sig, args)?;
+    let out = run_host(name, || f(args))?;
+    check_results(name, sig, &out)?;
     Ok(out)
 }
 

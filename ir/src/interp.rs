@@ -57,7 +57,8 @@
 //!   the depth of IR recursion is bounded only by [`Limits::max_depth`] (exceeding it
 //!   is [`ErrorKind::RecursionLimit`], reported at the `call`). Extern functions run
 //!   host functions bound with [`Interpreter::bind_extern`] or
-//!   [`Interpreter::with_hosts`] (the protocol is [`engine::call_host`]);
+//!   [`Interpreter::with_hosts`] (the protocols are [`engine::call_host`] and, for
+//!   host functions that borrow their arguments, [`engine::call_host_args`]);
 //!   they take no frame, and a panic in one is caught and becomes
 //!   [`ErrorKind::ExternFailed`].
 //! - **Fuel**: every phi, instruction and terminator executed costs one unit of
@@ -138,7 +139,7 @@ use cranelift_entity::EntityRef;
 use self::code::{Code, Edge, Step, Term};
 use self::step::{BufId, Buffer, Mem, Slot, buf_mut, fits, slot_type};
 use self::tape::Tape;
-use crate::engine::{self, Arg, Engine, HostFn, Hosts, check_args};
+use crate::engine::{self, Arg, Engine, Host, HostArgsFn, Hosts, check_args};
 pub use crate::engine::{ErrorKind, RunError, TapeStats, Val};
 use crate::entities::{Block, FuncId, Inst, Value};
 use crate::function::{Pos, SourceMap};
@@ -233,7 +234,7 @@ pub struct Interpreter<'m> {
     /// The pre-resolved body of each defined function, by [`FuncId`] index.
     codes: Vec<Option<Code>>,
     /// The host binding of each extern function, by [`FuncId`] index.
-    hosts: Vec<Option<Arc<HostFn>>>,
+    hosts: Vec<Option<Host>>,
     machine: Machine,
     /// What `push` saved and `tape_alloc` made, kept across calls.
     tape: Tape,
@@ -269,8 +270,8 @@ impl<'m> Interpreter<'m> {
         self.limits
     }
 
-    /// Binds the extern function `name` to a host function ([`HostFn`]),
-    /// replacing any earlier binding.
+    /// Binds the extern function `name` to a host function
+    /// ([`HostFn`](engine::HostFn)), replacing any earlier binding.
     ///
     /// The function gets the arguments (slices as copies of their contents) and
     /// returns the results, following [`engine::call_host`]: what it writes into a
@@ -283,22 +284,23 @@ impl<'m> Interpreter<'m> {
         name: &str,
         f: impl Fn(&mut [Val]) -> Result<Vec<Val>, String> + Send + Sync + 'static,
     ) -> Result<(), BindError> {
-        self.bind_shared(name, Arc::new(f))
+        self.bind_shared(name, Host::Copied(Arc::new(f)))
     }
 
-    /// Binds every function of `hosts` whose name is an extern function of the
-    /// module (the others are skipped), as the JIT's `compile_with` does, so both
-    /// engines run one program alike.
+    /// Binds every function of `hosts` (of both kinds: [`Hosts::bind`] and
+    /// [`Hosts::bind_args`]) whose name is an extern function of the module (the
+    /// others are skipped), as the JIT's `compile_with` does, so both engines run
+    /// one program alike.
     pub fn with_hosts(mut self, hosts: &Hosts) -> Interpreter<'m> {
-        for (name, f) in hosts.iter() {
-            match self.bind_shared(name, Arc::clone(f)) {
+        for (name, f) in hosts.all() {
+            match self.bind_shared(name, f.clone()) {
                 Ok(()) | Err(BindError::NoSuchFunction(_) | BindError::NotExtern(_)) => {}
             }
         }
         self
     }
 
-    fn bind_shared(&mut self, name: &str, f: Arc<HostFn>) -> Result<(), BindError> {
+    fn bind_shared(&mut self, name: &str, f: Host) -> Result<(), BindError> {
         let id = self
             .module
             .func_by_name(name)
@@ -400,9 +402,22 @@ impl<'m> Interpreter<'m> {
                 let Some(Some(host)) = self.hosts.get(func.index()) else {
                     return Err(refuse(name, ErrorKind::UnboundExtern(name.to_string())));
                 };
-                let out = engine::call_host(&**host, name, sig, args, |_, _| true)
-                    .map_err(|k| refuse(name, k))?;
-                return Ok(out);
+                let out = match host {
+                    Host::Copied(f) => engine::call_host(&**f, name, sig, args, |_, _| true),
+                    Host::Borrowed(f) => {
+                        // The caller's values, lent: their slices are distinct.
+                        let mut lent: smallvec::SmallVec<[Arg<'_>; 8]> = args
+                            .iter_mut()
+                            .zip(&sig.params)
+                            .map(|(v, ty)| match ty.is_mut_slice() {
+                                true => v.as_arg(),
+                                false => Arg::from(&*v),
+                            })
+                            .collect();
+                        engine::call_host_args(&**f, name, sig, &mut lent)
+                    }
+                };
+                return out.map_err(|k| refuse(name, k));
             }
             (Body::Declared, _) => {
                 let kind = ErrorKind::Malformed(format!("@{name} is declared but not defined"));
@@ -866,12 +881,13 @@ pub fn eval_scalar_op(op: Opcode, imm: Imm, args: &[Scalar]) -> Option<Result<Sc
 }
 
 /// Calls the extern `callee` from inside a frame: arguments from `args` slots of
-/// `regs`, results into `results` slots. Slices are copied from and back into
-/// `bufs` or `tape`.
+/// `regs`, results into `results` slots. For a [`Host::Copied`] function slices are
+/// copied from and back into `bufs` or `tape`; a [`Host::Borrowed`] one borrows
+/// them ([`call_borrowed`]).
 #[allow(clippy::too_many_arguments)]
 fn call_host(
     module: &Module,
-    hosts: &[Option<Arc<HostFn>>],
+    hosts: &[Option<Host>],
     callee: FuncId,
     args: &[u32],
     results: &[u32],
@@ -896,27 +912,33 @@ fn call_host(
         }
     };
     let sig = &decl.sig;
-    let mut vals = Vec::with_capacity(args.len());
     let mem = Mem {
         frames: bufs,
         tape: &*tape,
     };
     for (k, (&a, &ty)) in args.iter().zip(&sig.params).enumerate() {
-        let s = regs[a as usize];
-        if let Err(found) = bind_param(s, ty, mem) {
+        if let Err(found) = bind_param(regs[a as usize], ty, mem) {
             return Err(ErrorKind::Malformed(format!(
                 "argument {} of @{name} must be {ty}, found {found}",
                 k + 1
             )));
         }
-        vals.push(to_val(s, mem)?);
     }
-    let out = engine::call_host(&**host, name, sig, &mut vals, |k, v| {
-        match regs[args[k] as usize] {
-            Slot::Buf(id, _) => buf_mut(id, bufs, tape).is_some_and(|b| b.copy_from(v)),
-            _ => false,
+    let out = match host {
+        Host::Copied(f) => {
+            let mut vals = Vec::with_capacity(args.len());
+            for &a in args {
+                vals.push(to_val(regs[a as usize], mem)?);
+            }
+            engine::call_host(&**f, name, sig, &mut vals, |k, v| {
+                match regs[args[k] as usize] {
+                    Slot::Buf(id, _) => buf_mut(id, bufs, tape).is_some_and(|b| b.copy_from(v)),
+                    _ => false,
+                }
+            })?
         }
-    })?;
+        Host::Borrowed(f) => call_borrowed(&**f, name, sig, args, regs, bufs, tape)?,
+    };
     for ((&d, mut v), &ty) in results.iter().zip(out).zip(&sig.results) {
         regs[d as usize] = match &mut v {
             Val::F64(x) => Slot::F64(*x),
@@ -935,6 +957,186 @@ fn call_host(
         };
     }
     Ok(())
+}
+
+/// How [`call_borrowed`] passes one argument.
+#[derive(Copy, Clone)]
+enum Pass {
+    /// A scalar, by value.
+    Scalar(Slot),
+    /// The slice in buffer `.0`, to a parameter that is `mut` if `.1`, lent directly
+    /// (`.2` false) or as a copy (`.2` true: it shares its buffer with an earlier
+    /// slice argument, one of the two `mut`).
+    Slice(BufId, bool, bool),
+}
+
+/// A buffer taken out of its place for the call, lent to one `mut` parameter or
+/// to any number of read-only ones.
+enum Lend<'a> {
+    Mut(&'a mut Buffer),
+    Shared(&'a Buffer),
+    Gone,
+}
+
+/// A buffer lent read-only.
+fn lend(b: &Buffer) -> Arg<'_> {
+    match b {
+        Buffer::F64(v) => Arg::F64s(v),
+        Buffer::F32(v) => Arg::F32s(v),
+        Buffer::I64(v) => Arg::I64s(v),
+    }
+}
+
+/// A buffer lent writable.
+fn lend_mut(b: &mut Buffer) -> Arg<'_> {
+    match b {
+        Buffer::F64(v) => Arg::F64sMut(v),
+        Buffer::F32(v) => Arg::F32sMut(v),
+        Buffer::I64(v) => Arg::I64sMut(v),
+    }
+}
+
+/// Calls a host function that borrows its arguments ([`HostArgsFn`]) on the
+/// (checked) argument slots `args` of `regs`.
+///
+/// Each buffer lent directly is taken out of `bufs` or `tape` for the call (an
+/// empty vector in its place; no allocation) and put back afterwards, whatever
+/// happened. A slice argument that shares its buffer with an earlier one, one of
+/// the two `mut`, gets a copy made before the call; the copies of `mut` parameters
+/// are written back after the call, in argument order (see [`HostArgsFn`]).
+fn call_borrowed(
+    f: &HostArgsFn,
+    name: &str,
+    sig: &crate::module::Signature,
+    args: &[u32],
+    regs: &[Slot],
+    bufs: &mut [Buffer],
+    tape: &mut Tape,
+) -> Result<Vec<Val>, ErrorKind> {
+    let mut plan: smallvec::SmallVec<[Pass; 8]> = smallvec::SmallVec::new();
+    for (&a, &ty) in args.iter().zip(&sig.params) {
+        plan.push(match regs[a as usize] {
+            Slot::Buf(id, _) => {
+                let m = ty.is_mut_slice();
+                let aliased = plan
+                    .iter()
+                    .any(|&p| matches!(p, Pass::Slice(j, n, _) if j == id && (m || n)));
+                Pass::Slice(id, m, aliased)
+            }
+            s => Pass::Scalar(s),
+        });
+    }
+    let freed = |id: BufId| ErrorKind::Internal(format!("buffer {id:?} was freed"));
+    // The copies, before anything is taken out (allocates only if some argument
+    // aliases another).
+    let mem = Mem {
+        frames: bufs,
+        tape: &*tape,
+    };
+    let mut copies: Vec<Val> = Vec::new();
+    for &p in &plan {
+        if let Pass::Slice(id, _, true) = p {
+            copies.push(mem.get(id).ok_or_else(|| freed(id))?.to_val());
+        }
+    }
+    // The buffers lent directly, each once, taken out of their places.
+    let mut taken: smallvec::SmallVec<[(BufId, Buffer); 8]> = smallvec::SmallVec::new();
+    for &p in &plan {
+        if let Pass::Slice(id, _, false) = p
+            && !taken.iter().any(|&(t, _)| t == id)
+        {
+            let Some(b) = buf_mut(id, bufs, tape) else {
+                put_back(taken, bufs, tape);
+                return Err(freed(id));
+            };
+            let empty = match b {
+                Buffer::F64(_) => Buffer::F64(Vec::new()),
+                Buffer::F32(_) => Buffer::F32(Vec::new()),
+                Buffer::I64(_) => Buffer::I64(Vec::new()),
+            };
+            taken.push((id, core::mem::replace(b, empty)));
+        }
+    }
+    let result = {
+        let mut lends: smallvec::SmallVec<[(BufId, Lend<'_>); 8]> = taken
+            .iter_mut()
+            .map(|(id, b)| (*id, Lend::Mut(b)))
+            .collect();
+        let mut copied = copies.iter_mut();
+        let mut lent: smallvec::SmallVec<[Arg<'_>; 8]> = smallvec::SmallVec::new();
+        let mut bad = None;
+        for &p in &plan {
+            lent.push(match p {
+                Pass::Scalar(Slot::F64(x)) => Arg::F64(x),
+                Pass::Scalar(Slot::F32(x)) => Arg::F32(x),
+                Pass::Scalar(Slot::I64(x)) => Arg::I64(x),
+                Pass::Scalar(Slot::Bool(x)) => Arg::Bool(x),
+                Pass::Slice(_, m, true) => match copied.next() {
+                    Some(v) if m => v.as_arg(),
+                    Some(v) => Arg::from(&*v),
+                    None => {
+                        bad = Some("a copy went missing");
+                        break;
+                    }
+                },
+                Pass::Slice(id, m, false) => {
+                    let Some((_, slot)) = lends.iter_mut().find(|(t, _)| *t == id) else {
+                        bad = Some("a lent buffer went missing");
+                        break;
+                    };
+                    // A buffer lent to a `mut` parameter is lent to no other
+                    // argument (the others got copies); one lent read-only may be
+                    // lent read-only again.
+                    match (core::mem::replace(slot, Lend::Gone), m) {
+                        (Lend::Mut(b), true) => lend_mut(b),
+                        (Lend::Mut(b), false) => {
+                            let b: &Buffer = b;
+                            *slot = Lend::Shared(b);
+                            lend(b)
+                        }
+                        (Lend::Shared(b), false) => {
+                            *slot = Lend::Shared(b);
+                            lend(b)
+                        }
+                        _ => {
+                            bad = Some("a buffer was lent twice");
+                            break;
+                        }
+                    }
+                }
+                Pass::Scalar(Slot::Undef | Slot::Buf(..)) => {
+                    bad = Some("an argument is undefined");
+                    break;
+                }
+            });
+        }
+        match bad {
+            Some(m) => Err(ErrorKind::Internal(format!("calling @{name}: {m}"))),
+            None => engine::call_host_args(f, name, sig, &mut lent),
+        }
+    };
+    put_back(taken, bufs, tape);
+    // The `mut` copies go back, in argument order, whatever the call returned.
+    let mut copied = copies.iter();
+    for &p in &plan {
+        if let Pass::Slice(id, m, true) = p
+            && let Some(v) = copied.next()
+            && m
+            && let Some(b) = buf_mut(id, bufs, tape)
+        {
+            b.copy_from(v);
+        }
+    }
+    result
+}
+
+/// Puts the buffers [`call_borrowed`] took out back in their places.
+fn put_back(taken: smallvec::SmallVec<[(BufId, Buffer); 8]>, bufs: &mut [Buffer], tape: &mut Tape) {
+    for (id, b) in taken {
+        if let Some(place) = buf_mut(id, bufs, tape) {
+            *place = b;
+        }
+    }
 }
 
 /// The op name of `inst`, for errors (`instruction` if it does not exist).

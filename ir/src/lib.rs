@@ -90,7 +90,7 @@ pub mod verify;
 pub mod write;
 
 pub use builder::{BuildError, FunctionBuilder};
-pub use engine::{Arg, Engine, ErrorKind, HostFn, Hosts, RunError, TapeStats, Val};
+pub use engine::{Arg, Engine, ErrorKind, HostArgsFn, HostFn, Hosts, RunError, TapeStats, Val};
 pub use entities::{Block, FuncId, Inst, Msg, Value};
 pub use function::{
     BlockData, Function, InstData, Phi, Pos, SourceMap, Terminator, ValueData, ValueDef,

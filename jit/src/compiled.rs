@@ -16,7 +16,9 @@ use crate::codegen::{self, Listing};
 use crate::error::CompileError;
 use crate::helpers::{self, Helper};
 use crate::isa;
-use crate::runtime::{Ctx, HostSlot, OK, Workspace, code, code_elem, code_scalar, stack_limit};
+use crate::runtime::{
+    Ctx, HostKind, HostSlot, OK, Workspace, code, code_elem, code_scalar, stack_limit,
+};
 
 /// What a call needs of an argument beyond [`Argument`]: its slots.
 trait Slots: Argument {
@@ -365,17 +367,23 @@ fn host_table(
             if !matches!(decl.body, Body::Extern) || table[g.index()].is_some() {
                 continue;
             }
-            let Some(host) = hosts.get(&decl.name) else {
-                return Err(CompileError::UnboundExtern {
-                    name: decl.name.clone(),
-                    caller: module.name(f).to_string(),
-                    pos: body.srcmap.insts.get(inst).copied().unwrap_or(Pos::NONE),
-                });
+            // Either kind of host function: copying (`Hosts::bind`) or borrowing
+            // (`Hosts::bind_args`).
+            let host = match (hosts.get(&decl.name), hosts.get_args(&decl.name)) {
+                (Some(f), _) => HostKind::Copied(Arc::clone(f)),
+                (None, Some(f)) => HostKind::Borrowed(Arc::clone(f)),
+                (None, None) => {
+                    return Err(CompileError::UnboundExtern {
+                        name: decl.name.clone(),
+                        caller: module.name(f).to_string(),
+                        pos: body.srcmap.insts.get(inst).copied().unwrap_or(Pos::NONE),
+                    });
+                }
             };
             table[g.index()] = Some(HostSlot {
                 name: decl.name.clone(),
                 sig: decl.sig.clone(),
-                f: Arc::clone(host),
+                f: host,
             });
         }
     }

@@ -9,6 +9,7 @@
 
 use core::mem::offset_of;
 use gradlift_ir::TapeStats;
+use gradlift_ir::engine::Arg;
 
 /// No error: the status word of a call that has not failed.
 pub(crate) const OK: u32 = 0;
@@ -100,7 +101,15 @@ pub(crate) struct HostSlot {
     /// Its signature.
     pub(crate) sig: gradlift_ir::Signature,
     /// The Rust function.
-    pub(crate) f: std::sync::Arc<gradlift_ir::HostFn>,
+    pub(crate) f: HostKind,
+}
+
+/// The two kinds of host function ([`gradlift_ir::Hosts`]).
+pub(crate) enum HostKind {
+    /// Gets its arguments as copies (`Hosts::bind`).
+    Copied(std::sync::Arc<gradlift_ir::HostFn>),
+    /// Borrows its arguments (`Hosts::bind_args`).
+    Borrowed(std::sync::Arc<gradlift_ir::engine::HostArgsFn>),
 }
 
 /// The context of a call: every compiled function takes a pointer to one as its
@@ -671,21 +680,24 @@ impl Workspace {
 }
 
 /// Calls the host function of the extern with `FuncId` index `func` for compiled
-/// code: unpacks the argument slots into [`Val`]s, calls it (a panic is caught),
-/// copies `mut` slices back and packs the results into `results`. The error is
+/// code and packs its results into `results`. A copying host function
+/// ([`HostKind::Copied`]) gets the argument slots unpacked into [`Val`]s, its `mut`
+/// slices copied back ([`call_copied`]); a borrowing one ([`HostKind::Borrowed`])
+/// gets the buffers themselves ([`call_borrowed`]). A panic is caught. The error is
 /// (function, message).
 ///
 /// # Safety
 /// `args` holds the extern's argument slots, `results` has room for its result
 /// slots, and every slice among the arguments is a live buffer of its length
-/// (writable if `mut`), not accessed elsewhere during the call.
+/// (writable if `mut`), not accessed elsewhere during the call. Slice arguments
+/// may overlap one another.
 pub(crate) unsafe fn call_host(
     ctx: &mut Ctx,
     func: usize,
     args: *const u64,
     results: *mut u64,
 ) -> Result<(), (String, String)> {
-    use gradlift_ir::{Elem, Type, Val};
+    use gradlift_ir::Val;
     if func >= ctx.hosts_len {
         return Err((String::new(), "no host function table".into()));
     }
@@ -695,8 +707,49 @@ pub(crate) unsafe fn call_host(
     let Some(slot) = slot else {
         return Err((String::new(), "an extern without host function".into()));
     };
-    let name = slot.name.clone();
-    let fail = |m: String| (name.clone(), m);
+    // The name is cloned only for an error: a call that succeeds allocates
+    // nothing here.
+    let fail = |m: String| (slot.name.clone(), m);
+    let out = match &slot.f {
+        // SAFETY: the caller's contract, passed on.
+        HostKind::Copied(f) => unsafe { call_copied(slot, &**f, args) },
+        // SAFETY: the caller's contract, passed on.
+        HostKind::Borrowed(f) => unsafe { call_borrowed(slot, &**f, args) },
+    };
+    let out = match out {
+        Ok(out) => out,
+        Err(gradlift_ir::ErrorKind::ExternFailed { message, .. }) => return Err(fail(message)),
+        Err(e) => return Err(fail(e.to_string())),
+    };
+    for (j, v) in out.iter().enumerate() {
+        let bits = match *v {
+            Val::F64(x) => x.to_bits(),
+            Val::F32(x) => u64::from(x.to_bits()),
+            Val::I64(x) => x as u64,
+            Val::Bool(x) => u64::from(x),
+            // Externs returning slices are refused at compile time.
+            _ => return Err(fail("it returned a slice".into())),
+        };
+        // SAFETY: `results` has a slot per scalar result (slice results are refused
+        // at compile time), and `out` has one value per result (the protocols
+        // checked it against the signature).
+        unsafe { *results.add(j) = bits };
+    }
+    Ok(())
+}
+
+/// Calls a copying host function ([`gradlift_ir::HostFn`]) on the argument slots
+/// `args` of `slot`'s extern, following [`gradlift_ir::engine::call_host`]: every
+/// slice is copied into a [`Val`], and `mut` ones are copied back.
+///
+/// # Safety
+/// As [`call_host`].
+unsafe fn call_copied(
+    slot: &HostSlot,
+    f: &gradlift_ir::HostFn,
+    args: *const u64,
+) -> Result<Vec<gradlift_ir::Val>, gradlift_ir::ErrorKind> {
+    use gradlift_ir::{Elem, Type, Val};
     let mut vals = Vec::with_capacity(slot.sig.params.len());
     let mut k = 0;
     // SAFETY (for every read of `args` below): `k` stays below the signature's slot
@@ -755,26 +808,208 @@ pub(crate) unsafe fn call_host(
         }
         true
     };
-    let out =
-        match gradlift_ir::engine::call_host(&*slot.f, &name, &slot.sig, &mut vals, write_back) {
-            Ok(out) => out,
-            Err(gradlift_ir::ErrorKind::ExternFailed { message, .. }) => return Err(fail(message)),
-            Err(e) => return Err(fail(e.to_string())),
-        };
-    for (j, v) in out.iter().enumerate() {
-        let bits = match *v {
-            Val::F64(x) => x.to_bits(),
-            Val::F32(x) => u64::from(x.to_bits()),
-            Val::I64(x) => x as u64,
-            Val::Bool(x) => u64::from(x),
-            // Externs returning slices are refused at compile time.
-            _ => return Err(fail("it returned a slice".into())),
-        };
-        // SAFETY: `results` has a slot per scalar result (slice results are refused
-        // at compile time).
-        unsafe { *results.add(j) = bits };
+    gradlift_ir::engine::call_host(f, &slot.name, &slot.sig, &mut vals, write_back)
+}
+
+/// One argument of a borrowing host function, as its slots hold it.
+#[derive(Copy, Clone)]
+enum RawArg {
+    /// A scalar of the type, its bits.
+    Scalar(gradlift_ir::Type, u64),
+    /// A slice: its address and length, element type, whether the parameter is
+    /// `mut`, and whether it gets a copy (it overlaps an earlier slice argument,
+    /// one of the two `mut`).
+    Slice {
+        p: usize,
+        n: usize,
+        elem: gradlift_ir::Elem,
+        mutable: bool,
+        copied: bool,
+    },
+}
+
+impl RawArg {
+    /// The bytes a slice covers, `p..p + bytes` (none for a scalar).
+    fn bytes(self) -> (usize, usize) {
+        match self {
+            RawArg::Slice { p, n, elem, .. } => {
+                let size = match elem {
+                    gradlift_ir::Elem::F32 => 4,
+                    _ => 8,
+                };
+                (p, n.saturating_mul(size))
+            }
+            RawArg::Scalar(..) => (0, 0),
+        }
     }
-    Ok(())
+
+    /// Whether two arguments share a byte of memory.
+    fn overlaps(self, other: RawArg) -> bool {
+        let ((a, m), (b, n)) = (self.bytes(), other.bytes());
+        m > 0 && n > 0 && a < b.saturating_add(n) && b < a.saturating_add(m)
+    }
+}
+
+/// The slice of `n` elements at `p`, lent as an [`Arg`] (writable if `mutable`).
+///
+/// # Safety
+/// For `n > 0`, `p` is a live buffer of `n` `elem`s (writable if `mutable`) that
+/// nothing else reads or writes while the `Arg` lives if `mutable`, or writes if
+/// not; the caller picks a lifetime `'a` no longer than that.
+unsafe fn lend_raw<'a>(p: usize, n: usize, elem: gradlift_ir::Elem, mutable: bool) -> Arg<'a> {
+    use gradlift_ir::Elem;
+    if n == 0 {
+        // No memory is lent: an empty slice, whatever the address.
+        return match (elem, mutable) {
+            (Elem::F64, false) => Arg::F64s(&[]),
+            (Elem::F32, false) => Arg::F32s(&[]),
+            (Elem::I64, false) => Arg::I64s(&[]),
+            (Elem::F64, true) => Arg::F64sMut(&mut []),
+            (Elem::F32, true) => Arg::F32sMut(&mut []),
+            (Elem::I64, true) => Arg::I64sMut(&mut []),
+        };
+    }
+    // SAFETY: the function's contract.
+    unsafe {
+        match (elem, mutable) {
+            (Elem::F64, false) => Arg::F64s(core::slice::from_raw_parts(p as *const f64, n)),
+            (Elem::F32, false) => Arg::F32s(core::slice::from_raw_parts(p as *const f32, n)),
+            (Elem::I64, false) => Arg::I64s(core::slice::from_raw_parts(p as *const i64, n)),
+            (Elem::F64, true) => Arg::F64sMut(core::slice::from_raw_parts_mut(p as *mut f64, n)),
+            (Elem::F32, true) => Arg::F32sMut(core::slice::from_raw_parts_mut(p as *mut f32, n)),
+            (Elem::I64, true) => Arg::I64sMut(core::slice::from_raw_parts_mut(p as *mut i64, n)),
+        }
+    }
+}
+
+/// Calls a borrowing host function ([`HostArgsFn`](gradlift_ir::engine::HostArgsFn))
+/// on the argument slots `args` of `slot`'s extern, following
+/// [`gradlift_ir::engine::call_host_args`]: every slice is lent as it is, without a
+/// copy or an allocation (for up to eight parameters), except one that overlaps an
+/// earlier slice argument where one of the two is `mut`: that one gets a copy made
+/// before the call, and the copies of `mut` parameters are written back after it,
+/// in argument order, whatever it returned.
+///
+/// # Safety
+/// As [`call_host`].
+unsafe fn call_borrowed(
+    slot: &HostSlot,
+    f: &gradlift_ir::engine::HostArgsFn,
+    args: *const u64,
+) -> Result<Vec<gradlift_ir::Val>, gradlift_ir::ErrorKind> {
+    use gradlift_ir::{ErrorKind, Type, Val};
+    // SAFETY (for every read of `args` below): `k` stays below the signature's slot
+    // count, which the caller's contract covers.
+    let arg = |k: usize| unsafe { *args.add(k) };
+    let mut raw: smallvec::SmallVec<[RawArg; 8]> = smallvec::SmallVec::new();
+    let mut k = 0;
+    for &ty in &slot.sig.params {
+        let a = match ty {
+            Type::Slice { elem, mutable } => {
+                let mut a = RawArg::Slice {
+                    p: arg(k) as usize,
+                    n: arg(k + 1) as usize,
+                    elem,
+                    mutable,
+                    copied: false,
+                };
+                k += 1;
+                let aliased = raw.iter().any(|&b| {
+                    a.overlaps(b) && (mutable || matches!(b, RawArg::Slice { mutable: true, .. }))
+                });
+                if let RawArg::Slice { copied, .. } = &mut a {
+                    *copied = aliased;
+                }
+                a
+            }
+            ty => RawArg::Scalar(ty, arg(k)),
+        };
+        k += 1;
+        raw.push(a);
+    }
+    // The copies of overlapping arguments, made before anything is lent (an
+    // allocation only for a call with such arguments).
+    let mut copies: Vec<Val> = Vec::new();
+    for &a in &raw {
+        if let RawArg::Slice {
+            p,
+            n,
+            elem,
+            copied: true,
+            ..
+        } = a
+        {
+            // SAFETY: a live buffer of `n` elements (the contract); nothing is lent
+            // yet.
+            copies.push(unsafe { lend_raw(p, n, elem, false) }.to_val());
+        }
+    }
+    let result = {
+        let mut copied = copies.iter_mut();
+        let mut lent: smallvec::SmallVec<[Arg<'_>; 8]> = smallvec::SmallVec::new();
+        for &a in &raw {
+            lent.push(match a {
+                RawArg::Scalar(Type::F64, b) => Arg::F64(f64::from_bits(b)),
+                RawArg::Scalar(Type::F32, b) => Arg::F32(f32::from_bits(b as u32)),
+                RawArg::Scalar(Type::I64, b) => Arg::I64(b as i64),
+                RawArg::Scalar(_, b) => Arg::Bool(b & 0xff != 0),
+                RawArg::Slice {
+                    copied: true,
+                    mutable,
+                    ..
+                } => match copied.next() {
+                    Some(v) if mutable => v.as_arg(),
+                    Some(v) => Arg::from(&*v),
+                    None => return Err(ErrorKind::Internal("a copy went missing".into())),
+                },
+                RawArg::Slice {
+                    p,
+                    n,
+                    elem,
+                    mutable,
+                    copied: false,
+                } => {
+                    // SAFETY: a live buffer of `n` elements, writable if `mutable`
+                    // (the contract), that nothing outside this call touches. Among
+                    // the arguments lent directly, no two overlap where either is
+                    // `mut`: the later of such two got a copy above. So a `mut`
+                    // slice is the only reference to its memory, and a read-only
+                    // one shares its memory with read-only ones only. The `Arg`s
+                    // live until the end of this block, within the call.
+                    unsafe { lend_raw(p, n, elem, mutable) }
+                }
+            });
+        }
+        gradlift_ir::engine::call_host_args(f, &slot.name, &slot.sig, &mut lent)
+    };
+    // The `mut` copies go back, in argument order, whatever the call returned.
+    let mut copied = copies.iter();
+    for &a in &raw {
+        if let RawArg::Slice {
+            p,
+            n,
+            mutable,
+            copied: true,
+            ..
+        } = a
+            && let Some(v) = copied.next()
+            && mutable
+            && v.slice_len() == Some(n)
+        {
+            // SAFETY: a writable live buffer of `n` elements of the type `v` holds
+            // (the copy was made from it with its element type); nothing lent
+            // refers to memory any more, and the copy is memory of its own.
+            unsafe {
+                match v {
+                    Val::F64s(x) => core::ptr::copy_nonoverlapping(x.as_ptr(), p as *mut f64, n),
+                    Val::F32s(x) => core::ptr::copy_nonoverlapping(x.as_ptr(), p as *mut f32, n),
+                    Val::I64s(x) => core::ptr::copy_nonoverlapping(x.as_ptr(), p as *mut i64, n),
+                    _ => {}
+                }
+            }
+        }
+    }
+    result
 }
 
 /// The room left for Rust functions called from generated code (math functions,
