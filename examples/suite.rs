@@ -204,8 +204,10 @@ fn ir_row_of(
     })
 }
 
-/// The host gemv of the mlp row, and its rule.
+/// The host gemv of the mlp row, and its rule (the borrowing kind; the copying
+/// one is `examples/host_gemv.rs`'s comparison).
 #[path = "host/gemv.rs"]
+#[allow(dead_code)]
 mod gemv;
 
 /// The attribute form's gradient in a [`Row`]: `d_NAME` of `benches/attr.rs`.

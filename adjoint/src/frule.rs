@@ -358,7 +358,15 @@ pub(crate) fn build_frules(
         ids.push(deriver.request(func, config.clone())?);
     }
     while let Some(job) = deriver.queue.pop_front() {
-        deriver.derive(&job)?;
+        // A callee's rule that cannot be derived fails when it runs instead (lazy
+        // derivation); the rules asked for fail now.
+        if let Err(e) = deriver.derive(&job)
+            && (ids.contains(&job.id)
+                || !e.is_deferred()
+                || !deriver.define_failing(job.func, &job.config, job.id, &e.to_string())?)
+        {
+            return Err(e);
+        }
     }
     let mut out = deriver.out;
     if widen {
@@ -711,7 +719,6 @@ impl Deriver<'_> {
         act: &ActivityInfo,
         width: u32,
     ) -> Result<HashMap<Inst, CallPlan>, AdError> {
-        let module = self.input;
         let mut plans = HashMap::new();
         for &b in primal.layout.iter().filter(|&&b| reachable.contains(b)) {
             for &inst in &primal.blocks[b].insts {
@@ -753,81 +760,195 @@ impl Deriver<'_> {
                 } else if !params.contains(&DualActivity::Dual) {
                     CallPlan::Plain
                 } else {
-                    match fwd_callee(module, g) {
-                        FwdCallee::Nodiff => CallPlan::Plain,
-                        FwdCallee::Jvp(rule) => {
-                            if ret == DualRet::Dual {
-                                CallPlan::Jvp { rule }
-                            } else {
-                                CallPlan::Plain
-                            }
-                        }
-                        FwdCallee::VjpOnly => {
-                            return Err(AdError::Unsupported {
-                                func: fname.to_string(),
-                                what: format!(
-                                    "{} needs the forward derivative of @{g}, which has a `vjp` rule but no `jvp` rule: declare `jvp @{g} = @RULE` (see the IR docs, \"jvp\")",
-                                    describe_inst(module, primal, inst),
-                                    g = module.name(g)
-                                ),
-                            });
-                        }
-                        FwdCallee::Overlay(h) => {
-                            let writes = module.sig(h).params.iter().any(|t| t.is_mut_slice());
-                            if writes {
-                                return Err(AdError::Unsupported {
-                                    func: fname.to_string(),
-                                    what: format!(
-                                        "{}: @{} is overlaid and has a `mut` slice parameter; forward mode would call both and write twice",
-                                        describe_inst(module, primal, inst),
-                                        module.name(g)
-                                    ),
-                                });
-                            }
-                            if ret == DualRet::Const {
-                                CallPlan::Plain
-                            } else {
-                                let config = FruleConfig {
-                                    params: params.clone(),
-                                    ret: DualRet::DualOnly,
-                                    width,
-                                };
-                                let rule = self.request(h, config)?;
-                                CallPlan::Derived {
-                                    rule,
-                                    params,
-                                    ret: DualRet::DualOnly,
-                                    overlay: true,
-                                }
-                            }
-                        }
-                        FwdCallee::Body => {
+                    match self.plan_call(fname, primal, inst, g, params.clone(), ret, width) {
+                        Ok(plan) => plan,
+                        Err(e) if e.is_deferred() => {
                             let config = FruleConfig {
                                 params: params.clone(),
                                 ret,
                                 width,
                             };
-                            let rule = self.request(g, config)?;
-                            CallPlan::Derived {
-                                rule,
-                                params,
-                                ret,
-                                overlay: false,
+                            match self.failing(g, config, &e)? {
+                                Some(rule) => CallPlan::Derived {
+                                    rule,
+                                    params,
+                                    ret,
+                                    overlay: false,
+                                },
+                                None => return Err(e),
                             }
                         }
-                        FwdCallee::Extern => {
-                            return Err(AdError::NoForwardDerivative {
-                                func: fname.to_string(),
-                                callee: module.name(g).to_string(),
-                                at: describe_inst(module, primal, inst),
-                            });
-                        }
+                        Err(e) => return Err(e),
                     }
                 };
                 plans.insert(inst, plan);
             }
         }
         Ok(plans)
+    }
+
+    /// What the derived function does for the call `inst` of `g` (varied
+    /// arguments `params`, results `ret`), requesting the callee's forward rule:
+    /// an error when `g` has no forward derivative or its rule cannot be derived.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_call(
+        &mut self,
+        fname: &str,
+        primal: &Function,
+        inst: Inst,
+        g: FuncId,
+        params: Vec<DualActivity>,
+        ret: DualRet,
+        width: u32,
+    ) -> Result<CallPlan, AdError> {
+        let module = self.input;
+        Ok(match fwd_callee(module, g) {
+            FwdCallee::Nodiff => CallPlan::Plain,
+            FwdCallee::Jvp(rule) => {
+                if ret == DualRet::Dual {
+                    CallPlan::Jvp { rule }
+                } else {
+                    CallPlan::Plain
+                }
+            }
+            FwdCallee::VjpOnly => {
+                return Err(AdError::Unsupported {
+                    func: fname.to_string(),
+                    what: format!(
+                        "{} needs the forward derivative of @{g}, which has a `vjp` rule but no `jvp` rule: declare `jvp @{g} = @RULE` (see the IR docs, \"jvp\")",
+                        describe_inst(module, primal, inst),
+                        g = module.name(g)
+                    ),
+                });
+            }
+            FwdCallee::Overlay(h) => {
+                let writes = module.sig(h).params.iter().any(|t| t.is_mut_slice());
+                if writes {
+                    return Err(AdError::Unsupported {
+                        func: fname.to_string(),
+                        what: format!(
+                            "{}: @{} is overlaid and has a `mut` slice parameter; forward mode would call both and write twice",
+                            describe_inst(module, primal, inst),
+                            module.name(g)
+                        ),
+                    });
+                }
+                if ret == DualRet::Const {
+                    CallPlan::Plain
+                } else {
+                    let config = FruleConfig {
+                        params: params.clone(),
+                        ret: DualRet::DualOnly,
+                        width,
+                    };
+                    let rule = self.request(h, config)?;
+                    CallPlan::Derived {
+                        rule,
+                        params,
+                        ret: DualRet::DualOnly,
+                        overlay: true,
+                    }
+                }
+            }
+            FwdCallee::Body => {
+                let config = FruleConfig {
+                    params: params.clone(),
+                    ret,
+                    width,
+                };
+                let rule = self.request(g, config)?;
+                CallPlan::Derived {
+                    rule,
+                    params,
+                    ret,
+                    overlay: false,
+                }
+            }
+            FwdCallee::Extern => {
+                return Err(AdError::NoForwardDerivative {
+                    func: fname.to_string(),
+                    callee: module.name(g).to_string(),
+                    at: describe_inst(module, primal, inst),
+                });
+            }
+        })
+    }
+
+    /// Lazy derivation: the rule of a call of `g` under `config` that cannot be
+    /// derived (`error` says why), which fails with `error`'s message when it
+    /// runs (`trap_if`); `None` when it cannot be written (a slice result with
+    /// nothing to return).
+    fn failing(
+        &mut self,
+        g: FuncId,
+        config: FruleConfig,
+        error: &AdError,
+    ) -> Result<Option<FuncId>, AdError> {
+        let sig = self.input.sig(g).clone();
+        let named = if self.name_width > 1 {
+            config.clone().with_width(self.name_width)
+        } else {
+            config.clone()
+        };
+        let name = derived_name(
+            &self.out,
+            &format!("{}.fail", self.input.name(g)),
+            &sig,
+            &named,
+        );
+        let id = self
+            .out
+            .declare(&name, frule_sig(&sig, &config))
+            .map_err(|e| AdError::Internal {
+                func: self.input.name(g).to_string(),
+                error: InternalError::Module(e),
+            })?;
+        if !self.define_failing(g, &config, id, &error.to_string())? {
+            return Ok(None);
+        }
+        Ok(Some(id))
+    }
+
+    /// Defines the declared rule `id` (of `g` under `config`) as a function that
+    /// fails with `message`; false when it cannot be written.
+    fn define_failing(
+        &mut self,
+        g: FuncId,
+        config: &FruleConfig,
+        id: FuncId,
+        message: &str,
+    ) -> Result<bool, AdError> {
+        let internal = |error: InternalError| AdError::Internal {
+            func: self.input.name(g).to_string(),
+            error,
+        };
+        let sig = self.out.sig(id).clone();
+        let mut b = FunctionBuilder::new(&self.out, id);
+        let yes = b.bconst(true);
+        b.trap_if(yes, message);
+        let mut vals = Vec::new();
+        for &t in &sig.results {
+            let v = match gradlift_ir::Scalar::zero(t) {
+                Some(z) => b.const_inst(z),
+                None => match (0..sig.params.len()).find(|&i| sig.params[i] == t) {
+                    Some(i) => b.param(i),
+                    None => return Ok(false),
+                },
+            };
+            vals.push(v);
+        }
+        b.ret(&vals);
+        let body = b.finish().map_err(|e| internal(InternalError::Build(e)))?;
+        self.out
+            .define(id, body)
+            .map_err(|e| internal(InternalError::Module(e)))?;
+        self.derived.push(id);
+        if self.name_width > 1 {
+            let gsig = self.input.sig(g).clone();
+            self.lane_funcs
+                .push(lane_func(id, &gsig, config, Vec::new()));
+        }
+        Ok(true)
     }
 }
 
@@ -1099,6 +1220,11 @@ impl Pass<'_, '_> {
             return;
         }
         let args: SmallVec<[Value; 3]> = d.args.iter().map(|&a| self.get(a)).collect();
+        if let (Opcode::TrapIf, Imm::Msg(m)) = (d.opcode, d.imm) {
+            // The message is the primal function's: made again in the derived one.
+            self.b.trap_if(args[0], primal.message(m).unwrap_or(""));
+            return;
+        }
         let ni = self.b.ins(d.opcode, d.imm, &args);
         let results: SmallVec<[Value; 2]> = self.b.results(ni).iter().copied().collect();
         for (&r, &nr) in d.results.iter().zip(&results) {

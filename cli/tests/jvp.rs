@@ -974,23 +974,30 @@ fn what_forward_mode_cannot_differentiate_is_refused() {
          func @uses(%x: f64) -> f64 {\nentry:\n    %y = call @cube(%x)\n    ret %y\n}\n\
          vjp @cube = @cube_vjp\n",
     );
-    user_error(
-        &jvp(&file, "uses", "[2]", "[1]", &[]),
-        &format!(
-            "{}: error: cannot differentiate @uses yet: `%y = call @cube(%x)` at 16:5 needs \
-             the forward derivative of @cube, which has a `vjp` rule but no `jvp` rule: \
-             declare `jvp @cube = @RULE` (see the IR docs, \"jvp\")",
-            shown(&file)
-        ),
-    );
+    // Derived lazily: the rule fails when the call runs, with the derivation's
+    // message, on both engines.
+    for engine in ["jit", "interp"] {
+        let run = jvp(&file, "uses", "[2]", "[1]", &["--engine", engine]);
+        user_error(
+            &run,
+            &format!(
+                "{}: error: in @cube.fail.jvp, trap_if: trap: cannot differentiate @uses yet: \
+                 `%y = call @cube(%x)` at 16:5 needs the forward derivative of @cube, which \
+                 has a `vjp` rule but no `jvp` rule: declare `jvp @cube = @RULE` (see the IR \
+                 docs, \"jvp\")",
+                shown(&file)
+            ),
+        );
+    }
     // An extern without a derivative (decls.ir's @wave).
     let decls = example("decls.ir");
     let run = jvp(&decls, "wave", "[1.0]", "[1]", &[]);
     assert_eq!(run.code, 1, "{run:?}");
     assert!(
         run.stderr.starts_with(&format!(
-            "{}: error: @wave: `%s = call @host_sin(%x)` at 15:5 needs the forward \
-             derivative of @host_sin, which has none: declare `jvp @host_sin = @RULE`",
+            "{}: error: in @host_sin.fail.jvp, trap_if: trap: @wave: `%s = call @host_sin(%x)` \
+             at 15:5 needs the forward derivative of @host_sin, which has none: declare \
+             `jvp @host_sin = @RULE`",
             shown(&decls)
         )),
         "{run:?}"

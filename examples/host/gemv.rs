@@ -3,8 +3,8 @@
 //! `extern @gemv_vjp` (`examples/host_gemv.rs`, and the `mlp (host gemv)` row of
 //! `examples/suite.rs`).
 
-use gradlift::Hosts;
 use gradlift::ir::interp::Val;
+use gradlift::{Arg, Hosts};
 
 /// The module: the suite's mlp with both matrix-vector products on the host.
 pub const MLP_GEMV_IR: &str = include_str!("mlp_gemv.ir");
@@ -49,34 +49,66 @@ pub fn gemv_vjp(
     }
 }
 
-fn offset(v: &Val) -> Result<usize, String> {
-    match v {
-        Val::I64(o) => usize::try_from(*o).map_err(|_| format!("negative offset {o}")),
-        other => Err(format!("the offset must be an i64, found {other:?}")),
-    }
+fn offset(o: i64) -> Result<usize, String> {
+    usize::try_from(o).map_err(|_| format!("negative offset {o}"))
 }
 
-/// Both host functions, bound by name.
+/// Both host functions, bound by name, borrowing the engine's buffers
+/// (`Hosts::bind_args`: no copy, no allocation per call).
 pub fn hosts() -> Hosts {
     Hosts::new()
-        .bind("gemv", |a: &mut [Val]| match a {
+        .bind_args("gemv", |a: &mut [Arg<'_>]| match a {
             [
-                Val::F64s(w),
-                Val::F64s(x),
-                off,
-                Val::F64s(bias),
-                Val::F64s(y),
+                Arg::F64s(w),
+                Arg::F64s(x),
+                Arg::I64(off),
+                Arg::F64s(bias),
+                Arg::F64sMut(y),
             ] => {
-                gemv(w, x, offset(off)?, bias, y);
+                gemv(w, x, offset(*off)?, bias, y);
                 Ok(vec![])
             }
             _ => Err("gemv takes ([f64], [f64], i64, [f64], mut [f64])".into()),
         })
-        .bind("gemv_vjp", |a: &mut [Val]| match a {
+        .bind_args("gemv_vjp", |a: &mut [Arg<'_>]| match a {
+            [
+                Arg::F64s(w),
+                Arg::F64s(x),
+                Arg::I64(off),
+                _bias,
+                _y,
+                Arg::F64sMut(dw),
+                Arg::F64sMut(dx),
+                Arg::F64sMut(dbias),
+                Arg::F64sMut(dy),
+            ] => {
+                gemv_vjp(w, x, offset(*off)?, dw, dx, dbias, dy);
+                Ok(vec![])
+            }
+            _ => Err("gemv_vjp takes the arguments of gemv and four shadows".into()),
+        })
+}
+
+/// The same two functions with the copying protocol (`Hosts::bind`: slices as
+/// `Val::F64s` copies, `mut` ones copied back), for comparison.
+pub fn copying_hosts() -> Hosts {
+    let off = |v: &Val| match v {
+        Val::I64(o) => offset(*o),
+        other => Err(format!("the offset must be an i64, found {other:?}")),
+    };
+    Hosts::new()
+        .bind("gemv", move |a: &mut [Val]| match a {
+            [Val::F64s(w), Val::F64s(x), o, Val::F64s(bias), Val::F64s(y)] => {
+                gemv(w, x, off(o)?, bias, y);
+                Ok(vec![])
+            }
+            _ => Err("gemv takes ([f64], [f64], i64, [f64], mut [f64])".into()),
+        })
+        .bind("gemv_vjp", move |a: &mut [Val]| match a {
             [
                 Val::F64s(w),
                 Val::F64s(x),
-                off,
+                o,
                 _bias,
                 _y,
                 Val::F64s(dw),
@@ -84,7 +116,7 @@ pub fn hosts() -> Hosts {
                 Val::F64s(dbias),
                 Val::F64s(dy),
             ] => {
-                gemv_vjp(w, x, offset(off)?, dw, dx, dbias, dy);
+                gemv_vjp(w, x, off(o)?, dw, dx, dbias, dy);
                 Ok(vec![])
             }
             _ => Err("gemv_vjp takes the arguments of gemv and four shadows".into()),
