@@ -164,3 +164,73 @@ fn a_failing_call_inside_a_callee() {
     let e = both(&text, "twice", &[Val::F64(1.5), Val::I64(1)]).unwrap_err();
     assert!(e.contains("needs the derivative of @host_sin"), "{e}");
 }
+
+/// Forward mode and Hessian-vector products derive such calls lazily too: the
+/// untaken branch costs nothing, the taken one fails with the derivation's
+/// message (forward mode's: no `jvp`), the interpreter and the JIT alike.
+#[test]
+fn forward_mode_and_hvps_fail_only_when_the_call_runs() {
+    use gradlift::adjoint::{FruleConfig, build_frule, hvp_vals, jvp_vals};
+    use gradlift::{CompiledHvp, CompiledJvp};
+    let m = parse(WAVE).unwrap();
+    let id = m.func_by_name("wave").unwrap();
+    let hosts = hosts();
+    let fconfig = FruleConfig::default_for(m.sig(id));
+    let jvp = CompiledJvp::with_config(&m, "wave", &fconfig, &hosts).unwrap();
+    let frule = build_frule(&m, id, &fconfig).unwrap();
+    let rconfig = RuleConfig::default_for(m.sig(id));
+    let hvp = CompiledHvp::with_config(&m, "wave", &rconfig, 1, &hosts).unwrap();
+    let tangents = [Some(Val::F64(1.0)), None];
+    // Not taken: d/dx x^2 = 2x, d2/dx2 = 2.
+    let args = [Val::F64(1.5), Val::I64(0)];
+    let j = jvp.jvp(&mut Workspace::new(), &args, &tangents).unwrap();
+    let ji = jvp_vals(
+        &mut Interpreter::new(&frule.module).with_hosts(&hosts),
+        &frule,
+        &args,
+        &tangents,
+    )
+    .unwrap();
+    assert_eq!(j.tangents, [Val::F64(3.0)]);
+    assert_eq!(j.tangents, ji.tangents);
+    let h = hvp.hvp(&mut Workspace::new(), &args, &tangents).unwrap();
+    let hi = hvp_vals(
+        &mut Interpreter::new(&hvp.rule().module).with_hosts(&hosts),
+        hvp.rule(),
+        &args,
+        &tangents,
+    )
+    .unwrap();
+    assert_eq!(h.hvp, [Some(Val::F64(2.0)), None]);
+    assert_eq!(h.hvp, hi.hvp);
+    // Taken.
+    let args = [Val::F64(1.5), Val::I64(1)];
+    let e = jvp
+        .jvp(&mut Workspace::new(), &args, &tangents)
+        .unwrap_err()
+        .to_string();
+    let ei = jvp_vals(
+        &mut Interpreter::new(&frule.module).with_hosts(&hosts),
+        &frule,
+        &args,
+        &tangents,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("`%s = call @host_sin(%x)` at 10:5 needs the forward derivative of @host_sin, which has none"),
+        "{e}"
+    );
+    assert!(
+        ei.contains(&e) || e.contains(&ei) || ei.ends_with(e.rsplit("trap: ").next().unwrap()),
+        "interpreter `{ei}`, JIT `{e}`"
+    );
+    let e = hvp
+        .hvp(&mut Workspace::new(), &args, &tangents)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("needs the derivative of @host_sin, which has none"),
+        "{e}"
+    );
+}

@@ -805,7 +805,26 @@ impl Deriver<'_> {
         Ok(match fwd_callee(module, g) {
             FwdCallee::Nodiff => CallPlan::Plain,
             FwdCallee::Jvp(rule) => {
-                if ret == DualRet::Dual {
+                let gsig = module.sig(g);
+                let over_slices = gsig.params.iter().any(|t| t.is_slice());
+                if over_slices && (width > 1 || self.name_width > 1) {
+                    return Err(AdError::Unsupported {
+                        func: fname.to_string(),
+                        what: format!(
+                            "{}: the `jvp` rule of @{} takes slices, which a rule of width {} cannot call yet (one lane at a time would need its tangents apart)",
+                            describe_inst(module, primal, inst),
+                            module.name(g),
+                            width.max(self.name_width)
+                        ),
+                    });
+                }
+                // A `mut` slice with a tangent needs the rule even when no result
+                // does.
+                let dual_mut = params
+                    .iter()
+                    .zip(&gsig.params)
+                    .any(|(&p, t)| p == DualActivity::Dual && t.is_mut_slice());
+                if ret == DualRet::Dual || dual_mut {
                     CallPlan::Jvp { rule }
                 } else {
                     CallPlan::Plain
@@ -1485,6 +1504,39 @@ impl Pass<'_, '_> {
         };
         match plan {
             CallPlan::Plain => copy(self),
+            CallPlan::Jvp { rule } if d.args.iter().any(|&a| primal.value_type(a).is_slice()) => {
+                // Over slices (width 1): the rule runs first, on the contents the
+                // call is given, with a tangent slice per float slice (a zero
+                // scratch one where the argument has none) that it updates for a
+                // `mut` one; then the call.
+                let mut rargs: SmallVec<[Value; 8]> = args.iter().copied().collect();
+                for (k, &a) in d.args.iter().enumerate() {
+                    let ty = primal.value_type(a);
+                    if !ty.is_differentiable() {
+                        continue;
+                    }
+                    let t = match (ty.elem(), self.tslice[a]) {
+                        (None, _) => self.tangent_or_zero(a, 0, ty),
+                        (Some(_), Some(t)) => t,
+                        (Some(elem), None) => {
+                            let n = self.b.len(args[k]);
+                            self.b.alloc(elem, n)
+                        }
+                    };
+                    rargs.push(t);
+                }
+                let ts = self.b.call(rule, &rargs);
+                copy(self);
+                let floats = d
+                    .results
+                    .iter()
+                    .filter(|&&r| primal.value_type(r).is_float());
+                for (&r, &t) in floats.zip(&ts) {
+                    if self.act.is_active(r, primal) {
+                        self.set_tangent(r, smallvec::smallvec![t]);
+                    }
+                }
+            }
             CallPlan::Jvp { rule } => {
                 copy(self);
                 let floats: SmallVec<[usize; 2]> = (0..d.results.len())

@@ -32,10 +32,11 @@
 //!   not accepted for a read-only one here).
 //! - `vjp @f = @fwd, @rvs`: `@fwd` has `@f`'s signature; `@rvs` has the signature
 //!   [`vjp_pair_signature`] gives (as `vjp_signature`, without the slices).
-//! - `jvp @f = @r`: `@f` has scalar parameters only; `@r`'s parameters are `@f`'s,
-//!   followed by one tangent per float parameter of `@f` (of that parameter's type);
-//!   its results are one tangent per float result of `@f` (of that result's type), in
-//!   order ([`jvp_signature`]). The comparison is exact.
+//! - `jvp @f = @r`: `@r`'s parameters are `@f`'s (a `mut [T]` as `[T]`), followed
+//!   by one tangent per float parameter of `@f` (of that parameter's type: a float
+//!   slice's tangent is a slice of its mutability); its results are one tangent per
+//!   float result of `@f` (of that result's type), in order ([`jvp_signature`]). The
+//!   comparison is exact.
 //! - `nodiff @f` is fine for any function.
 //! - A function has at most one declaration of each kind, and not both an `overlay`
 //!   and a `vjp`, nor both an `overlay` and a `jvp` (a `vjp` and a `jvp` together are
@@ -307,23 +308,13 @@ pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
                 }
             }
             Decl::Jvp { func, rule } => {
-                let fs = module.sig(func);
-                if let Some((i, t)) = fs.params.iter().enumerate().find(|(_, t)| t.is_slice()) {
+                let (expected, found) = (jvp_signature(module.sig(func)), module.sig(rule));
+                if *found != expected {
                     error(format!(
-                        "{kind} needs @{} to have scalar parameters only, but parameter {} is {t}",
+                        "jvp rule @{} for @{} must have the signature {expected}, found {found}",
+                        module.name(rule),
                         module.name(func),
-                        i + 1
                     ));
-                } else {
-                    let expected = jvp_signature(fs);
-                    let found = module.sig(rule);
-                    if *found != expected {
-                        error(format!(
-                            "{kind} rule @{} for @{} must have the signature {expected}, found {found}",
-                            module.name(rule),
-                            module.name(func),
-                        ));
-                    }
                 }
             }
             Decl::Nodiff { .. } => {}
@@ -422,17 +413,28 @@ fn float_scalars(types: &[Type]) -> Vec<Type> {
     types.iter().copied().filter(|t| t.is_float()).collect()
 }
 
-/// The signature a `jvp` rule for a function of signature `sig` must have: `sig`'s
-/// parameters, then one tangent for each float parameter (of that parameter's type),
-/// in order; as results, one tangent for each float result (of that result's type),
-/// in order. Integers and bools get no tangent.
+/// The signature a `jvp` rule for a function of signature `sig` must have:
+/// `sig`'s parameters (each `mut [T]` as `[T]`: the rule runs before the function,
+/// on the contents it is given); then, for each float parameter in order, its
+/// tangent: a scalar of its type, a `[T]` for a read-only float slice, a `mut [T]`
+/// for a `mut` one (holding the tangent of its contents before the call, which the
+/// rule replaces by the tangent of its contents after); as results, one tangent
+/// for each float result (of that result's type), in order. Integers, bools and
+/// `[i64]` get no tangent.
 ///
-/// For `(f64, i64, f32) -> (f64, i64)` it is `(f64, i64, f32, f64, f32) -> f64`. A
-/// `jvp` is only for functions with scalar parameters (the verifier reports slices
-/// before it compares signatures); slices here would get no tangent.
+/// For `(f64, i64, f32) -> (f64, i64)` it is `(f64, i64, f32, f64, f32) -> f64`;
+/// for `([f64], mut [f64], f64) -> f64`,
+/// `([f64], [f64], f64, [f64], mut [f64], f64) -> f64`.
 pub fn jvp_signature(sig: &Signature) -> Signature {
-    let mut params = sig.params.clone();
-    params.extend(sig.params.iter().copied().filter(|t| t.is_float()));
+    let mut params: Vec<Type> = sig
+        .params
+        .iter()
+        .map(|&t| match t.elem() {
+            Some(e) => Type::slice(e),
+            None => t,
+        })
+        .collect();
+    params.extend(sig.params.iter().copied().filter(|t| t.is_differentiable()));
     let results: Vec<Type> = sig
         .results
         .iter()

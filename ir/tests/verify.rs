@@ -567,18 +567,24 @@ fn a_jvp_rule_needs_the_tangent_signature() {
 }
 
 #[test]
-fn a_jvp_is_for_scalar_parameters_only() {
-    let mut m = Module::new();
-    let f = m.declare_extern("f", sig(&[F64, SF64], &[F64])).unwrap();
-    let r = m
-        .declare_extern("r", sig(&[F64, SF64, F64], &[F64]))
-        .unwrap();
-    m.add_decl(Decl::Jvp { func: f, rule: r }, Pos::new(4, 1));
-    let errs = errors(&m);
+fn a_jvp_over_slices_takes_a_tangent_slice_per_float_slice() {
+    // f(f64, [f64], mut [f64]) -> f64 needs (f64, [f64], [f64], f64, [f64], mut [f64]) -> f64:
+    // the `mut` slice read-only, its tangent `mut`.
+    let build = |rule_sig: Signature| {
+        let mut m = Module::new();
+        let f = m
+            .declare_extern("f", sig(&[F64, SF64, MF64], &[F64]))
+            .unwrap();
+        let r = m.declare_extern("r", rule_sig).unwrap();
+        m.add_decl(Decl::Jvp { func: f, rule: r }, Pos::new(4, 1));
+        m
+    };
+    check_ok(&build(sig(&[F64, SF64, SF64, F64, SF64, MF64], &[F64])));
+    let errs = errors(&build(sig(&[F64, SF64, F64], &[F64])));
     assert_eq!(errs.len(), 1, "{}", VerifierErrors(errs.clone()));
     assert_eq!(
         errs[0].message,
-        "jvp needs @f to have scalar parameters only, but parameter 2 is [f64]"
+        "jvp rule @r for @f must have the signature (f64, [f64], [f64], f64, [f64], mut [f64]) -> f64, found (f64, [f64], f64) -> f64"
     );
     assert_eq!(errs[0].pos, Pos::new(4, 1));
 }
