@@ -941,23 +941,11 @@ impl Deriver<'_> {
             func: self.input.name(g).to_string(),
             error,
         };
-        let sig = self.out.sig(id).clone();
-        let mut b = FunctionBuilder::new(&self.out, id);
-        let yes = b.bconst(true);
-        b.trap_if(yes, message);
-        let mut vals = Vec::new();
-        for &t in &sig.results {
-            let v = match gradlift_ir::Scalar::zero(t) {
-                Some(z) => b.const_inst(z),
-                None => match (0..sig.params.len()).find(|&i| sig.params[i] == t) {
-                    Some(i) => b.param(i),
-                    None => return Ok(false),
-                },
-            };
-            vals.push(v);
-        }
-        b.ret(&vals);
-        let body = b.finish().map_err(|e| internal(InternalError::Build(e)))?;
+        let Some(body) =
+            crate::rrule::failing_function(&self.out, id, message).map_err(internal)?
+        else {
+            return Ok(false);
+        };
         self.out
             .define(id, body)
             .map_err(|e| internal(InternalError::Module(e)))?;

@@ -645,23 +645,10 @@ impl Deriver<'_> {
         };
         let mut bodies = Vec::new();
         for id in [fwd, rvs] {
-            let sig = self.out.sig(id).clone();
-            let mut b = FunctionBuilder::new(&self.out, id);
-            let yes = b.bconst(true);
-            b.trap_if(yes, message);
-            let mut vals = Vec::new();
-            for &t in &sig.results {
-                let v = match Scalar::zero(t) {
-                    Some(z) => b.const_inst(z),
-                    None => match (0..sig.params.len()).find(|&i| sig.params[i] == t) {
-                        Some(i) => b.param(i),
-                        None => return Ok(false),
-                    },
-                };
-                vals.push(v);
+            match failing_function(&self.out, id, message).map_err(internal)? {
+                Some(body) => bodies.push(body),
+                None => return Ok(false),
             }
-            b.ret(&vals);
-            bodies.push(b.finish().map_err(|e| internal(InternalError::Build(e)))?);
         }
         let mut bodies = bodies.into_iter();
         for id in [fwd, rvs] {
@@ -850,6 +837,34 @@ impl Deriver<'_> {
         self.forwards.push((job.fwd, shadow_allocs));
         Ok(())
     }
+}
+
+/// The body of the declared function `id` of `out` as lazy derivation writes it
+/// for a rule that cannot be derived: `trap_if true, message`, then zeros of the
+/// result types (never reached). `None` when a result is a slice no parameter
+/// can stand in for.
+pub(crate) fn failing_function(
+    out: &Module,
+    id: FuncId,
+    message: &str,
+) -> Result<Option<Function>, InternalError> {
+    let sig = out.sig(id).clone();
+    let mut b = FunctionBuilder::new(out, id);
+    let yes = b.bconst(true);
+    b.trap_if(yes, message);
+    let mut vals = Vec::new();
+    for &t in &sig.results {
+        let v = match Scalar::zero(t) {
+            Some(z) => b.const_inst(z),
+            None => match (0..sig.params.len()).find(|&i| sig.params[i] == t) {
+                Some(i) => b.param(i),
+                None => return Ok(None),
+            },
+        };
+        vals.push(v);
+    }
+    b.ret(&vals);
+    b.finish().map(Some).map_err(InternalError::Build)
 }
 
 /// The marker a forward pass in debug mode pushes first and its pullback pops and

@@ -273,11 +273,15 @@ pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
                     ));
                 }
             }
-            Decl::Vjp { func, rule } => {
-                let (expected, found) = (vjp_signature(module.sig(func)), module.sig(rule));
+            Decl::Vjp { func, rule } | Decl::Jvp { func, rule } => {
+                let expected = match decl {
+                    Decl::Jvp { .. } => jvp_signature(module.sig(func)),
+                    _ => vjp_signature(module.sig(func)),
+                };
+                let found = module.sig(rule);
                 if *found != expected {
                     error(format!(
-                        "vjp rule @{} for @{} must have the signature {expected}, found {found}",
+                        "{kind} rule @{} for @{} must have the signature {expected}, found {found}",
                         module.name(rule),
                         module.name(func),
                     ));
@@ -303,16 +307,6 @@ pub fn verify_decls(module: &Module) -> Vec<VerifierError> {
                     error(format!(
                         "vjp pullback rule @{} for @{} must have the signature {expected}, found {found}",
                         module.name(pullback),
-                        module.name(func),
-                    ));
-                }
-            }
-            Decl::Jvp { func, rule } => {
-                let (expected, found) = (jvp_signature(module.sig(func)), module.sig(rule));
-                if *found != expected {
-                    error(format!(
-                        "jvp rule @{} for @{} must have the signature {expected}, found {found}",
-                        module.name(rule),
                         module.name(func),
                     ));
                 }
