@@ -628,3 +628,37 @@ fn loops_that_cannot_be_checkpointed_are_named() {
         CompiledFunction::new(&m, "f").unwrap();
     }
 }
+
+/// The body may use the header's test (true there): found by the fuzz campaign
+/// (seed 23, malformed text 117), where outlining failed with an internal error.
+#[test]
+fn the_body_may_use_the_headers_test() {
+    let m = parse(
+        "func @f(%x: [f64]) -> f64 {
+        entry:
+            %n = len %x
+            jump head
+        head:
+            %i = phi i64 [entry: 0, body: %i1]
+            %acc = phi f64 [entry: 0.0, body: %acc1]
+            checkpoint_loop 2
+            %more = icmp lt %i, %n
+            br %more, body, exit
+        body:
+            %xi = load %x[%i]
+            %par = irem %i, 2
+            %even = icmp eq %par, 0
+            %both = and %even, %more
+            %w = select %both, %xi, 0.5
+            %t = fmul %w, %xi
+            %acc1 = fadd %acc, %t
+            %i1 = iadd %i, 1
+            jump head
+        exit:
+            ret %acc
+        }",
+    )
+    .unwrap();
+    let x: Vec<f64> = (0..9).map(|i| (0.7 * i as f64).sin()).collect();
+    compare(&m, "f", None, &[Val::F64s(x)]);
+}

@@ -586,6 +586,9 @@ fn outline_one(
         vmap[v] = Some(q);
         step.values[q].name = name_of(func, v);
     }
+    // The header's test, used in the body: true there (found by the fuzz campaign,
+    // seed 23, malformed text 117).
+    vmap[cond] = Some(step.make_const(gradlift_ir::Scalar::Bool(true)));
     let entry = step.make_block(Some("entry"));
     step.append_block(entry);
     let mut bmap: SecondaryMap<Block, Option<Block>> = SecondaryMap::new();

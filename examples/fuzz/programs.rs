@@ -1344,8 +1344,9 @@ fn lit(x: f64) -> String {
     format!("{x:?}")
 }
 
-/// The templates: functions with `nodiff`, `vjp`, `overlay` declarations, and an
-/// extern with an extern rule. Returns the text and the names of the functions a body
+/// The templates: functions with `nodiff`, `vjp` (over scalars, over a slice, and a
+/// rule pair over a `mut` slice), `jvp`, `overlay` declarations, and an extern with
+/// an extern rule. Returns the text and the names of the functions a body
 /// may call.
 fn templates(rng: &mut Rng, f32: bool, hosts: bool) -> (String, Vec<&'static str>) {
     let mut text = String::new();
@@ -1385,6 +1386,22 @@ fn templates(rng: &mut Rng, f32: bool, hosts: bool) -> (String, Vec<&'static str
         text += "func @sum_fwd(%s: [f64], %k: f64) -> f64 {\nentry:\n    %n = len %s\n    jump head\nhead:\n    %i = phi i64 [entry: 0, body: %i1]\n    %acc = phi f64 [entry: 0.0, body: %acc1]\n    %more = icmp lt %i, %n\n    br %more, body, exit\nbody:\n    %v = load %s[%i]\n    %acc1 = fadd %acc, %v\n    %i1 = iadd %i, 1\n    jump head\nexit:\n    %r = fmul %acc, %k\n    ret %r\n}\n\
                  func @sum_rev(%s: [f64], %k: f64) -> f64 {\nentry:\n    %n = len %s\n    jump head\nhead:\n    %i = phi i64 [entry: %n, body: %i1]\n    %acc = phi f64 [entry: 0.0, body: %acc1]\n    %more = icmp gt %i, 0\n    br %more, body, exit\nbody:\n    %i1 = isub %i, 1\n    %v = load %s[%i1]\n    %acc1 = fadd %acc, %v\n    jump head\nexit:\n    %r = fmul %acc, %k\n    ret %r\n}\noverlay @sum_fwd = @sum_rev\n";
         names.push("sum_fwd");
+    }
+    if rng.chance(25) {
+        // A `vjp` and a `jvp` over a slice: vs(s, k) = k sum s_i^2.
+        text += "func @vs(%s: [f64], %k: f64) -> f64 {\nentry:\n    %n = len %s\n    jump head\nhead:\n    %i = phi i64 [entry: 0, body: %i1]\n    %acc = phi f64 [entry: 0.0, body: %acc1]\n    %more = icmp lt %i, %n\n    br %more, body, exit\nbody:\n    %v = load %s[%i]\n    %vv = fmul %v, %v\n    %acc1 = fadd %acc, %vv\n    %i1 = iadd %i, 1\n    jump head\nexit:\n    %r = fmul %acc, %k\n    ret %r\n}\n\
+                 func @vs_rule(%s: [f64], %k: f64, %ds: mut [f64], %dy: f64) -> f64 {\nentry:\n    %n = len %s\n    %kd = fmul %k, %dy\n    %two = fmul 2.0, %kd\n    jump head\nhead:\n    %i = phi i64 [entry: 0, body: %i1]\n    %acc = phi f64 [entry: 0.0, body: %acc1]\n    %more = icmp lt %i, %n\n    br %more, body, exit\nbody:\n    %v = load %s[%i]\n    %vv = fmul %v, %v\n    %acc1 = fadd %acc, %vv\n    %g = fmul %two, %v\n    %d0 = load %ds[%i]\n    %d1 = fadd %d0, %g\n    store %ds[%i], %d1\n    %i1 = iadd %i, 1\n    jump head\nexit:\n    %dk = fmul %acc, %dy\n    ret %dk\n}\nvjp @vs = @vs_rule\n\
+                 func @vs_jvp(%s: [f64], %k: f64, %ts: [f64], %tk: f64) -> f64 {\nentry:\n    %n = len %s\n    jump head\nhead:\n    %i = phi i64 [entry: 0, body: %i1]\n    %acc = phi f64 [entry: 0.0, body: %acc1]\n    %dot = phi f64 [entry: 0.0, body: %dot1]\n    %more = icmp lt %i, %n\n    br %more, body, exit\nbody:\n    %v = load %s[%i]\n    %vv = fmul %v, %v\n    %acc1 = fadd %acc, %vv\n    %t = load %ts[%i]\n    %vt = fmul %v, %t\n    %dot1 = fadd %dot, %vt\n    %i1 = iadd %i, 1\n    jump head\nexit:\n    %a = fmul %acc, %tk\n    %kd = fmul %k, %dot\n    %b = fmul 2.0, %kd\n    %r = fadd %a, %b\n    ret %r\n}\njvp @vs = @vs_jvp\n";
+        names.push("vs");
+    }
+    if rng.chance(25) {
+        // A rule pair over a `mut` slice: vp(s, k) scales s by k in place and
+        // returns the new sum; the forward rule keeps the old contents on the tape.
+        text += "func @vp(%s: mut [f64], %k: f64) -> f64 {\nentry:\n    %n = len %s\n    jump head\nhead:\n    %i = phi i64 [entry: 0, body: %i1]\n    %acc = phi f64 [entry: 0.0, body: %acc1]\n    %more = icmp lt %i, %n\n    br %more, body, exit\nbody:\n    %v = load %s[%i]\n    %w = fmul %v, %k\n    store %s[%i], %w\n    %acc1 = fadd %acc, %w\n    %i1 = iadd %i, 1\n    jump head\nexit:\n    ret %acc\n}\n\
+                 func @vp_fwd(%s: mut [f64], %k: f64) -> f64 {\nentry:\n    %n = len %s\n    %h = tape_alloc f64, %n\n    %old = tape_view f64, %h\n    jump head\nhead:\n    %i = phi i64 [entry: 0, body: %i1]\n    %more = icmp lt %i, %n\n    br %more, body, exit\nbody:\n    %v = load %s[%i]\n    store %old[%i], %v\n    %i1 = iadd %i, 1\n    jump head\nexit:\n    %r = call @vp(%s, %k)\n    push %h\n    ret %r\n}\n\
+                 func @vp_rvs(%k: f64, %ds: mut [f64], %dy: f64) -> f64 {\nentry:\n    %h = pop i64\n    %old = tape_view f64, %h\n    %n = len %old\n    jump head\nhead:\n    %i = phi i64 [entry: 0, body: %i1]\n    %dk = phi f64 [entry: 0.0, body: %dk1]\n    %more = icmp lt %i, %n\n    br %more, body, exit\nbody:\n    %d = load %ds[%i]\n    %g = fadd %d, %dy\n    %v = load %old[%i]\n    %gv = fmul %g, %v\n    %dk1 = fadd %dk, %gv\n    %gk = fmul %g, %k\n    store %ds[%i], %gk\n    %i1 = iadd %i, 1\n    jump head\nexit:\n    ret %dk\n}\nvjp @vp = @vp_fwd, @vp_rvs\n\
+                 func @vp_jvp(%s: [f64], %k: f64, %ts: mut [f64], %tk: f64) -> f64 {\nentry:\n    %n = len %s\n    jump head\nhead:\n    %i = phi i64 [entry: 0, body: %i1]\n    %acc = phi f64 [entry: 0.0, body: %acc1]\n    %more = icmp lt %i, %n\n    br %more, body, exit\nbody:\n    %v = load %s[%i]\n    %t = load %ts[%i]\n    %a = fmul %t, %k\n    %b = fmul %v, %tk\n    %c = fadd %a, %b\n    store %ts[%i], %c\n    %acc1 = fadd %acc, %c\n    %i1 = iadd %i, 1\n    jump head\nexit:\n    ret %acc\n}\njvp @vp = @vp_jvp\n";
+        names.push("vp");
     }
     if hosts {
         text += "extern @host_tanh(f64) -> f64\nextern @host_tanh_vjp(f64, f64) -> f64\nvjp @host_tanh = @host_tanh_vjp\nextern @host_tanh_jvp(f64, f64) -> f64\njvp @host_tanh = @host_tanh_jvp\n";
