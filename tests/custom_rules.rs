@@ -736,15 +736,8 @@ fn rules_of_width_n_refuse_slice_rules_clearly() {
     build_rrule(&m, loss, &RuleConfig::default_for(m.sig(loss))).unwrap();
 }
 
-/// A `jvp` over slices: the matrix-vector product's tangent `ty = tA x + A tx`,
-/// written into the output's tangent (a `mut` slice: the tangent of its contents
-/// after the call). Checked against forward mode through the body, against the
-/// reverse-mode gradient (`<grad f, v>`), and the interpreter against the JIT.
-#[test]
-fn a_jvp_over_slices() {
-    use gradlift::CompiledJvp;
-    use gradlift::adjoint::{DualActivity, FruleConfig, build_frule, jvp_vals};
-    let jvp_rule = "
+/// `@matvec`'s forward-mode rule: `ty = tA x + A tx`.
+const MATVEC_JVP: &str = "
         func @matvec_jvp(%a: [f64], %x: [f64], %y: [f64], %ta: [f64], %tx: [f64], %ty: mut [f64]) {
         entry:
             %m = len %y
@@ -783,6 +776,16 @@ fn a_jvp_over_slices() {
         }
         jvp @matvec = @matvec_jvp
     ";
+
+/// A `jvp` over slices: the matrix-vector product's tangent `ty = tA x + A tx`,
+/// written into the output's tangent (a `mut` slice: the tangent of its contents
+/// after the call). Checked against forward mode through the body, against the
+/// reverse-mode gradient (`<grad f, v>`), and the interpreter against the JIT.
+#[test]
+fn a_jvp_over_slices() {
+    use gradlift::CompiledJvp;
+    use gradlift::adjoint::{DualActivity, FruleConfig, build_frule, jvp_vals};
+    let jvp_rule = MATVEC_JVP;
     let text = example_text() + jvp_rule;
     let with = module(&text);
     // Through the body: no `jvp` (and no `vjp`) line.
@@ -858,4 +861,48 @@ fn a_jvp_over_slices() {
             .contains("takes slices, which a rule of width 2 cannot call yet"),
         "{e}"
     );
+}
+
+/// Hessian-vector products (forward mode over the reverse rule) through a `vjp`
+/// over slices: forward mode differentiates the rule's own body and calls the
+/// function's `jvp`; the result equals the HVP derived through the bodies, and
+/// the interpreter the JIT.
+#[test]
+fn hessian_vector_products_through_a_rule_over_slices() {
+    use gradlift::CompiledHvp;
+    use gradlift::adjoint::hvp_vals;
+    let with = module(&(example_text() + MATVEC_JVP));
+    let plain = without_rules(&example_text());
+    let args = [
+        Val::F64s(input(12, 0.7, 0.2)),
+        Val::F64s(input(4, 1.3, -0.4)),
+        Val::F64(0.8),
+    ];
+    let v = [
+        Some(Val::F64s(input(12, 0.31, 0.9))),
+        Some(Val::F64s(input(4, 0.57, 0.1))),
+        Some(Val::F64(0.25)),
+    ];
+    let mut out = Vec::new();
+    for m in [&with, &plain] {
+        let id = m.func_by_name("mv_loss").unwrap();
+        let h = CompiledHvp::with_config(
+            m,
+            "mv_loss",
+            &RuleConfig::default_for(m.sig(id)),
+            1,
+            &Hosts::new(),
+        )
+        .unwrap();
+        let jit = h.hvp(&mut Workspace::new(), &args, &v).unwrap();
+        let interp =
+            hvp_vals(&mut Interpreter::new(&h.rule().module), h.rule(), &args, &v).unwrap();
+        for (a, b) in jit.hvp.iter().zip(&interp.hvp) {
+            assert_eq!(a.as_ref().map(bits), b.as_ref().map(bits));
+        }
+        out.push(jit.hvp);
+    }
+    for (a, b) in out[0].iter().zip(&out[1]) {
+        close(&floats(a), &floats(b), 1e-12);
+    }
 }
