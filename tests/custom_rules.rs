@@ -710,6 +710,42 @@ fn wrong_rules_are_caught_naming_the_coordinate() {
         "{e:?}"
     );
     assert!(e.to_string().contains("element 1 of parameter 1"), "{e}");
+    // A rule that forgets that `y`'s old contents do not reach its new ones (no
+    // `dy = 0`): the gradient check seeds no slice, so the dot-product test
+    // catches it, and then names the entry.
+    let text = example_text().replace("    store %dy[%i], 0.0\n", "");
+    assert_ne!(text, example_text());
+    let m = module(&text);
+    let id = m.func_by_name("matvec").unwrap();
+    let args = [
+        Val::F64s(input(12, 0.7, 0.2)),
+        Val::F64s(input(4, 1.3, -0.4)),
+        Val::F64s(vec![0.5; 3]),
+    ];
+    let e = check_rule(
+        &m,
+        id,
+        &RuleConfig::default_for(m.sig(id)),
+        &args,
+        &CheckOptions::f64(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            CheckError::DotProduct {
+                culprit: Some(_),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains(
+            "the cotangent of element 0 of parameter 3 from element 0 of parameter 3 (its contents after the call) is 1, but finite differences give"
+        ),
+        "{e}"
+    );
 }
 
 /// Width N > 1 (N cotangents per sweep) cannot call a rule over slices yet:

@@ -184,6 +184,11 @@ pub enum CheckError {
         trial: usize,
         /// `(step, ⟨J v, w⟩, ⟨v, Jᵀ w⟩)` for each step tried.
         estimates: Vec<(f64, f64, f64)>,
+        /// The first entry of `Jᵀ` found wrong once the test failed (one output
+        /// coordinate seeded at a time, up to 64, against central differences),
+        /// naming the input and the output coordinate; `None` if none was found
+        /// among those compared.
+        culprit: Option<String>,
     },
     /// The tape's scalar stack did not come back to its height before the forward
     /// pass.
@@ -242,10 +247,20 @@ impl fmt::Display for CheckError {
                     )
                 }
             }
-            CheckError::DotProduct { trial, estimates } => write!(
-                f,
-                "dot-product test {trial} fails: (step, <J v, w>, <v, J^T w>) = {estimates:?}"
-            ),
+            CheckError::DotProduct {
+                trial,
+                estimates,
+                culprit,
+            } => {
+                write!(
+                    f,
+                    "dot-product test {trial} fails: (step, <J v, w>, <v, J^T w>) = {estimates:?}"
+                )?;
+                match culprit {
+                    Some(c) => write!(f, "; {c}"),
+                    None => Ok(()),
+                }
+            }
             CheckError::Tape { before, after } => write!(
                 f,
                 "the tape held {before} scalars before the forward pass and {after} after the pullback"
@@ -521,7 +536,14 @@ pub fn check_derived_with_hosts(
         }
         match agreed {
             Some(pair) => dot.push(pair),
-            None => return Err(CheckError::DotProduct { trial, estimates }),
+            None => {
+                let culprit = io.localize(&mut engine, rule, args, &mut run_plain, opts);
+                return Err(CheckError::DotProduct {
+                    trial,
+                    estimates,
+                    culprit,
+                });
+            }
         }
     }
 
@@ -673,6 +695,68 @@ impl<'a> Io<'a> {
 
     fn n_outputs(&self) -> usize {
         self.output_f32.len()
+    }
+
+    /// Output coordinate `j` as a message names it: `result 1`, or `element 3 of
+    /// parameter 2 (its contents after the call)`.
+    fn output_name(&self, j: usize) -> String {
+        if let Some(&r) = self.seeded.get(j) {
+            return format!("result {}", r + 1);
+        }
+        let mut k = j - self.seeded.len();
+        for &i in self.shadows {
+            if k < self.lens[i] {
+                return format!(
+                    "element {k} of parameter {} (its contents after the call)",
+                    i + 1
+                );
+            }
+            k -= self.lens[i];
+        }
+        format!("output {j}")
+    }
+
+    /// After a failed dot-product test: the first (output, input) pair whose
+    /// entry of `Jᵀ` the rule gets wrong, seeding one output coordinate at a time
+    /// (up to 64) and comparing each input coordinate the gradient check picks
+    /// with central differences, as a sentence; `None` if every pair agrees.
+    fn localize(
+        &self,
+        engine: &mut Interpreter<'_>,
+        rule: &Rule,
+        args: &[Val],
+        run_plain: &mut impl FnMut(&[Val]) -> Result<(Vec<Val>, Vec<Val>), RunError>,
+        opts: &CheckOptions,
+    ) -> Option<String> {
+        let coords = self.pick(opts.max_coords);
+        for j in 0..self.n_outputs().min(64) {
+            let mut w = vec![0.0; self.n_outputs()];
+            w[j] = 1.0;
+            let out = value_and_gradient(engine, rule, args, &self.seeds(&w)).ok()?;
+            let jtw = self.cotangents(&out).ok()?;
+            for &c in &coords {
+                let mut dir = vec![0.0; self.inputs.len()];
+                dir[c] = 1.0;
+                let mut estimates = Vec::new();
+                let agrees = opts.steps.iter().any(|&h| {
+                    let est = self
+                        .directional(run_plain, args, &dir, h, &w)
+                        .map(|(d, veff)| d / veff[c])
+                        .unwrap_or(f64::NAN);
+                    estimates.push((h, est));
+                    opts.agree(jtw[c], est)
+                });
+                if !agrees {
+                    return Some(format!(
+                        "the cotangent of {} from {} is {}, but finite differences give {estimates:?} (step, estimate)",
+                        self.inputs[c],
+                        self.output_name(j),
+                        jtw[c]
+                    ));
+                }
+            }
+        }
+        None
     }
 
     /// The indices (into `inputs`) of the coordinates the gradient check compares:
