@@ -641,6 +641,21 @@ fn a_traced_function_with_a_host_rule() {
     close(&da, &want, 1e-14);
 }
 
+/// `check_rule`'s error for `@name` of the module `text` (default activities).
+#[track_caller]
+fn check_fails(text: &str, name: &str, args: &[Val]) -> CheckError {
+    let m = module(text);
+    let id = m.func_by_name(name).unwrap();
+    check_rule(
+        &m,
+        id,
+        &RuleConfig::default_for(m.sig(id)),
+        args,
+        &CheckOptions::f64(),
+    )
+    .expect_err("the wrong rule must be caught")
+}
+
 /// A wrong rule is caught, and the message names the coordinate.
 #[test]
 fn wrong_rules_are_caught_naming_the_coordinate() {
@@ -683,21 +698,12 @@ fn wrong_rules_are_caught_naming_the_coordinate() {
         "    %xj = load %x[0]\n    %gx = fmul %g, %xj",
     );
     assert_ne!(text, example_text());
-    let m = module(&text);
-    let id = m.func_by_name("mv_loss").unwrap();
     let args = [
         Val::F64s(input(12, 0.7, 0.2)),
         Val::F64s(input(4, 1.3, -0.4)),
         Val::F64(0.8),
     ];
-    let e = check_rule(
-        &m,
-        id,
-        &RuleConfig::default_for(m.sig(id)),
-        &args,
-        &CheckOptions::f64(),
-    )
-    .unwrap_err();
+    let e = check_fails(&text, "mv_loss", &args);
     assert!(
         matches!(
             e,
@@ -715,21 +721,12 @@ fn wrong_rules_are_caught_naming_the_coordinate() {
     // catches it, and then names the entry.
     let text = example_text().replace("    store %dy[%i], 0.0\n", "");
     assert_ne!(text, example_text());
-    let m = module(&text);
-    let id = m.func_by_name("matvec").unwrap();
     let args = [
         Val::F64s(input(12, 0.7, 0.2)),
         Val::F64s(input(4, 1.3, -0.4)),
         Val::F64s(vec![0.5; 3]),
     ];
-    let e = check_rule(
-        &m,
-        id,
-        &RuleConfig::default_for(m.sig(id)),
-        &args,
-        &CheckOptions::f64(),
-    )
-    .unwrap_err();
+    let e = check_fails(&text, "matvec", &args);
     assert!(
         matches!(
             e,

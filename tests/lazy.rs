@@ -221,10 +221,8 @@ fn forward_mode_and_hvps_fail_only_when_the_call_runs() {
         e.contains("`%s = call @host_sin(%x)` at 10:5 needs the forward derivative of @host_sin, which has none"),
         "{e}"
     );
-    assert!(
-        ei.contains(&e) || e.contains(&ei) || ei.ends_with(e.rsplit("trap: ").next().unwrap()),
-        "interpreter `{ei}`, JIT `{e}`"
-    );
+    // The interpreter's error wraps the same run-time error.
+    assert!(ei.contains(&e), "interpreter `{ei}`, JIT `{e}`");
     let e = hvp
         .hvp(&mut Workspace::new(), &args, &tangents)
         .unwrap_err()

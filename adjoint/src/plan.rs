@@ -576,7 +576,8 @@ fn save_buffers(func: &Function, inst: Inst, config: &RuleConfig, info: &mut Ins
 
 /// The rule of a call that cannot be derived (`error` says why): a rule of the
 /// callee's calling convention that fails with `error`'s message when the call is
-/// reached, so the caller is still derived (lazy derivation).
+/// reached, so the caller is still derived (lazy derivation); `error` itself when
+/// it is not one to defer (the requester decides, `Deriver::fail_pair`).
 #[allow(clippy::too_many_arguments)]
 fn failing_call(
     module: &Module,
@@ -588,9 +589,6 @@ fn failing_call(
     error: AdError,
     request: &mut Requester<'_>,
 ) -> Result<CallRule, AdError> {
-    if !error.is_deferred() {
-        return Err(error);
-    }
     let (params, ret) = call_activities(func, act, inst);
     let callee_config = callee_config(module, func, inst, g, params, ret, config);
     let (fwd, rvs, inout) = request(g, callee_config.clone(), Want::Failing(error))?;
